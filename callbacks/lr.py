@@ -1,0 +1,53 @@
+"""Learning-rate scaling that takes effect inside compiled graphs.
+
+A MindSpore/MindFormers ``LearningRateSchedule`` bakes its peak LR into the graph as a Python float,
+so it cannot be lowered in place. :class:`ScaledLearningRate` multiplies any schedule by a non-trainable
+``Parameter``; a rollback changes that parameter, and the next optimizer update uses the new LR
+without recompiling. A fixed LR is already a ``Parameter`` in MindSpore optimizers and is scaled directly.
+"""
+from __future__ import annotations
+
+import mindspore as ms
+from mindspore import Parameter, Tensor, nn, ops
+
+class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
+    """``schedule(step) * scale``, with ``scale`` a non-trainable float32 ``Parameter``.
+
+    Args:
+        schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers').
+        scale: initial multiplier (1.0).
+    """
+
+    def __init__(self, schedule, scale: float = 1.0):
+        super().__init__()
+        self.schedule = schedule
+        self.scale = Parameter(Tensor(scale, ms.float32), name="monitor_lr_scale", requires_grad=False)
+
+    def construct(self, global_step):
+        return self.schedule(global_step) * self.scale
+
+
+def lr_scale_parameters(train_network, optimizer) -> list:
+    """The parameters whose value multiplies the optimizer's LR: the ``scale`` of every
+    :class:`ScaledLearningRate` inside ``train_network`` (MindFormers keeps a second copy of the schedule
+    in its train-step cell for logging), or, with a fixed LR, the optimizer's ``learning_rate``.
+
+    Raises:
+        TypeError: the LR is a schedule not wrapped in :class:`ScaledLearningRate` (it cannot change in place).
+    """
+    scales = [c.scale for _, c in train_network.cells_and_names() if isinstance(c, ScaledLearningRate)]
+    if scales:
+        return scales
+    if isinstance(optimizer.learning_rate, Parameter) and not optimizer.dynamic_lr:
+        return [optimizer.learning_rate]
+    raise TypeError(f"cannot scale a {type(optimizer.learning_rate).__name__} learning rate in place: wrap it "
+                    "in callbacks.ScaledLearningRate or use a fixed (Parameter) learning rate")
+
+
+def set_lr_scale(params: list, value: float) -> None:
+    """Set every parameter from :func:`lr_scale_parameters` to ``value``.
+
+    Uses ``ops.assign``: ``Parameter.set_data`` on these scalars is not seen by an already compiled graph.
+    """
+    for p in params:
+        ops.assign(p, Tensor(value, p.dtype))

@@ -1,0 +1,213 @@
+"""``TrainingMonitor``: the MindSpore callback that feeds the engine, exports metrics and rolls back."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from loguru import logger
+from mindspore.train import Callback, ModelCheckpoint
+
+from monitor.config import MonitorConfig
+from monitor.engine import Engine
+from monitor.events import Event, EventLog
+from monitor.ledger import Ledger
+from monitor.metrics import Metrics
+from monitor.record import StepRecord
+from monitor.rules import Rules
+
+from .outputs import read_step_outputs
+from .rollback import restore_train_state, save_train_state, train_optimizer
+
+
+def _env_rank() -> int:
+    return int(os.environ.get("RANK_ID", os.environ.get("RANK", "0")) or 0)
+
+
+class TrainingMonitor(Callback):
+    """Per-step metrics, anomaly rules and automatic rollback for ``Model.train`` (MindSpore/MindFormers).
+
+    Use it as ``Model.train(..., callbacks=[TrainingMonitor(...)])``, from a MindFormers YAML
+    ``callbacks: - type: TrainingMonitor`` entry (its other keys are the settings), or from a settings
+    file: ``TrainingMonitor("monitor.yaml")``. Settings are those of :class:`monitor.config.MonitorConfig`;
+    keyword arguments override the file or dict.
+
+    Each step becomes a :class:`monitor.record.StepRecord` (loss, grad norm, loss scale, overflow, LR,
+    step time, data wait, tokens) for the engine and for ``/metrics``. Events go to
+    ``<output_dir>/events_rank<r>.jsonl``. When a rule asks for a rollback, the newest healthy checkpoint
+    before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
+    the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
+    iterator is not rewound, so the batches consumed since that checkpoint are not seen again. Past
+    ``max_rollbacks`` the run is stopped (``stop_reason`` says why).
+
+    Monitor failures are logged and survived unless ``strict`` is set.
+
+    Raises:
+        monitor.config.ConfigError, monitor.rules.RulesError: bad settings, at construction.
+    """
+
+    def __init__(self, config: MonitorConfig | dict | str | Path | None = None, **settings):
+        super().__init__()
+        if isinstance(config, (str, Path)):
+            cfg = MonitorConfig.from_yaml(config)
+        else:
+            cfg = config if isinstance(config, MonitorConfig) else MonitorConfig.from_dict(config)
+        if settings:
+            cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings}, "TrainingMonitor arguments")
+        self.cfg = cfg
+        self.rank = _env_rank() if cfg.rank is None else cfg.rank
+        rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
+        out = Path(cfg.output_dir)
+        self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
+        self.metrics = Metrics(cfg.run, self.rank)
+        self.metrics_url: str | None = None
+        self.engine = Engine(rules, [self._on_event, self.metrics.on_event])
+        self.ledger = Ledger(str(out / f"ledger_rank{self.rank}.json"), cfg.healthy_after)
+        self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}"
+        self.rollbacks: list[dict] = []
+        self.stop_reason: str | None = None
+        self.last_record: StepRecord | None = None
+        self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
+        self._prev_trainer_step = 0
+        self._t_begin = self._t_end = None
+        self._tokens = cfg.tokens_per_step
+        self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
+
+    # MindSpore callback API -------------------------------------------------------------------------
+    def on_train_begin(self, run_context):
+        self._guard(self._begin, run_context)
+
+    def on_train_step_begin(self, run_context):
+        self._t_begin = time.perf_counter()
+
+    def on_train_step_end(self, run_context):
+        self._guard(self._step_end, run_context)
+
+    def on_train_end(self, run_context):
+        self.event_log.close()
+
+    # ------------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop serving ``/metrics`` and close the event log."""
+        self.metrics.close()
+        self.event_log.close()
+
+    def _guard(self, fn, run_context):
+        try:
+            fn(run_context)
+        except Exception as exc:
+            if self.cfg.strict:
+                raise
+            logger.opt(exception=exc).error("training monitor failed at this step (training goes on): {!r}", exc)
+
+    def _begin(self, run_context):
+        cb = run_context.original_args()
+        if self.metrics_url is None and self.cfg.metrics_port is not None:
+            self.metrics_url = self.metrics.serve(self.cfg.metrics_host, self.cfg.metrics_port)
+            if self.metrics_url:
+                logger.info("rank {} metrics at {}", self.rank, self.metrics_url)
+        self._prev_trainer_step = cb.cur_step_num
+        mine = cb.list_callback.index(self) if self in cb.list_callback else 0
+        # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
+        self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
+                            for i, c in enumerate(cb.list_callback) if isinstance(c, ModelCheckpoint)]
+
+    def _step_end(self, run_context):
+        cb = run_context.original_args()
+        loss, overflow, scale, lr, norm = read_step_outputs(cb.net_outputs)
+        now = time.perf_counter()
+        steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
+        self._prev_trainer_step = cb.cur_step_num
+        if cb.get("dataset_sink_mode"):
+            step_time = (now - self._t_end) / steps if self._t_end is not None else None
+            wait = None
+        else:
+            step_time = now - self._t_begin if self._t_begin is not None else None
+            wait = self._t_begin - self._t_end if self._t_end is not None and self._t_begin else None
+        self._t_end = now
+        if self._tokens is None:
+            self._tokens = self._infer_tokens(cb)
+        step = cb.cur_step_num - self._offset
+        rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, self._tokens, self.rank,
+                         time.time(), steps)
+        self.last_record = rec
+        events = self.engine.observe(rec)
+        self.metrics.observe(rec)
+        self._watch_model_checkpoints(step)
+        if not events:
+            if self.ledger.observe(step):
+                self.metrics.set_healthy(self.ledger.last_healthy_step)
+            if self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0:
+                self._save(cb, step)
+            return
+        self.ledger.anomaly(min(e.onset_step for e in events))
+        onset = Engine.rollback_onset(events)
+        if onset is not None and self.cfg.rollback:
+            self._rollback(run_context, cb, step, onset)
+        if any("stop" in e.actions for e in events):
+            self._stop(run_context, f"rule {events[0].rule} asks to stop at step {step}")
+
+    def _infer_tokens(self, cb) -> int | None:
+        """Batch x sequence of the first 2-D input, times the data-parallel device count."""
+        for x in cb.get("train_dataset_element") or ():
+            shape = getattr(x, "shape", ())
+            if len(shape) == 2:
+                return int(shape[0] * shape[1] * max(cb.get("device_number") or 1, 1))
+        return None
+
+    def _watch_model_checkpoints(self, step: int) -> None:
+        for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
+            name = mc.latest_ckpt_file_name
+            if name and name != seen:
+                self._ckpt_watch[i] = (mc, lag, name)
+                self.ledger.add(step - lag, name)
+
+    def _save(self, cb, step: int) -> None:
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        path = self.ckpt_dir / f"step_{step:08d}.ckpt"
+        if path.exists():  # same step again after a rollback: keep the old file, it is evidence
+            path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
+        save_train_state(cb.train_network, str(path))
+        self.ledger.add(step, str(path))
+
+    def _rollback(self, run_context, cb, step: int, onset: int) -> None:
+        if len(self.rollbacks) >= self.cfg.max_rollbacks:
+            self._stop(run_context, f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done "
+                                    f"(max_rollbacks={self.cfg.max_rollbacks}); anomaly at step {step}")
+            return
+        target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
+        while target is not None:
+            try:
+                scale = restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
+                                            target.path, self.cfg.lr_factor)
+                break
+            except TypeError:
+                raise
+            except (ValueError, RuntimeError, OSError) as exc:
+                logger.error("checkpoint {} cannot be loaded ({}); trying an older one", target.path, exc)
+                self.ledger.quarantine(target, f"failed to load: {exc}")
+                target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
+        if target is None:
+            logger.error("step {}: no healthy checkpoint before step {}; cannot roll back", step, onset)
+            return
+        self._offset += step - target.step
+        self.engine.rewind(target.step)
+        rb = {"at_step": step, "to_step": target.step, "lr_scale": self.cfg.lr_factor,
+              "lr_multiplier": scale, "checkpoint": target.path, "onset_step": onset}
+        self.rollbacks.append(rb)
+        self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
+        self.metrics.on_rollback(self.ledger.last_healthy_step)
+        logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",
+                       self.rank, step, target.step, target.path, self.cfg.lr_factor)
+
+    def _stop(self, run_context, reason: str) -> None:
+        self.stop_reason = reason
+        logger.error("stopping the run: {}", reason)
+        self.event_log.write({"action": "stop", "reason": reason, "rank": self.rank, "time": time.time()})
+        run_context.request_stop()
+
+    def _on_event(self, event: Event) -> None:
+        self.event_log.write({**event.to_dict(), "time": time.time()})
+        log = logger.error if event.severity == "critical" else logger.warning
+        log("rank {} {} at step {} (onset {}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
+            event.message, ", ".join(event.actions))

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The project's two entry points, each doing all set-up first on a fresh Debian machine with Python 3.11:
+#   ./dev.sh demo [monitor demo options]   train a small LM on CPU with real MindSpore, monitored
+#   ./dev.sh test [pytest options]         run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3.11}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+
+apt_install() {  # Debian packages, installed once
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  echo "dev.sh: installing Debian packages: ${missing[*]}" >&2
+  as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null \
+    || { echo "dev.sh: could not install ${missing[*]} (need root or sudo)" >&2; return 1; }
+}
+
+setup_venv() {
+  if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+    if ! "$PY" -m venv .venv 2>/dev/null; then
+      rm -rf .venv
+      apt_install python3-venv "$(basename "$PY")-venv" 2>/dev/null || apt_install python3-venv
+      "$PY" -m venv .venv
+    fi
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[mindformers,test]'
+    touch .venv/.installed
+  fi
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  demo)
+    setup_venv
+    exec .venv/bin/monitor demo "$@" ;;
+  test)
+    setup_venv
+    command -v promtool >/dev/null || apt_install prometheus
+    exec .venv/bin/python -m pytest "$@" ;;
+  *)
+    echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
+    exit 2 ;;
+esac

@@ -1,0 +1,103 @@
+"""Monitor settings: a flat mapping, from keyword arguments, a dict, a MindFormers YAML entry or a file."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad monitor setting; the message names the source and the key."""
+
+
+@dataclass
+class MonitorConfig:
+    """All settings of :class:`callbacks.TrainingMonitor`, with their defaults.
+
+    Attributes:
+        run: run name, the ``run`` label of every series.
+        rank: this process's rank; None reads ``RANK_ID``/``RANK`` from the environment (msrun sets them).
+        output_dir: folder for ``events.jsonl``, ``ledger.json`` and the monitor's checkpoints.
+        metrics_host, metrics_port: where ``/metrics`` is served; ``metrics_port: null`` serves nothing,
+            0 takes any free port.
+        rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
+        checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
+            written by a ``ModelCheckpoint`` callback in the same ``Model.train`` call are used).
+        healthy_after: clean steps after a checkpoint before it counts as healthy.
+        rollback: roll back on rules whose actions include ``rollback``.
+        lr_factor: multiply the learning rate by this at each rollback (0 < f <= 1).
+        max_rollbacks: rollback budget; one more rollback request stops the run.
+        rollback_margin: the target checkpoint must be at least this many steps before the onset.
+        tokens_per_step: tokens per step over all data-parallel ranks (global batch x sequence length);
+            None infers it from the first input's shape times the device count.
+        strict: raise monitor failures into the trainer instead of logging and surviving them.
+    """
+
+    run: str = "default"
+    rank: int | None = None
+    output_dir: str = "monitor_output"
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = 9400
+    rules: str | dict | None = None
+    checkpoint_every: int = 0
+    healthy_after: int = 20
+    rollback: bool = True
+    lr_factor: float = 0.5
+    max_rollbacks: int = 3
+    rollback_margin: int = 0
+    tokens_per_step: int | None = None
+    strict: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict | None, source: str = "<config>") -> "MonitorConfig":
+        """Build from a mapping; ``type`` (a MindFormers registry key) is ignored.
+
+        Raises:
+            ConfigError: unknown key or a value of the wrong type, naming ``source`` and the key.
+        """
+        known = {f.name: f for f in fields(cls)}
+        kwargs = {}
+        for key, value in dict(data or {}).items():
+            if key == "type":
+                continue
+            if key not in known:
+                raise ConfigError(f"{source}: unknown monitor setting {key!r} (known: {', '.join(known)})")
+            kwargs[key] = value
+        cfg = cls(**kwargs)
+        cfg._validate(source)
+        return cfg
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "MonitorConfig":
+        """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key)."""
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if isinstance(data, dict) and isinstance(data.get("monitor"), dict):
+            data = data["monitor"]
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings")
+        return cls.from_dict(data, str(path))
+
+    def _validate(self, source: str) -> None:
+        def need(ok: bool, key: str, what: str):
+            if not ok:
+                raise ConfigError(f"{source}: {key}: expected {what}, got {getattr(self, key)!r}")
+
+        def is_int(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        for key in ("checkpoint_every", "healthy_after", "max_rollbacks", "rollback_margin"):
+            need(is_int(getattr(self, key)) and getattr(self, key) >= 0, key, "a non-negative integer")
+        need(self.metrics_port is None or (is_int(self.metrics_port) and 0 <= self.metrics_port < 65536),
+             "metrics_port", "a port number or null")
+        need(isinstance(self.lr_factor, (int, float)) and 0 < self.lr_factor <= 1, "lr_factor", "0 < f <= 1")
+        need(self.tokens_per_step is None or (is_int(self.tokens_per_step) and self.tokens_per_step > 0),
+             "tokens_per_step", "a positive integer or null")
+        need(self.rules is None or isinstance(self.rules, (str, dict)), "rules", "a file path or a mapping")
+        for key in ("rollback", "strict"):
+            need(isinstance(getattr(self, key), bool), key, "true or false")

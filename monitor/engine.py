@@ -1,0 +1,78 @@
+"""The engine: records in, events out. The live callback and ``monitor replay`` both drive this class."""
+from __future__ import annotations
+
+from typing import Callable
+
+from loguru import logger
+
+from .events import Event
+from .record import StepRecord
+from .rules import Rules
+
+Sink = Callable[[Event], None]
+
+
+class Engine:
+    """Runs every enabled detector over one rank's records, in order, and publishes their events.
+
+    Feeding the same records in the same order gives the same events: the engine has no clock and no
+    randomness. A record whose step is not after the previous one means the run went back (rollback,
+    resume from a checkpoint): the detectors forget what they saw after that step.
+
+    Args:
+        rules: the rule set (``Rules.load()`` for the defaults).
+        sinks: callables receiving each event (event log, metrics, alert senders). A sink that raises is
+            logged and skipped; it never stops the engine.
+    """
+
+    def __init__(self, rules: Rules | None = None, sinks: list[Sink] | None = None):
+        self.rules = rules or Rules.load()
+        self.detectors = self.rules.detectors()
+        self.sinks = list(sinks or [])
+        self.events: list[Event] = []
+        self.last_step: int | None = None
+        self._quiet_until: dict[str, int] = {}
+
+    def observe(self, rec: StepRecord) -> list[Event]:
+        """Judge one record; return the events it raised (usually none)."""
+        if self.last_step is not None and rec.step <= self.last_step:
+            self.rewind(rec.step - 1)
+        self.last_step = rec.step
+        fired = []
+        for det in self.detectors:
+            hit = det.update(rec)
+            if hit is not None and rec.step > self._quiet_until.get(det.cfg.id, -1):
+                value, onset, message = hit
+                fired.append(self._publish(det.cfg.id, rec.step, onset, value, message, "rule", rec.rank))
+        return fired
+
+    def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0) -> Event:
+        """Publish something the trainer itself reported (a log line), under the settings of ``rule``."""
+        return self._publish(rule, step, step, value, message, "trainer", rank)
+
+    def rewind(self, step: int) -> None:
+        """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
+        for det in self.detectors:
+            det.rewind(step)
+        self._quiet_until.clear()
+        self.last_step = step
+
+    @staticmethod
+    def rollback_onset(events: list[Event]) -> int | None:
+        """Earliest onset among ``events`` whose rule asks for a rollback, or None."""
+        onsets = [e.onset_step for e in events if "rollback" in e.actions]
+        return min(onsets) if onsets else None
+
+    def _publish(self, rule, step, onset, value, message, source, rank) -> Event:
+        cfg = self.rules.rules[rule]
+        event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
+                      message=message, source=source, actions=list(cfg.actions), rank=rank,
+                      runbook=self.rules.runbook(rule))
+        self._quiet_until[rule] = step + cfg.cooldown_steps
+        self.events.append(event)
+        for sink in self.sinks:
+            try:
+                sink(event)
+            except Exception as exc:  # a broken sink must not stop detection
+                logger.error("event sink {} failed: {!r}", getattr(sink, "__name__", sink), exc)
+        return event

@@ -1,0 +1,104 @@
+"""Checkpoint ledger: which saved checkpoints are safe to roll back to."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+
+from loguru import logger
+
+PENDING, HEALTHY, QUARANTINED = "pending", "healthy", "quarantined"
+
+
+@dataclass(slots=True)
+class CheckpointEntry:
+    """A checkpoint holding the state after ``step``. ``reason`` says why it was quarantined."""
+
+    step: int
+    path: str
+    status: str = PENDING
+    reason: str = ""
+
+
+class Ledger:
+    """The run's checkpoints and their health, persisted as JSON with write-then-rename.
+
+    A checkpoint starts *pending*; it becomes *healthy* once ``healthy_after`` further steps have
+    finished with no anomaly whose onset falls after it, and *quarantined* when an anomaly's onset
+    comes while it is pending (the state it holds may already carry the seed of the excursion) or when
+    it cannot be loaded.
+
+    Args:
+        path: JSON file to keep the ledger in (None: memory only). An existing file is read back, so a
+            restarted job knows its healthy checkpoints.
+        healthy_after: clean steps needed after a checkpoint before it is trusted.
+    """
+
+    def __init__(self, path: str | None = None, healthy_after: int = 20):
+        self.path, self.healthy_after = path, healthy_after
+        self.entries: list[CheckpointEntry] = []
+        if path and os.path.exists(path):
+            with open(path) as f:
+                self.entries = [CheckpointEntry(**e) for e in json.load(f)["checkpoints"]]
+        self._pending = [e for e in self.entries if e.status == PENDING]
+
+    def add(self, step: int, path: str) -> CheckpointEntry:
+        entry = CheckpointEntry(step, path)
+        self.entries.append(entry)
+        self._pending.append(entry)
+        self._pending.sort(key=lambda e: e.step)
+        self._save()
+        return entry
+
+    def observe(self, step: int) -> list[CheckpointEntry]:
+        """Step ``step`` finished clean: promote pending checkpoints that now have enough clean steps."""
+        if not self._pending or step < self._pending[0].step + self.healthy_after:
+            return []
+        promoted = [e for e in self._pending if step >= e.step + self.healthy_after]
+        self._pending = [e for e in self._pending if e.status == PENDING and e not in promoted]
+        for e in promoted:
+            e.status = HEALTHY
+        if promoted:
+            self._save()
+        return promoted
+
+    def anomaly(self, onset_step: int) -> None:
+        """An excursion began at ``onset_step``: quarantine checkpoints not yet proven before it."""
+        changed = False
+        for e in self.entries:
+            if e.status != QUARANTINED and (e.step >= onset_step or e.status == PENDING):
+                e.status, e.reason, changed = QUARANTINED, f"anomaly with onset at step {onset_step}", True
+        if changed:
+            self._pending = [e for e in self._pending if e.status == PENDING]
+            self._save()
+
+    def quarantine(self, entry: CheckpointEntry, reason: str) -> None:
+        entry.status, entry.reason = QUARANTINED, reason
+        self._pending = [e for e in self._pending if e is not entry]
+        self._save()
+
+    def rollback_target(self, onset_step: int, margin: int = 0) -> CheckpointEntry | None:
+        """Newest healthy checkpoint with ``step < onset_step - margin``, or None."""
+        ok = [e for e in self.entries if e.status == HEALTHY and e.step < onset_step - margin]
+        return max(ok, key=lambda e: e.step) if ok else None
+
+    @property
+    def last_healthy_step(self) -> int | None:
+        steps = [e.step for e in self.entries if e.status == HEALTHY]
+        return max(steps) if steps else None
+
+    def _save(self) -> None:
+        if not self.path:
+            return
+        try:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ledger-")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"checkpoints": [asdict(e) for e in self.entries]}, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            logger.error("checkpoint ledger {} not saved ({}); kept in memory", self.path, exc)

@@ -1,0 +1,47 @@
+"""The unit every feed produces and every consumer reads: one training step (or one sink of steps)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What one optimizer step (or, in sink mode, the last of ``steps`` steps) reported.
+
+    Attributes:
+        step: global step number after this step, 1-based. Goes back after a rollback or resume.
+        loss: training loss (nats per token as the trainer reports it); None when the trainer gave none.
+        grad_norm: global L2 norm of the gradients before clipping; None when not computed.
+        loss_scale: dynamic/static loss scale in use for this step; None without loss scaling.
+        overflow: True when the gradients overflowed and the update was skipped; None when unknown.
+        lr: learning rate used by this step's update.
+        step_time_s: wall time of the step in seconds (per step: a sink's time divided by ``steps``).
+        data_wait_s: seconds between the previous step's end and this step's start (non-sink mode).
+        tokens: tokens consumed by this step over all data-parallel ranks (global batch x sequence).
+        rank: rank that produced the record.
+        timestamp: Unix time in seconds when the step finished; None when unknown.
+        steps: how many optimizer steps this record covers (sink size in sink mode, else 1).
+    """
+
+    step: int
+    loss: float | None = None
+    grad_norm: float | None = None
+    loss_scale: float | None = None
+    overflow: bool | None = None
+    lr: float | None = None
+    step_time_s: float | None = None
+    data_wait_s: float | None = None
+    tokens: int | None = None
+    rank: int = 0
+    timestamp: float | None = None
+    steps: int = 1
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """TPS: ``tokens / step_time_s`` (global over the data-parallel ranks); None when unknown."""
+        if self.tokens and self.step_time_s:
+            return self.tokens / self.step_time_s
+        return None
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,26 @@
+"""Shared helpers: tiny real MindSpore training runs on CPU, and loguru capture."""
+import os
+import shutil
+
+import pytest
+from loguru import logger
+
+
+@pytest.fixture
+def log_lines():
+    """Messages loguru emits during the test."""
+    lines = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG")
+    yield lines
+    logger.remove(sink)
+
+
+@pytest.fixture
+def promtool():
+    """Path of Prometheus' promtool (Debian package ``prometheus``); required under CI."""
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool not installed: .ci/run / dev.sh test must install Debian's prometheus")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return path

@@ -1,0 +1,159 @@
+"""Real MindSpore training on CPU with TrainingMonitor attached: rollback, LR, metrics, failures."""
+import math
+import socket
+import subprocess
+import time
+import urllib.request
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Tensor
+from prometheus_client.parser import text_string_to_metric_families
+
+from callbacks import LossScaleTrainStep, TrainingMonitor
+from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
+
+
+def snapshot(net):
+    return {p.name: p.asnumpy().copy() for p in net.trainable_params()}
+
+
+def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    seen = {}
+
+    def probe(cb):
+        if mon.rollbacks and "after_load" not in seen:
+            seen["after_load"] = snapshot(cb.train_network.network)
+            seen["trainer_step"] = cb.cur_step_num
+        elif "after_load" in seen and "after_next" not in seen:
+            seen["after_next"] = snapshot(cb.train_network.network)
+
+    # batch 44 carries a NaN: trainer step 45 computes a NaN loss and SGD writes NaN into every weight
+    net, opt, source = train([mon, AtStep(probe)], steps=60, poison={44})
+
+    nan = [e for e in mon.engine.events if e.rule == "nan_inf"]
+    assert [(e.step, e.onset_step) for e in nan] == [(45, 45)]
+    # checkpoints at 10..40; 40 is still pending at 45 (healthy needs 10 clean steps) so 30 is the target
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"], rb["lr_scale"]) == (45, 30, 0.5)
+    ckpt = ms.load_checkpoint(rb["checkpoint"])
+    for name, value in seen["after_load"].items():
+        np.testing.assert_array_equal(value, ckpt[name].asnumpy(), err_msg=name)
+    assert all(np.isfinite(v).all() for v in seen["after_load"].values())
+    # ledger: 40 quarantined by the anomaly, 30 healthy; after the rollback step 40 is reached again and
+    # saved under another name (the quarantined file is kept as evidence)
+    entries = [(e.step, e.status, e.path.rsplit("/", 1)[1]) for e in mon.ledger.entries]
+    assert entries[:4] == [(10, "healthy", "step_00000010.ckpt"), (20, "healthy", "step_00000020.ckpt"),
+                           (30, "healthy", "step_00000030.ckpt"), (40, "quarantined", "step_00000040.ckpt")]
+    assert entries[4][:1] == (40,) and entries[4][2] == "step_00000040_r1.ckpt"
+
+    # the LR really used by the next update is the halved one: SGD moved the weights by -lr * grad,
+    # with grad recomputed independently at the checkpoint's weights on the batch that step consumed
+    assert float(opt.learning_rate.asnumpy()) == pytest.approx(0.025)
+    probe_net = tiny_net()
+    ms.load_param_into_net(probe_net, ckpt)
+    ids, mask = source[seen["trainer_step"]]
+    grad_fn = ms.value_and_grad(probe_net, None, probe_net.trainable_params())
+    _, grads = grad_fn(Tensor(ids), Tensor(mask))
+    names = [p.name for p in probe_net.trainable_params()]
+    g = np.concatenate([x.asnumpy().ravel() for x in grads])
+    delta = np.concatenate([(seen["after_next"][n] - seen["after_load"][n]).ravel() for n in names])
+    lr_used = -float(delta @ g) / float(g @ g)
+    assert lr_used == pytest.approx(0.025, rel=0.02)
+
+    # the run went on to the end from step 30 and finished finite
+    assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
+    log = (tmp_path / "events_rank0.jsonl").read_text().splitlines()
+    assert '"rule": "nan_inf"' in log[0] and '"action": "rollback"' in log[1]
+
+
+def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5,
+                          max_rollbacks=1)
+    # two corrupted batches: the first costs the one allowed rollback, the second stops the run
+    train([mon], steps=60, poison={24, 34})
+    assert len(mon.rollbacks) == 1
+    assert mon.stop_reason.startswith("rollback budget exhausted")
+    assert mon._prev_trainer_step == 35, "run should stop at the step of the second NaN"
+    assert any("stopping the run: rollback budget exhausted" in line for line in log_lines)
+    ckpts = sorted(p.name for p in (tmp_path / "checkpoints" / "rank_0").iterdir())
+    assert len(ckpts) == len(mon.ledger.entries) and all((tmp_path / "checkpoints" / "rank_0" / c).exists()
+                                                          for c in ckpts)
+
+
+def test_corrupted_checkpoint_is_quarantined_and_an_older_one_used(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+
+    def corrupt(cb):
+        if cb.cur_step_num == 44:  # truncate the newest healthy checkpoint (step 30) before the NaN at 45
+            path = next(e.path for e in mon.ledger.entries if e.step == 30)
+            with open(path, "r+b") as f:
+                f.truncate(100)
+
+    train([mon, AtStep(corrupt)], steps=50, poison={44})
+    (rb,) = mon.rollbacks
+    assert rb["to_step"] == 20
+    bad = next(e for e in mon.ledger.entries if e.step == 30)
+    assert bad.status == "quarantined" and bad.reason.startswith("failed to load")
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.read().decode()
+
+
+def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, run="t", tokens_per_step=BATCH * SEQ)
+    texts = {}
+
+    def grab(cb):
+        if cb.cur_step_num == 20:
+            texts["mid"] = scrape(mon.metrics_url)
+
+    cell = lambda net, opt: LossScaleTrainStep(net, opt, scale_sense=ms.nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
+    t0 = time.time()
+    train([mon, AtStep(grab)], steps=30, cell=cell)
+    mon.close()
+    fams = {f.name: f for f in text_string_to_metric_families(texts["mid"])}
+
+    def value(name, suffix=""):
+        (s,) = [s for s in fams[name].samples if s.name == name + suffix]
+        assert s.labels["run"] == "t" and s.labels["rank"] == "0"
+        return s.value
+
+    assert value("train_step") == 20
+    assert 0.5 < value("train_loss") < 8.0
+    assert value("train_loss_scale") == 1024.0
+    assert value("train_tokens", "_total") == 20 * BATCH * SEQ
+    assert value("train_overflow_steps", "_total") == 0
+    assert value("train_step_duration_seconds", "_count") == 20
+    assert 0 < value("train_step_duration_seconds", "_sum") < 60
+    assert value("train_tokens_per_second") > 10
+    assert t0 <= value("train_last_step_timestamp_seconds") <= time.time()
+    assert 0 <= value("train_data_wait_seconds") < 5
+    out = subprocess.run([promtool, "check", "metrics"], input=texts["mid"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_port_in_use_is_a_logged_error_and_training_goes_on(tmp_path, log_lines):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=port)
+        train([mon], steps=10)
+    assert mon.metrics_url is None and mon.last_record.step == 10
+    assert any(f"metrics endpoint 127.0.0.1:{port} not started" in line for line in log_lines)
+
+
+def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
+    mon.engine.observe = None  # a bug inside the monitor
+    train([mon], steps=5)
+    assert sum("training monitor failed" in line for line in log_lines) == 5
+    strict = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True)
+    strict.engine.observe = None
+    with pytest.raises(TypeError):
+        train([strict], steps=5)

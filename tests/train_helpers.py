@@ -1,0 +1,38 @@
+"""A small real MindSpore training run on CPU, parameterised for the tests."""
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback, Model
+
+from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+
+SEQ, BATCH = 16, 4
+CORPUS = load_corpus()
+
+
+def tiny_net():
+    return TinyLM(seq_len=SEQ, hidden=32, layers=1, heads=2)
+
+
+def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0):
+    """Train ``steps`` steps of plain SGD (fixed LR, a Parameter) with ``nn.TrainOneStepCell`` unless
+    ``cell(net, opt)`` builds another step cell. Returns ``(net, opt, source)``."""
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(seed)
+    net = tiny_net()
+    source = ByteWindows(CORPUS, SEQ, BATCH, steps, seed)
+    source.poison = set(poison)
+    opt = nn.SGD(net.trainable_params(), learning_rate=lr)
+    step_cell = cell(net, opt) if cell else nn.TrainOneStepCell(net, opt)
+    Model(step_cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
+    return net, opt, source
+
+
+class AtStep(Callback):
+    """Calls ``fn(cb_params)`` at the end of every step (after the callbacks listed before it)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def on_train_step_end(self, run_context):
+        self.fn(run_context.original_args())
