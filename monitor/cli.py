@@ -1,7 +1,9 @@
 """The ``monitor`` command: ``monitor demo`` and ``monitor replay``."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 
 import click
@@ -23,6 +25,20 @@ def main(log_level: str) -> None:
     """Training observability and stability monitor for MindSpore / MindFormers."""
     logger.remove()
     logger.add(sys.stderr, level=log_level.upper())
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send everything written to file descriptor 1 (Python or C code) to stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _parse_fault(ctx, param, values):
@@ -51,8 +67,9 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
     except ImportError as exc:
         _fail(f"the demo needs MindSpore: pip install '.[mindspore]' ({exc})")
     try:
-        summary = run_demo(steps=steps, faults=faults, port=port, data=data, output_dir=output_dir,
-                           use_mindformers=use_mf)
+        with _stdout_to_stderr():  # MindFormers logs to stdout: keep stdout for the result
+            summary = run_demo(steps=steps, faults=faults, port=port, data=data, output_dir=output_dir,
+                               use_mindformers=use_mf)
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     if as_json:

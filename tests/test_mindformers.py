@@ -1,0 +1,67 @@
+"""MindFormers integration: YAML-built callback, MFTrainOneStepCell outputs, the demo and its MF log."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+mindformers = pytest.importorskip("mindformers")  # installed by the README's set-up (extra "mindformers")
+
+from mindformers.core.callback import build_callback  # noqa: E402
+
+import callbacks  # noqa: E402
+from callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
+from train_helpers import train  # noqa: E402
+
+
+def test_yaml_entry_builds_the_monitor_and_mf_outputs_are_read(tmp_path):
+    import yaml
+
+    assert callbacks.register_mindformers()
+    cfg = yaml.safe_load(f"""
+callbacks:
+  - type: TrainingMonitor
+    run: yaml-run
+    output_dir: {tmp_path}
+    metrics_port: null
+    checkpoint_every: 5
+""")
+    (mon,) = build_callback(cfg["callbacks"])
+    assert isinstance(mon, TrainingMonitor) and mon.cfg.run == "yaml-run" and mon.cfg.checkpoint_every == 5
+    seen = []
+    from train_helpers import AtStep
+    cell = lambda net, opt: mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0,
+                                                   scale_sense=1024.0)
+    train([mon, AtStep(lambda cb: seen.append(mon.last_record))], steps=12, cell=cell)
+    rec = seen[-1]
+    assert rec.step == 12 and math.isfinite(rec.loss)
+    assert rec.grad_norm > 0 and rec.loss_scale == 1024.0 and rec.overflow is False
+    assert rec.lr == pytest.approx(0.05)
+    assert [e.step for e in mon.ledger.entries] == [5, 10]
+
+
+def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "monitor.cli", "demo", "--steps", "200", "--inject", "spike@100",
+                          "--inject", "nan@150", "--port", "0", "--output-dir", str(tmp_path), "--json"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout)
+    assert res["step_cell"] == "MFTrainOneStepCellFinite"
+    rules = {(a["rule"], a["step"]) for a in res["anomalies"]}
+    assert ("loss_spike", 100) in rules
+    assert any(rule == "nan_inf" for rule, _ in rules)
+    assert len(res["rollbacks"]) == 2 and all(r["lr_scale"] == 0.5 for r in res["rollbacks"])
+    assert res["rollbacks"][0]["at_step"] == 100 and res["rollbacks"][0]["to_step"] < 100
+    assert res["rollbacks"][1]["lr_multiplier"] == pytest.approx(0.25)
+    assert math.isfinite(res["final_loss"]) and res["final_loss"] < 4.0
+    assert res["metrics_url"].startswith("http://127.0.0.1:")
+
+    # MindFormers' own MFLossMonitor log of the same run, replayed offline, shows the same faults
+    rep = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", res["mindformers_log"]],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    replayed = json.loads(rep.stdout)
+    assert replayed["format"] == "mindformers" and replayed["records"] == res["trainer_steps"]
+    got = {(a["rule"], a["step"]) for a in replayed["anomalies"]}
+    assert ("loss_spike", 100) in got and any(rule == "nan_inf" for rule, _ in got)
