@@ -114,5 +114,22 @@ def replay(paths, fmt, rules_path, as_json):
                    f"{len(r.events)} anomalies")
         for e in r.events:
             click.echo(f"  step {e.step:>7} onset {e.onset_step:>7}  {e.severity:<8} {e.rule:<16} {e.message}")
+@main.group()
+def dashboards():
+    """Grafana dashboards built from code."""
+
+
+@dashboards.command("generate")
+@click.option("--out", default="dashboards", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the JSON files.")
+def dashboards_generate(out):
+    """Write the dashboards' JSON files (committed in dashboards/)."""
+    from .dashboards import generate
+
+    os.makedirs(out, exist_ok=True)
+    for path in generate(out):
+        click.echo(str(path))
+
+
 if __name__ == "__main__":
     main()

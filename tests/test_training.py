@@ -8,10 +8,11 @@ import urllib.request
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Tensor
+from mindspore import Tensor, nn
+from mindspore.train import CheckpointConfig, ModelCheckpoint
 from prometheus_client.parser import text_string_to_metric_families
 
-from callbacks import LossScaleTrainStep, TrainingMonitor
+from callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
 
 
@@ -19,19 +20,35 @@ def snapshot(net):
     return {p.name: p.asnumpy().copy() for p in net.trainable_params()}
 
 
-def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
-    seen = {}
+def lr_used(seen, ckpt, source):
+    """The LR plain SGD applied in the step after the rollback: it moved the weights by -lr * grad, with
+    the gradient recomputed independently at the checkpoint's weights on the batch that step consumed."""
+    probe_net = tiny_net()
+    ms.load_param_into_net(probe_net, ckpt)
+    ids, mask = source[seen["trainer_step"]]
+    _, grads = ms.value_and_grad(probe_net, None, probe_net.trainable_params())(Tensor(ids), Tensor(mask))
+    names = [p.name for p in probe_net.trainable_params()]
+    g = np.concatenate([x.asnumpy().ravel() for x in grads])
+    delta = np.concatenate([(seen["after_next"][n] - seen["after_load"][n]).ravel() for n in names])
+    return -float(delta @ g) / float(g @ g)
 
+
+def rollback_probe(mon, seen):
+    """Snapshot the weights right after the rollback's load and after the next step."""
     def probe(cb):
         if mon.rollbacks and "after_load" not in seen:
             seen["after_load"] = snapshot(cb.train_network.network)
             seen["trainer_step"] = cb.cur_step_num
         elif "after_load" in seen and "after_next" not in seen:
             seen["after_next"] = snapshot(cb.train_network.network)
+    return AtStep(probe)
 
+
+def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    seen = {}
     # batch 44 carries a NaN: trainer step 45 computes a NaN loss and SGD writes NaN into every weight
-    net, opt, source = train([mon, AtStep(probe)], steps=60, poison={44})
+    net, opt, source = train([mon, rollback_probe(mon, seen)], steps=60, poison={44})
 
     nan = [e for e in mon.engine.events if e.rule == "nan_inf"]
     assert [(e.step, e.onset_step) for e in nan] == [(45, 45)]
@@ -49,24 +66,31 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
                            (30, "healthy", "step_00000030.ckpt"), (40, "quarantined", "step_00000040.ckpt")]
     assert entries[4][:1] == (40,) and entries[4][2] == "step_00000040_r1.ckpt"
 
-    # the LR really used by the next update is the halved one: SGD moved the weights by -lr * grad,
-    # with grad recomputed independently at the checkpoint's weights on the batch that step consumed
+    # the LR really used by the next update is the halved one
     assert float(opt.learning_rate.asnumpy()) == pytest.approx(0.025)
-    probe_net = tiny_net()
-    ms.load_param_into_net(probe_net, ckpt)
-    ids, mask = source[seen["trainer_step"]]
-    grad_fn = ms.value_and_grad(probe_net, None, probe_net.trainable_params())
-    _, grads = grad_fn(Tensor(ids), Tensor(mask))
-    names = [p.name for p in probe_net.trainable_params()]
-    g = np.concatenate([x.asnumpy().ravel() for x in grads])
-    delta = np.concatenate([(seen["after_next"][n] - seen["after_load"][n]).ravel() for n in names])
-    lr_used = -float(delta @ g) / float(g @ g)
-    assert lr_used == pytest.approx(0.025, rel=0.02)
+    assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
 
     # the run went on to the end from step 30 and finished finite
     assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
     log = (tmp_path / "events_rank0.jsonl").read_text().splitlines()
     assert '"rule": "nan_inf"' in log[0] and '"action": "rollback"' in log[1]
+
+
+def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
+    """Checkpoints written by MindSpore's ModelCheckpoint are used; a ScaledLearningRate schedule is halved."""
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, healthy_after=10)
+    saver = ModelCheckpoint("tiny", str(tmp_path / "mc"), CheckpointConfig(save_checkpoint_steps=10,
+                                                                        keep_checkpoint_max=10))
+    seen = {}
+    schedule = ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.05, 100, 1.0))
+    cell = lambda net, opt: nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=schedule))
+    _, _, source = train([mon, saver, rollback_probe(mon, seen)], steps=60, poison={44}, cell=cell)
+    assert [e.step for e in mon.ledger.entries][:4] == [10, 20, 30, 40]
+    (rb,) = mon.rollbacks
+    assert rb["to_step"] == 30 and rb["checkpoint"].endswith("tiny-1_30.ckpt")
+    ckpt = ms.load_checkpoint(rb["checkpoint"])
+    assert float(schedule.scale.asnumpy()) == 0.5
+    assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
 
 
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):
