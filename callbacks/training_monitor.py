@@ -5,12 +5,14 @@ import os
 import time
 from pathlib import Path
 
+import mindspore as ms
 from loguru import logger
 from mindspore.train import Callback, ModelCheckpoint
 
 from monitor.config import MonitorConfig
 from monitor.engine import Engine
 from monitor.events import Event, EventLog
+from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
 from monitor.metrics import Metrics
 from monitor.record import StepRecord
@@ -22,6 +24,21 @@ from .rollback import restore_train_state, save_train_state, train_optimizer
 
 def _env_rank() -> int:
     return int(os.environ.get("RANK_ID", os.environ.get("RANK", "0")) or 0)
+
+
+def detect_device() -> str | None:
+    """The accelerator's model name: Ascend SoC name from pyACL, a GPU name from MindSpore; None on CPU."""
+    target = ms.get_context("device_target")
+    try:
+        if target == "Ascend":
+            import acl  # pyACL, shipped with the Ascend toolkit
+
+            return acl.get_soc_name()
+        if target == "GPU":
+            return ms.hal.get_device_name(0)
+    except Exception as exc:  # detection is best effort; the table lookup then warns once
+        logger.warning("device name not detected on {} ({!r})", target, exc)
+    return None
 
 
 class TrainingMonitor(Callback):
@@ -59,7 +76,12 @@ class TrainingMonitor(Callback):
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
         out = Path(cfg.output_dir)
         self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
-        self.metrics = Metrics(cfg.run, self.rank)
+        self.world_size = cfg.world_size or int(os.environ.get("RANK_SIZE", "1") or 1)
+        self.metrics = Metrics(cfg.run, self.rank, self.world_size, rules.rules)
+        self._flops_per_token = cfg.model_flops_per_token()
+        self._peak = None
+        if self._flops_per_token is not None:
+            self._peak = peak_flops(cfg.device or detect_device(), cfg.peak_tflops)
         self.metrics_url: str | None = None
         self.engine = Engine(rules, [self._on_event, self.metrics.on_event])
         self.ledger = Ledger(str(out / f"ledger_rank{self.rank}.json"), cfg.healthy_after)
@@ -130,6 +152,8 @@ class TrainingMonitor(Callback):
         step = cb.cur_step_num - self._offset
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, self._tokens, self.rank,
                          time.time(), steps)
+        if self._peak and step_time and self._tokens:
+            rec.mfu = self._flops_per_token * self._tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec
         events = self.engine.observe(rec)
         self.metrics.observe(rec)

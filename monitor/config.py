@@ -31,6 +31,12 @@ class MonitorConfig:
         rollback_margin: the target checkpoint must be at least this many steps before the onset.
         tokens_per_step: tokens per step over all data-parallel ranks (global batch x sequence length);
             None infers it from the first input's shape times the device count.
+        world_size: devices in the job, for TPS per device and MFU; None reads ``RANK_SIZE`` (msrun) or 1.
+        flops_per_token, n_params, model_config: the model, for MFU, in that order of precedence: training
+            FLOPs per token; a non-embedding parameter count (``6 N``); or a MindFormers
+            ``model.model_config`` mapping (see :mod:`monitor.flops`). None of them: no MFU.
+        device: device name for the peak FLOP/s table (:mod:`monitor.hardware`); None detects it.
+        peak_tflops: peak dense TFLOP/s of one device, overriding the table.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 
@@ -47,6 +53,12 @@ class MonitorConfig:
     max_rollbacks: int = 3
     rollback_margin: int = 0
     tokens_per_step: int | None = None
+    world_size: int | None = None
+    flops_per_token: float | None = None
+    n_params: float | None = None
+    model_config: dict | None = None
+    device: str | None = None
+    peak_tflops: float | None = None
     strict: bool = False
 
     @classmethod
@@ -67,6 +79,18 @@ class MonitorConfig:
         cfg = cls(**kwargs)
         cfg._validate(source)
         return cfg
+
+    def model_flops_per_token(self) -> float | None:
+        """Training FLOPs per token from ``flops_per_token``, ``n_params`` or ``model_config``; None if unset."""
+        from .flops import ModelFlops
+
+        if self.flops_per_token:
+            return float(self.flops_per_token)
+        if self.n_params:
+            return ModelFlops(n_params=self.n_params).per_token()
+        if self.model_config:
+            return ModelFlops.from_mindformers(self.model_config).per_token()
+        return None
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "MonitorConfig":
@@ -99,5 +123,12 @@ class MonitorConfig:
         need(self.tokens_per_step is None or (is_int(self.tokens_per_step) and self.tokens_per_step > 0),
              "tokens_per_step", "a positive integer or null")
         need(self.rules is None or isinstance(self.rules, (str, dict)), "rules", "a file path or a mapping")
+        need(self.world_size is None or (is_int(self.world_size) and self.world_size > 0), "world_size",
+             "a positive integer or null")
+        for key in ("flops_per_token", "n_params", "peak_tflops"):
+            v = getattr(self, key)
+            need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), key,
+                 "a positive number or null")
+        need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
         for key in ("rollback", "strict"):
             need(isinstance(getattr(self, key), bool), key, "true or false")

@@ -31,6 +31,8 @@ OVERVIEW = {
     "Throughput": [
         ("Tokens per second (TPS)", "none", [(f"max by (run) (rate(train_tokens_total{{{SEL}}}[1m]))", "{{run}}"),
                                             (f"train_tokens_per_second{{{SEL}}}", "last step, rank {{rank}}")]),
+        ("TPS per device", "none", [(f"train_tokens_per_second_per_device{{{SEL}}}", "rank {{rank}}")]),
+        ("MFU", "percentunit", [(f"train_mfu_ratio{{{SEL}}}", "rank {{rank}}")]),
         ("Step time p50 / p95", "s", [
             (f"histogram_quantile(0.5, sum by (le, rank) (rate(train_step_duration_seconds_bucket{{{SEL}}}[5m])))",
              "p50 rank {{rank}}"),
@@ -38,7 +40,8 @@ OVERVIEW = {
              "p95 rank {{rank}}")]),
         ("Data wait share of the step", "percentunit", [
             (f"rate(train_data_wait_duration_seconds_sum{{{SEL}}}[5m]) / "
-             f"rate(train_step_duration_seconds_sum{{{SEL}}}[5m])", "rank {{rank}}")]),
+             f"rate(train_step_duration_seconds_sum{{{SEL}}}[5m])", "5m, rank {{rank}}"),
+            (f"train_data_wait_ratio{{{SEL}}}", "last step, rank {{rank}}")]),
         ("Data wait of the last step", "s", [(f"train_data_wait_seconds{{{SEL}}}", "rank {{rank}}")]),
         ("Seconds since the last step", "s", [(f"time() - train_last_step_timestamp_seconds{{{SEL}}}",
                                                "rank {{rank}}")]),

@@ -1,10 +1,17 @@
-"""Prometheus exposition of the per-step metrics (prometheus-client, one registry per monitor)."""
+"""Prometheus exposition of the per-step metrics (a prometheus-client collector, one registry per monitor).
+
+The training thread only stores numbers (a few attribute writes per step); the metric families are built
+when Prometheus scrapes, in the HTTP server's thread. That keeps the per-step cost at a few microseconds.
+"""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 from loguru import logger
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
 
 from .events import Event
 from .record import StepRecord
@@ -12,45 +19,63 @@ from .record import StepRecord
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 WAIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30)
 
+# name -> help text of the gauges, in exposition order
+GAUGES = {
+    "train_step": "Last finished global step.",
+    "train_loss": "Training loss of the last step.",
+    "train_grad_norm": "Global L2 norm of the gradients of the last step, before clipping.",
+    "train_loss_scale": "Loss scale in use.",
+    "train_learning_rate": "Learning rate of the last step.",
+    "train_tokens_per_second": "Tokens per second of the last step, all data-parallel ranks.",
+    "train_tokens_per_second_per_device": "Tokens per second of the last step per device.",
+    "train_mfu_ratio": "Model FLOPs utilisation of the last step, 0..1 (6N + 12LHS FLOPs per token).",
+    "train_data_wait_seconds": "Time the last step waited for its batch.",
+    "train_data_wait_ratio": "Share of the last step's wall time spent waiting for data.",
+    "train_last_step_timestamp_seconds": "Unix time at which the last step finished.",
+    "train_last_healthy_checkpoint_step": "Step of the newest checkpoint marked healthy.",
+}
 
-class Metrics:
+
+class _Histogram:
+    """Bucket counts, kept as plain numbers on the hot path."""
+
+    def __init__(self, bounds):
+        self.bounds, self.counts, self.sum = bounds, [0] * (len(bounds) + 1), 0.0
+
+    def observe(self, v: float) -> None:
+        self.counts[bisect_left(self.bounds, v)] += 1
+        self.sum += v
+
+    def buckets(self):
+        total, out = 0, []
+        for bound, n in zip(list(self.bounds) + [math.inf], self.counts):
+            total += n
+            out.append(("+Inf" if bound == math.inf else repr(float(bound)), total))
+        return out
+
+
+class Metrics(Collector):
     """The ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no step or free text in labels).
 
-    Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a
-    counter, so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is
-    the TPS of the last step (tokens of the step / its wall time).
+    Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a counter,
+    so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is the TPS of
+    the last step (tokens of the step / its wall time). ``train_anomalies_total`` has a series per rule,
+    starting at 0.
+
+    Args:
+        run, rank: label values. world_size: devices in the job (TPS per device). rules: rule ids.
     """
 
-    def __init__(self, run: str = "default", rank: int = 0):
-        self.registry = r = CollectorRegistry()
+    def __init__(self, run: str = "default", rank: int = 0, world_size: int = 1, rules=()):
+        self.labels = {"run": run, "rank": str(rank)}
+        self.world_size = world_size
+        self.values: dict[str, float] = {}
+        self.tokens = self.overflow_steps = self.rollbacks = 0
+        self.anomalies = {rule: 0 for rule in rules}
+        self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
         self.server = None
-        lab = {"run": run, "rank": str(rank)}
-        names = list(lab)
-
-        def gauge(name, doc):
-            return Gauge(name, doc, names, registry=r).labels(**lab)
-
-        self.step = gauge("train_step", "Last finished global step.")
-        self.loss = gauge("train_loss", "Training loss of the last step.")
-        self.grad_norm = gauge("train_grad_norm", "Global L2 norm of the gradients of the last step, before clipping.")
-        self.loss_scale = gauge("train_loss_scale", "Loss scale in use.")
-        self.lr = gauge("train_learning_rate", "Learning rate of the last step.")
-        self.tps = gauge("train_tokens_per_second", "Tokens per second of the last step, all data-parallel ranks.")
-        self.data_wait = gauge("train_data_wait_seconds", "Time the last step waited for its batch.")
-        self.last_ts = gauge("train_last_step_timestamp_seconds", "Unix time at which the last step finished.")
-        self.healthy = gauge("train_last_healthy_checkpoint_step", "Step of the newest checkpoint marked healthy.")
-        self.overflows = Counter("train_overflow_steps", "Steps whose gradients overflowed (update skipped).",
-                                 names, registry=r).labels(**lab)
-        self.tokens = Counter("train_tokens", "Tokens consumed, all data-parallel ranks.", names,
-                              registry=r).labels(**lab)
-        self.rollbacks = Counter("train_rollbacks", "Rollbacks to a healthy checkpoint.", names,
-                                 registry=r).labels(**lab)
-        self.step_time = Histogram("train_step_duration_seconds", "Wall time of one training step.", names,
-                                   buckets=STEP_BUCKETS, registry=r).labels(**lab)
-        self.data_wait_hist = Histogram("train_data_wait_duration_seconds", "Time each step waited for data.",
-                                        names, buckets=WAIT_BUCKETS, registry=r).labels(**lab)
-        self._anomalies = Counter("train_anomalies", "Anomaly events, by rule.", names + ["rule"], registry=r)
-        self._lab = lab
 
     def serve(self, host: str, port: int) -> str | None:
         """Serve ``/metrics`` on ``host:port`` (0: any free port). Return the URL, or None when the port is
@@ -70,33 +95,73 @@ class Metrics:
             self.server = None
 
     def observe(self, rec: StepRecord) -> None:
-        """Export one record. Fields that are None keep their last value."""
-        self.step.set(rec.step)
-        for gauge, value in ((self.loss, rec.loss), (self.grad_norm, rec.grad_norm),
-                             (self.loss_scale, rec.loss_scale), (self.lr, rec.lr)):
-            if value is not None:
-                gauge.set(value)
+        """Record one step. Fields that are None keep their last value."""
+        v = self.values
+        v["train_step"] = rec.step
+        if rec.loss is not None:
+            v["train_loss"] = rec.loss
+        if rec.grad_norm is not None:
+            v["train_grad_norm"] = rec.grad_norm
+        if rec.loss_scale is not None:
+            v["train_loss_scale"] = rec.loss_scale
+        if rec.lr is not None:
+            v["train_learning_rate"] = rec.lr
         if rec.overflow:
-            self.overflows.inc(rec.steps)
+            self.overflow_steps += rec.steps
         if rec.tokens:
-            self.tokens.inc(rec.tokens * rec.steps)
+            self.tokens += rec.tokens * rec.steps
         if rec.step_time_s is not None:
-            self.step_time.observe(rec.step_time_s)
-            tps = rec.tokens_per_second
-            if tps is not None:
-                self.tps.set(tps)
+            self.step_hist.observe(rec.step_time_s)
+            if rec.tokens:
+                tps = rec.tokens / rec.step_time_s
+                v["train_tokens_per_second"] = tps
+                v["train_tokens_per_second_per_device"] = tps / self.world_size
+        if rec.mfu is not None:
+            v["train_mfu_ratio"] = rec.mfu
         if rec.data_wait_s is not None:
-            self.data_wait.set(rec.data_wait_s)
-            self.data_wait_hist.observe(rec.data_wait_s)
+            v["train_data_wait_seconds"] = rec.data_wait_s
+            self.wait_hist.observe(rec.data_wait_s)
+            if rec.step_time_s:
+                v["train_data_wait_ratio"] = rec.data_wait_s / (rec.data_wait_s + rec.step_time_s)
         if rec.timestamp is not None:
-            self.last_ts.set(rec.timestamp)
+            v["train_last_step_timestamp_seconds"] = rec.timestamp
 
     def on_event(self, event: Event) -> None:
-        self._anomalies.labels(**self._lab, rule=event.rule).inc()
+        self.anomalies[event.rule] = self.anomalies.get(event.rule, 0) + 1
 
     def on_rollback(self, healthy_step: int | None) -> None:
-        self.rollbacks.inc()
+        self.rollbacks += 1
         self.set_healthy(healthy_step)
 
     def set_healthy(self, step: int | None) -> None:
-        self.healthy.set(step if step is not None else math.nan)
+        self.values["train_last_healthy_checkpoint_step"] = step if step is not None else math.nan
+
+    def touch(self, timestamp: float) -> None:
+        """Set the last-step timestamp without a step (used by the watchdog's heartbeat)."""
+        self.values["train_last_step_timestamp_seconds"] = timestamp
+
+    def collect(self):
+        names, values = list(self.labels), list(self.labels.values())
+        current = dict(self.values)
+        for name, doc in GAUGES.items():
+            if name in current:
+                g = GaugeMetricFamily(name, doc, labels=names)
+                g.add_metric(values, current[name])
+                yield g
+        for name, doc, value in (("train_tokens", "Tokens consumed, all data-parallel ranks.", self.tokens),
+                                 ("train_overflow_steps", "Steps whose gradients overflowed (update skipped).",
+                                  self.overflow_steps),
+                                 ("train_rollbacks", "Rollbacks to a healthy checkpoint.", self.rollbacks)):
+            c = CounterMetricFamily(name, doc, labels=names)
+            c.add_metric(values, value)
+            yield c
+        c = CounterMetricFamily("train_anomalies", "Anomaly events, by rule.", labels=names + ["rule"])
+        for rule, n in sorted(self.anomalies.items()):
+            c.add_metric(values + [rule], n)
+        yield c
+        for name, doc, hist in (("train_step_duration_seconds", "Wall time of one training step.", self.step_hist),
+                                ("train_data_wait_duration_seconds", "Time each step waited for data.",
+                                 self.wait_hist)):
+            h = HistogramMetricFamily(name, doc, labels=names)
+            h.add_metric(values, hist.buckets(), hist.sum)
+            yield h

@@ -21,6 +21,7 @@ class StepRecord:
         rank: rank that produced the record.
         timestamp: Unix time in seconds when the step finished; None when unknown.
         steps: how many optimizer steps this record covers (sink size in sink mode, else 1).
+        mfu: model FLOPs utilisation of the step, 0..1 (:mod:`monitor.flops`); None when unknown.
     """
 
     step: int
@@ -35,6 +36,7 @@ class StepRecord:
     rank: int = 0
     timestamp: float | None = None
     steps: int = 1
+    mfu: float | None = None
 
     @property
     def tokens_per_second(self) -> float | None:

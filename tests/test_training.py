@@ -129,7 +129,9 @@ def scrape(url):
 
 
 def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, run="t", tokens_per_step=BATCH * SEQ)
+    # MFU with a declared model (6 N FLOPs per token, N = 1e6) on a declared 1 TFLOP/s device
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, run="t", tokens_per_step=BATCH * SEQ,
+                          n_params=1e6, peak_tflops=1.0, world_size=1)
     texts = {}
 
     def grab(cb):
@@ -154,7 +156,10 @@ def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
     assert value("train_overflow_steps", "_total") == 0
     assert value("train_step_duration_seconds", "_count") == 20
     assert 0 < value("train_step_duration_seconds", "_sum") < 60
-    assert value("train_tokens_per_second") > 10
+    tps = value("train_tokens_per_second")
+    assert tps > 10 and value("train_tokens_per_second_per_device") == tps
+    assert value("train_mfu_ratio") == pytest.approx(6e6 * tps / 1e12)
+    assert 0 < value("train_data_wait_ratio") < 1
     assert t0 <= value("train_last_step_timestamp_seconds") <= time.time()
     assert 0 <= value("train_data_wait_seconds") < 5
     out = subprocess.run([promtool, "check", "metrics"], input=texts["mid"], capture_output=True, text=True)
