@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import mindspore as ms
@@ -69,15 +70,32 @@ class FaultInjector(Callback):
                 ops.assign(self.schedule.surge, Tensor(1.0, ms.float32))
 
 
+MARKER = ".monitor-demo"
+
+
+def _fresh_output_dir(out: Path) -> Path:
+    """Empty ``out`` for a new demo run: only a folder an earlier demo made (it holds :data:`MARKER`) is
+    cleared; any other non-empty folder is refused (ValueError), so nothing of the user's is deleted."""
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise ValueError(f"{out}: not empty and not made by 'monitor demo'; choose another --output-dir")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by monitor demo; cleared by the next demo run\n")
+    return out
+
+
 def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400, data: str | None = None,
              output_dir: str = "demo_output", use_mindformers: bool | None = None, seed: int = 0,
              checkpoint_every: int = 25) -> dict:
     """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object).
 
+    ``output_dir`` is cleared first when an earlier demo made it (see :func:`_fresh_output_dir`).
+
     Raises:
-        ValueError: ``data`` has under 1 kB of text.
+        ValueError: ``data`` has under 1 kB of text; ``output_dir`` holds something else.
     """
-    out = Path(output_dir)
+    out = _fresh_output_dir(Path(output_dir))
     if use_mindformers is None:
         use_mindformers = importlib.util.find_spec("mindformers") is not None
     if use_mindformers:  # MindFormers writes its logs where these say, at import time

@@ -55,7 +55,9 @@ class TrainingMonitor(Callback):
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again. Past
-    ``max_rollbacks`` the run is stopped (``stop_reason`` says why).
+    ``max_rollbacks`` the run is stopped (``stop_reason`` says why). Each process keeps its own ledger
+    (``ledger_rank<r>.json``; an older one is renamed ``ledger_rank<r>.before-<instance>.json``) and
+    checkpoint folder (``checkpoints/rank_<r>/<instance>/``); nothing is deleted.
 
     Monitor failures are logged and survived unless ``strict`` is set.
 
@@ -84,8 +86,14 @@ class TrainingMonitor(Callback):
             self._peak = peak_flops(cfg.device or detect_device(), cfg.peak_tflops)
         self.metrics_url: str | None = None
         self.engine = Engine(rules, [self._on_event, self.metrics.on_event])
-        self.ledger = Ledger(str(out / f"ledger_rank{self.rank}.json"), cfg.healthy_after)
-        self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}"
+        # A new process starts a new ledger and checkpoint folder: the previous process's checkpoints hold
+        # another trajectory (perhaps another run) and must never be rolled back to by step number.
+        self.instance = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+        ledger = out / f"ledger_rank{self.rank}.json"
+        if ledger.exists():
+            ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
+        self.ledger = Ledger(str(ledger), cfg.healthy_after)
+        self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
         self.rollbacks: list[dict] = []
         self.stop_reason: str | None = None
         self.last_record: StepRecord | None = None

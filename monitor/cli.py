@@ -20,7 +20,9 @@ def _fail(message: str) -> None:
 
 
 @click.group()
-@click.option("--log-level", default="INFO", show_default=True, help="loguru level for messages on stderr.")
+@click.option("--log-level", default="INFO", show_default=True, help="Level of messages on stderr.",
+              type=click.Choice(["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"],
+                                case_sensitive=False))
 def main(log_level: str) -> None:
     """Training observability and stability monitor for MindSpore / MindFormers."""
     logger.remove()
@@ -62,6 +64,9 @@ def _parse_fault(ctx, param, values):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome on stdout.")
 def demo(steps, faults, port, data, output_dir, use_mf, as_json):
     """Train a small decoder-only LM on CPU with real MindSpore, monitored, and show detection -> rollback."""
+    late = [f"{f.kind}@{f.step}" for f in faults if f.step > steps]
+    if late:
+        raise click.BadParameter(f"{', '.join(late)} is past the last step ({steps})", param_hint="--inject")
     try:
         from callbacks.demo import run_demo
     except ImportError as exc:
@@ -78,14 +83,16 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
         click.echo(f"trained {summary['trainer_steps']} steps through {summary['step_cell']}; "
                    f"final step {summary['steps']}, final loss {summary['final_loss']:.4f}")
         for e in summary["anomalies"]:
+            value = e["value"] if isinstance(e["value"], str) else f"{e['value']:.4g}"
             click.echo(f"  anomaly  {e['rule']:<16} step {e['step']:>5} (onset {e['onset_step']}) "
-                       f"value {e['value']}  -> {', '.join(e['actions'])}")
+                       f"value {value}  -> {', '.join(e['actions'])}")
         for r in summary["rollbacks"]:
             click.echo(f"  rollback step {r['at_step']} -> healthy checkpoint at step {r['to_step']}, "
-                       f"LR x{r['lr_scale']}")
+                       f"LR x{r['lr_scale']} (now x{r['lr_multiplier']:g} of the schedule)")
         click.echo(f"event log: {summary['event_log']}")
         if summary["mindformers_log"]:
-            click.echo(f"MindFormers log: {summary['mindformers_log']}  (try: monitor replay THAT_FILE)")
+            click.echo(f"MindFormers log: {summary['mindformers_log']}  "
+                       f"(try: .venv/bin/monitor replay {summary['mindformers_log']})")
     if summary["stop_reason"]:
         _fail(summary["stop_reason"])
 

@@ -92,7 +92,8 @@ class Rules:
         for rid, body in (overrides or {}).items():
             where = f"{source}:{lines.get((rid,), '?')}: {rid}"
             if rid not in merged:
-                raise RulesError(f"{where}: unknown rule (known: {', '.join(sorted(merged))})")
+                known = sorted(k for k in merged if k != "runbook_base")
+                raise RulesError(f"{where}: unknown rule (known: {', '.join(known)}; or runbook_base)")
             if rid == "runbook_base":
                 merged[rid] = _check(body, merged[rid], where)
                 continue
@@ -103,7 +104,8 @@ class Rules:
                 if key == "enabled":
                     merged[rid][key] = _check(value, True, kwhere)
                 elif key not in merged[rid]:
-                    raise RulesError(f"{kwhere}: unknown setting (known: {', '.join(sorted(merged[rid]))})")
+                    known = sorted([*merged[rid], "enabled"])
+                    raise RulesError(f"{kwhere}: unknown setting (known: {', '.join(known)})")
                 else:
                     merged[rid][key] = _check(value, merged[rid][key], kwhere)
         self.runbook_base = merged.pop("runbook_base")

@@ -71,3 +71,23 @@ def test_unknown_format_name_and_bad_rules_file(tmp_path):
     rules.write_text("loss_spike:\n  window: -3\n")
     out = cli("replay", "--rules", str(rules), log)
     assert out.returncode != 0 and f"{rules}:2: loss_spike.window" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_gzip_input_and_truncated_gzip(tmp_path):
+    import gzip
+
+    src = (DATA / "mindformers_llama2_13b_normal_01.log").read_bytes()
+    good = tmp_path / "log.gz"
+    good.write_bytes(gzip.compress(src * 50))
+    assert replay_file(str(good)).records == 250
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(good.read_bytes()[:300])
+    out = cli("replay", str(cut))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "truncated or corrupt" in out.stderr, out.stderr
+
+
+def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("just some text\n" * 5)
+    out = cli("replay", "--format", "mindformers", str(other))
+    assert out.returncode == 2 and "no mindformers step lines found in 5 lines" in out.stderr

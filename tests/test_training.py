@@ -1,5 +1,6 @@
 """Real MindSpore training on CPU with TrainingMonitor attached: rollback, LR, metrics, failures."""
 import math
+import os
 import socket
 import subprocess
 import time
@@ -102,9 +103,20 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
     assert mon.stop_reason.startswith("rollback budget exhausted")
     assert mon._prev_trainer_step == 35, "run should stop at the step of the second NaN"
     assert any("stopping the run: rollback budget exhausted" in line for line in log_lines)
-    ckpts = sorted(p.name for p in (tmp_path / "checkpoints" / "rank_0").iterdir())
-    assert len(ckpts) == len(mon.ledger.entries) and all((tmp_path / "checkpoints" / "rank_0" / c).exists()
-                                                          for c in ckpts)
+    assert len(list(mon.ckpt_dir.iterdir())) == len(mon.ledger.entries)
+    assert all(os.path.exists(e.path) for e in mon.ledger.entries)
+
+
+def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_path):
+    first = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    train([first], steps=40)
+    second = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    assert second.ledger.entries == [] and second.ckpt_dir != first.ckpt_dir
+    # NaN at step 15 of the second run: the first run's healthy step-10 checkpoint must not be used
+    train([second], steps=20, poison={14})
+    assert second.rollbacks == [] and any(e.rule == "nan_inf" for e in second.engine.events)
+    assert (tmp_path / f"ledger_rank0.before-{second.instance}.json").exists()
+    assert all(os.path.exists(e.path) for e in first.ledger.entries)
 
 
 def test_corrupted_checkpoint_is_quarantined_and_an_older_one_used(tmp_path):
@@ -186,3 +198,17 @@ def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
     strict.engine.observe = None
     with pytest.raises(TypeError):
         train([strict], steps=5)
+
+
+def test_demo_output_dir_is_only_cleared_when_a_demo_made_it(tmp_path):
+    from callbacks.demo import MARKER, _fresh_output_dir
+
+    mine = tmp_path / "results"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("precious")
+    with pytest.raises(ValueError, match="not made by 'monitor demo'"):
+        _fresh_output_dir(mine)
+    assert (mine / "thesis.txt").read_text() == "precious"
+    demo = _fresh_output_dir(tmp_path / "demo")
+    (demo / "events_rank0.jsonl").write_text("old run\n")
+    assert _fresh_output_dir(demo) == demo and sorted(p.name for p in demo.iterdir()) == [MARKER]

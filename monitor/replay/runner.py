@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,12 @@ def _open_lines(path: str):
         raise ReplayError(f"{path}: empty file")
     if head[:2] == b"\x1f\x8b":
         fh = gzip.open(p, "rt", encoding="utf-8", errors="replace")
-        head = gzip.open(p, "rb").read(8192)
+        try:
+            with gzip.open(p, "rb") as g:
+                head = g.read(8192)
+        except (EOFError, OSError, zlib.error) as exc:
+            fh.close()
+            raise ReplayError(f"{path}: truncated or corrupt gzip file ({exc})") from None
     else:
         fh = open(p, encoding="utf-8", errors="replace")
     if b"\x00" in head or sum(b < 9 or 13 < b < 32 for b in head) > len(head) // 10:
@@ -79,15 +85,21 @@ def replay_file(path: str, rules: Rules | None = None, fmt: str = "auto") -> Rep
         parser = PARSERS[fmt].Parser()
         engine = Engine(rules)
         result = ReplayResult(path, fmt)
-        for line in itertools.chain(head, fh):
-            item = parser.feed(line)
-            if item is None:
-                result.skipped_lines += 1
-            elif isinstance(item, StepRecord):
-                result.records += 1
-                result.last = item
-                engine.observe(item)
-            else:
-                engine.report(*item)
+        lineno = 0
+        try:
+            for lineno, line in enumerate(itertools.chain(head, fh), 1):
+                item = parser.feed(line)
+                if item is None:
+                    result.skipped_lines += 1
+                elif isinstance(item, StepRecord):
+                    result.records += 1
+                    result.last = item
+                    engine.observe(item)
+                else:
+                    engine.report(*item)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ReplayError(f"{path}:{lineno + 1}: cannot read on (truncated or corrupt file?): {exc}") from None
+        if result.records == 0 and not engine.events:
+            raise ReplayError(f"{path}: no {fmt} step lines found in {lineno} lines")
         result.events = engine.events
         return result
