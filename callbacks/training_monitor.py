@@ -12,11 +12,13 @@ from mindspore.train import Callback, ModelCheckpoint
 from monitor.config import MonitorConfig
 from monitor.engine import Engine
 from monitor.events import Event, EventLog
+from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
 from monitor.metrics import Metrics
 from monitor.record import StepRecord
 from monitor.rules import Rules
+from monitor.watchdog import Watchdog
 
 from .outputs import read_step_outputs
 from .rollback import restore_train_state, save_train_state, train_optimizer
@@ -24,6 +26,18 @@ from .rollback import restore_train_state, save_train_state, train_optimizer
 
 def _env_rank() -> int:
     return int(os.environ.get("RANK_ID", os.environ.get("RANK", "0")) or 0)
+
+
+def local_rank(rank: int) -> int:
+    """This process's rank within its node: ``LOCAL_RANK``, else MindSpore's communication API, else ``rank``."""
+    if os.environ.get("LOCAL_RANK", "").isdigit():
+        return int(os.environ["LOCAL_RANK"])
+    try:
+        from mindspore.communication import get_local_rank
+
+        return get_local_rank()
+    except Exception:  # communication not initialised: a single-process job
+        return rank
 
 
 def detect_device() -> str | None:
@@ -102,6 +116,8 @@ class TrainingMonitor(Callback):
         self._t_begin = self._t_end = None
         self._tokens = cfg.tokens_per_step
         self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
+        self._watchdog: Watchdog | None = None
+        self._sd_file: str | None = None
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -114,12 +130,20 @@ class TrainingMonitor(Callback):
         self._guard(self._step_end, run_context)
 
     def on_train_end(self, run_context):
-        self.event_log.close()
+        self._guard(lambda _: self._finish(), run_context)
 
     # ------------------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop serving ``/metrics`` and close the event log."""
+        """Stop the watchdog and ``/metrics``, remove the file_sd target, close the event log."""
+        self._finish()
         self.metrics.close()
+
+    def _finish(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+        if self._sd_file and os.path.exists(self._sd_file):
+            os.unlink(self._sd_file)
         self.event_log.close()
 
     def _guard(self, fn, run_context):
@@ -132,10 +156,21 @@ class TrainingMonitor(Callback):
 
     def _begin(self, run_context):
         cb = run_context.original_args()
-        if self.metrics_url is None and self.cfg.metrics_port is not None:
-            self.metrics_url = self.metrics.serve(self.cfg.metrics_host, self.cfg.metrics_port)
+        cfg = self.cfg
+        serves = cfg.metrics_port is not None and (cfg.export_ranks == "all" or self.rank == 0)
+        if self.metrics_url is None and serves:
+            port = cfg.metrics_port + local_rank(self.rank) if cfg.metrics_port else 0
+            self.metrics_url = self.metrics.serve(cfg.metrics_host, port)
             if self.metrics_url:
                 logger.info("rank {} metrics at {}", self.rank, self.metrics_url)
+                if cfg.file_sd_dir:
+                    self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
+                                                         self.metrics.server.server_port)
+        stall = self.engine.rules.rules["stall"]
+        if cfg.watchdog and stall.enabled and self._watchdog is None:
+            p = stall.params
+            self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
+                                      p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
         mine = cb.list_callback.index(self) if self in cb.list_callback else 0
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
@@ -163,6 +198,8 @@ class TrainingMonitor(Callback):
         if self._peak and step_time and self._tokens:
             rec.mfu = self._flops_per_token * self._tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec
+        if self._watchdog is not None:
+            self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
         self._watch_model_checkpoints(step)
@@ -237,6 +274,16 @@ class TrainingMonitor(Callback):
         logger.error("stopping the run: {}", reason)
         self.event_log.write({"action": "stop", "reason": reason, "rank": self.rank, "time": time.time()})
         run_context.request_stop()
+
+    def _on_stall(self, idle: float, step: int, allowed: float, stacks: str) -> None:
+        """Watchdog thread: report the stall with every thread's stack; exit if the rule says ``stop``."""
+        event = self.engine.report("stall", step, idle, f"no step finished for {idle:.0f} s since step {step} "
+                                   f"(allowed {allowed:.0f} s)", self.rank, "watchdog", stacks)
+        logger.error("rank {} stack dump at stall:\n{}", self.rank, stacks)
+        if "stop" in event.actions:
+            logger.error("rank {}: stall rule asks to stop; exiting with status 3", self.rank)
+            self.event_log.close()
+            os._exit(3)
 
     def _on_event(self, event: Event) -> None:
         self.event_log.write({**event.to_dict(), "time": time.time()})

@@ -19,8 +19,14 @@ class MonitorConfig:
         run: run name, the ``run`` label of every series.
         rank: this process's rank; None reads ``RANK_ID``/``RANK`` from the environment (msrun sets them).
         output_dir: folder for ``events.jsonl``, ``ledger.json`` and the monitor's checkpoints.
-        metrics_host, metrics_port: where ``/metrics`` is served; ``metrics_port: null`` serves nothing,
-            0 takes any free port.
+        metrics_host, metrics_port: where ``/metrics`` is served. Each rank serves on ``metrics_port +
+            local rank`` (so the ranks of one node do not collide); ``null`` serves nothing, 0 takes any
+            free port.
+        export_ranks: ``all`` (every rank serves its series) or ``rank0`` (only global rank 0 serves: for
+            jobs of thousands of ranks; the others still run the rules and the watchdog).
+        file_sd_dir: folder where each serving rank writes ``<run>_rank<r>.json``, a Prometheus
+            ``file_sd_configs`` target (host:port with ``run``/``rank`` labels); removed at a clean end.
+        watchdog: run the hang watchdog (rule ``stall`` in the rules file sets its timing).
         rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
         checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
             written by a ``ModelCheckpoint`` callback in the same ``Model.train`` call are used).
@@ -45,6 +51,9 @@ class MonitorConfig:
     output_dir: str = "monitor_output"
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = 9400
+    export_ranks: str = "all"
+    file_sd_dir: str | None = None
+    watchdog: bool = True
     rules: str | dict | None = None
     checkpoint_every: int = 0
     healthy_after: int = 20
@@ -130,5 +139,7 @@ class MonitorConfig:
             need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), key,
                  "a positive number or null")
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
-        for key in ("rollback", "strict"):
+        need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
+        need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
+        for key in ("rollback", "strict", "watchdog"):
             need(isinstance(getattr(self, key), bool), key, "true or false")

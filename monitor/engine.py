@@ -1,6 +1,7 @@
 """The engine: records in, events out. The live callback and ``monitor replay`` both drive this class."""
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 from loguru import logger
@@ -32,6 +33,7 @@ class Engine:
         self.events: list[Event] = []
         self.last_step: int | None = None
         self._quiet_until: dict[str, int] = {}
+        self._lock = threading.Lock()  # the watchdog publishes from its own thread
 
     def observe(self, rec: StepRecord) -> list[Event]:
         """Judge one record; return the events it raised (usually none)."""
@@ -46,9 +48,11 @@ class Engine:
                 fired.append(self._publish(det.cfg.id, rec.step, onset, value, message, "rule", rec.rank))
         return fired
 
-    def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0) -> Event:
-        """Publish something the trainer itself reported (a log line), under the settings of ``rule``."""
-        return self._publish(rule, step, step, value, message, "trainer", rank)
+    def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,
+               source: str = "trainer", details: str = "") -> Event:
+        """Publish something found outside the detectors (a trainer's log line, the watchdog), under the
+        settings of ``rule``. Safe to call from another thread."""
+        return self._publish(rule, step, step, value, message, source, rank, details)
 
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
@@ -63,13 +67,14 @@ class Engine:
         onsets = [e.onset_step for e in events if "rollback" in e.actions]
         return min(onsets) if onsets else None
 
-    def _publish(self, rule, step, onset, value, message, source, rank) -> Event:
+    def _publish(self, rule, step, onset, value, message, source, rank, details="") -> Event:
         cfg = self.rules.rules[rule]
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
                       message=message, source=source, actions=list(cfg.actions), rank=rank,
-                      runbook=self.rules.runbook(rule))
-        self._quiet_until[rule] = step + cfg.cooldown_steps
-        self.events.append(event)
+                      runbook=self.rules.runbook(rule), details=details)
+        with self._lock:
+            self._quiet_until[rule] = step + cfg.cooldown_steps
+            self.events.append(event)
         for sink in self.sinks:
             try:
                 sink(event)

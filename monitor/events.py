@@ -23,6 +23,7 @@ class Event:
         actions: actions the rules file attaches to this rule (``alert``, ``rollback``, ``stop``).
         rank: rank whose record triggered it.
         runbook: link to the rule's runbook (``runbooks/<rule>.md`` under the configured base).
+        details: longer evidence (the thread stacks of a ``stall``), empty for most events.
     """
 
     rule: str
@@ -35,6 +36,7 @@ class Event:
     actions: list[str] = field(default_factory=list)
     rank: int = 0
     runbook: str = ""
+    details: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)

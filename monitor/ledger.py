@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 
 from loguru import logger
+
+from .files import write_atomic
 
 PENDING, HEALTHY, QUARANTINED = "pending", "healthy", "quarantined"
 
@@ -92,13 +93,6 @@ class Ledger:
         if not self.path:
             return
         try:
-            folder = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ledger-")
-            with os.fdopen(fd, "w") as f:
-                json.dump({"checkpoints": [asdict(e) for e in self.entries]}, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps({"checkpoints": [asdict(e) for e in self.entries]}, indent=1))
         except OSError as exc:
             logger.error("checkpoint ledger {} not saved ({}); kept in memory", self.path, exc)

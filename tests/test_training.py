@@ -212,3 +212,14 @@ def test_demo_output_dir_is_only_cleared_when_a_demo_made_it(tmp_path):
     demo = _fresh_output_dir(tmp_path / "demo")
     (demo / "events_rank0.jsonl").write_text("old run\n")
     assert _fresh_output_dir(demo) == demo and sorted(p.name for p in demo.iterdir()) == [MARKER]
+
+
+def test_rank0_only_export_for_very_large_jobs(tmp_path):
+    quiet = TrainingMonitor(output_dir=str(tmp_path), rank=1, metrics_port=0, export_ranks="rank0")
+    loud = TrainingMonitor(output_dir=str(tmp_path), rank=0, metrics_port=0, export_ranks="rank0",
+                           file_sd_dir=str(tmp_path / "sd"))
+    train([quiet, loud], steps=5)
+    assert quiet.metrics_url is None and quiet.last_record.step == 5
+    assert loud.metrics_url is not None and "train_step" in scrape(loud.metrics_url)
+    loud.close()
+    assert not list((tmp_path / "sd").glob("*.json"))

@@ -1,0 +1,70 @@
+"""Hang watchdog: a background thread that notices when no training step has finished for too long."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from typing import Callable
+
+from .rules import median
+
+
+def thread_stacks() -> str:
+    """Every Python thread's stack, innermost call last, each headed by the thread's name."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        parts.append(f"Thread {names.get(ident, ident)} ({ident}):\n" + "".join(traceback.format_stack(frame)))
+    return "\n".join(parts)
+
+
+class Watchdog:
+    """Calls ``on_stall(idle_seconds, last_step, allowance_seconds, stacks)`` once per stall, from its thread.
+
+    The allowance is ``startup_seconds`` until ``startup_steps`` steps have finished (graph compilation
+    makes the first steps minutes long), then ``max(min_seconds, factor x median of the last 50 step
+    times)``, learned from the run itself. ``beat`` is the only call on the training thread: a few
+    assignments. The thread is a daemon and never stops the run itself.
+    """
+
+    def __init__(self, on_stall: Callable[[float, int, float, str], None], factor: float = 10.0,
+                 min_seconds: float = 60.0, startup_seconds: float = 1800.0, startup_steps: int = 3,
+                 interval: float = 1.0):
+        self.on_stall, self.factor, self.min_seconds = on_stall, factor, min_seconds
+        self.startup_seconds, self.startup_steps, self.interval = startup_seconds, startup_steps, interval
+        self.step, self.count, self.fired = 0, 0, False
+        self.last = time.monotonic()
+        self.times: deque[float] = deque(maxlen=50)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="monitor-watchdog", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self.last = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def beat(self, step: int, step_time: float | None) -> None:
+        """A step finished (training thread)."""
+        self.last = time.monotonic()
+        self.step, self.fired = step, False
+        self.count += 1
+        if step_time:
+            self.times.append(step_time)
+
+    def allowance(self) -> float:
+        """Seconds without a finished step before it counts as a stall."""
+        if self.count < self.startup_steps or not self.times:
+            return self.startup_seconds
+        return max(self.min_seconds, self.factor * median(sorted(self.times)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            idle, allowed = time.monotonic() - self.last, self.allowance()
+            if not self.fired and idle > allowed:
+                self.fired = True
+                self.on_stall(idle, self.step, allowed, thread_stacks())

@@ -1,0 +1,71 @@
+"""A job for ``msrun --worker_num=2 --local_worker_num=2``, run by tests/test_distributed.py.
+
+    two_ranks.py OUT PORT train   data-parallel training of TinyLM, each rank serving /metrics on
+                                  PORT + local rank and writing a file_sd target; then waits for OUT/release
+    two_ranks.py OUT PORT hang    each rank trains alone; at step 8 rank 1 enters an AllReduce that rank 0
+                                  never joins (rank 0 sleeps instead); the watchdog must report it
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import mindspore as ms  # noqa: E402
+from mindspore import Tensor, nn, ops  # noqa: E402
+from mindspore.communication import get_rank, init  # noqa: E402
+from mindspore.train import Callback, Model  # noqa: E402
+
+from callbacks import TrainingMonitor  # noqa: E402
+from callbacks.tinylm import ByteWindows, load_corpus, make_dataset  # noqa: E402
+from train_helpers import BATCH, SEQ, tiny_net  # noqa: E402
+
+
+def blocking_collective_rank1():
+    """Rank 1 waits in a collective its peer never joins."""
+    return ops.AllReduce()(Tensor([1.0]))
+
+
+class Hang(Callback):
+    def __init__(self, rank):
+        super().__init__()
+        self.rank = rank
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == 8:
+            if self.rank == 1:
+                blocking_collective_rank1()
+            else:
+                time.sleep(40)
+
+
+def main():
+    out, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    init()
+    rank = get_rank()
+    if mode == "train":
+        ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    ms.set_seed(rank)
+    net = tiny_net()
+    steps = 400 if mode == "train" else 20
+    source = ByteWindows(load_corpus(), SEQ, BATCH, steps, seed=rank)
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.05)
+    stall = {"min_seconds": 2.0, "startup_seconds": 60.0, "factor": 5.0, "startup_steps": 3}
+    monitor = TrainingMonitor(run="msrun-test", output_dir=out, metrics_port=port,
+                              file_sd_dir=os.path.join(out, "file_sd"), tokens_per_step=BATCH * SEQ * 2,
+                              rules={"stall": stall})
+    callbacks = [monitor] + ([Hang(rank)] if mode == "hang" else [])
+    Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=callbacks,
+                                               dataset_sink_mode=False)
+    if mode == "train":  # keep /metrics up until the test has scraped
+        release = os.path.join(out, "release")
+        deadline = time.time() + 120
+        while not os.path.exists(release) and time.time() < deadline:
+            time.sleep(0.2)
+    monitor.close()
+
+
+if __name__ == "__main__":
+    main()

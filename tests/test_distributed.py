@@ -1,0 +1,119 @@
+"""Real 2-rank CPU jobs launched with MindSpore's msrun: per-rank /metrics, file_sd, and a hang."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+JOB = Path(__file__).parent / "jobs" / "two_ranks.py"
+
+
+def free_port_pair():
+    """A base port whose next port is free too."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base < 65000:
+            try:
+                with socket.socket() as a, socket.socket() as b:
+                    a.bind(("127.0.0.1", base))
+                    b.bind(("127.0.0.1", base + 1))
+                return base
+            except OSError:
+                continue
+    raise RuntimeError("no free port pair")
+
+
+def launch(tmp_path, mode):
+    msrun = shutil.which("msrun", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert msrun, "msrun comes with mindspore"
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    base = free_port_pair()
+    cmd = [msrun, "--worker_num=2", "--local_worker_num=2", f"--master_port={free_port_pair()}",
+           f"--log_dir={tmp_path / 'logs'}", "--join=True", str(JOB), str(tmp_path), str(base), mode]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, cwd=tmp_path)
+    return proc, base
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def wait_for(predicate, timeout, proc, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        assert proc.poll() is None or proc.returncode == 0, f"job died while waiting for {what}"
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def samples(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        text = r.read().decode()
+    return text, {s.name: s for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_two_ranks_serve_their_own_series_and_file_sd(tmp_path, promtool):
+    proc, base = launch(tmp_path, "train")
+    try:
+        sd = tmp_path / "file_sd"
+        files = wait_for(lambda: sorted(sd.glob("*.json")) if len(list(sd.glob("*.json"))) == 2 else None,
+                         180, proc, "both ranks' file_sd targets")
+        targets = [json.loads(f.read_text())[0] for f in files]
+        assert [t["labels"] for t in targets] == [{"run": "msrun-test", "rank": "0"}, {"run": "msrun-test", "rank": "1"}]
+        assert [t["targets"] for t in targets] == [[f"127.0.0.1:{base}"], [f"127.0.0.1:{base + 1}"]]
+        for rank, t in enumerate(targets):
+            url = f"http://{t['targets'][0]}/metrics"
+            wait_for(lambda: samples(url)[1].get("train_step") and samples(url)[1]["train_step"].value >= 20,
+                     120, proc, f"rank {rank} at step 20")
+            text, s = samples(url)
+            assert s["train_step"].labels == {"run": "msrun-test", "rank": str(rank)}
+            assert s["train_tokens_per_second"].value > 100  # 128 tokens per step, well under a second each
+            assert s["train_tokens_per_second_per_device"].value == pytest.approx(
+                s["train_tokens_per_second"].value / 2)
+            assert 0 < s["train_loss"].value < 10
+            out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+            assert out.returncode == 0, out.stdout + out.stderr
+        (tmp_path / "release").write_text("scraped")
+        assert proc.wait(180) == 0
+        assert list(sd.glob("*.json")) == [], "file_sd targets removed at a clean end"
+    finally:
+        stop(proc)
+
+
+def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path):
+    proc, _ = launch(tmp_path, "hang")
+    try:
+        log = tmp_path / "events_rank1.jsonl"
+
+        def stall_event():
+            if log.exists():
+                for line in log.read_text().splitlines():
+                    event = json.loads(line)
+                    if event.get("rule") == "stall":
+                        return event
+            return None
+
+        t0 = time.time()
+        event = wait_for(stall_event, 120, proc, "a stall event on rank 1")
+        assert event["step"] == 8 and event["source"] == "watchdog" and event["severity"] == "critical"
+        assert 2.0 <= event["value"] < 10  # allowance 2 s (min_seconds), checked every second
+        assert "blocking_collective_rank1" in event["details"] and "AllReduce" in event["details"]
+        assert time.time() - t0 < 120
+    finally:
+        stop(proc)
