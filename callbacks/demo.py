@@ -132,7 +132,7 @@ def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400
     last = monitor.last_record
     return {
         "steps": last.step if last else 0,
-        "trainer_steps": monitor._prev_trainer_step,
+        "trainer_steps": monitor.trainer_step,
         "anomalies": [e.to_dict() for e in monitor.engine.events],
         "rollbacks": monitor.rollbacks,
         "final_loss": last.loss if last else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import mindspore as ms
 from loguru import logger
@@ -73,14 +74,20 @@ class TrainingMonitor(Callback):
     (``ledger_rank<r>.json``; an older one is renamed ``ledger_rank<r>.before-<instance>.json``) and
     checkpoint folder (``checkpoints/rank_<r>/<instance>/``); nothing is deleted.
 
+    ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
+    data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
+    ``tokens_per_step``; what it reads from the device is its own cost.
+
     Monitor failures are logged and survived unless ``strict`` is set.
 
     Raises:
         monitor.config.ConfigError, monitor.rules.RulesError: bad settings, at construction.
     """
 
-    def __init__(self, config: MonitorConfig | dict | str | Path | None = None, **settings):
+    def __init__(self, config: MonitorConfig | dict | str | Path | None = None,
+                 count_tokens: Callable[[Any], int] | None = None, **settings):
         super().__init__()
+        self._count_tokens = count_tokens
         if isinstance(config, (str, Path)):
             cfg = MonitorConfig.from_yaml(config)
         else:
@@ -133,6 +140,11 @@ class TrainingMonitor(Callback):
         self._guard(lambda _: self._finish(), run_context)
 
     # ------------------------------------------------------------------------------------------------
+    @property
+    def trainer_step(self) -> int:
+        """The trainer's own step count (``cb_params.cur_step_num``): steps run, rolled-back ones included."""
+        return self._prev_trainer_step
+
     def close(self) -> None:
         """Stop the watchdog and ``/metrics``, remove the file_sd target, close the event log."""
         self._finish()
@@ -190,13 +202,17 @@ class TrainingMonitor(Callback):
             step_time = now - self._t_begin if self._t_begin is not None else None
             wait = self._t_begin - self._t_end if self._t_end is not None and self._t_begin else None
         self._t_end = now
-        if self._tokens is None:
-            self._tokens = self._infer_tokens(cb)
+        if self._count_tokens is not None:
+            tokens = self._count_tokens(cb)
+        else:
+            if self._tokens is None:
+                self._tokens = self._infer_tokens(cb)
+            tokens = self._tokens
         step = cb.cur_step_num - self._offset
-        rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, self._tokens, self.rank,
+        rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
                          time.time(), steps)
-        if self._peak and step_time and self._tokens:
-            rec.mfu = self._flops_per_token * self._tokens / step_time / (self.world_size * self._peak)
+        if self._peak and step_time and tokens:
+            rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec
         if self._watchdog is not None:
             self._watchdog.beat(step, step_time)
@@ -250,8 +266,6 @@ class TrainingMonitor(Callback):
                 scale = restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
                                             target.path, self.cfg.lr_factor)
                 break
-            except TypeError:
-                raise
             except (ValueError, RuntimeError, OSError) as exc:
                 logger.error("checkpoint {} cannot be loaded ({}); trying an older one", target.path, exc)
                 self.ledger.quarantine(target, f"failed to load: {exc}")

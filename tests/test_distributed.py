@@ -97,7 +97,7 @@ def test_two_ranks_serve_their_own_series_and_file_sd(tmp_path, promtool):
 
 
 def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path):
-    proc, _ = launch(tmp_path, "hang")
+    proc, base = launch(tmp_path, "hang")
     try:
         log = tmp_path / "events_rank1.jsonl"
 
@@ -115,5 +115,12 @@ def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path)
         assert 2.0 <= event["value"] < 10  # allowance 2 s (min_seconds), checked every second
         assert "blocking_collective_rank1" in event["details"] and "AllReduce" in event["details"]
         assert time.time() - t0 < 120
+        # the frozen rank still answers scrapes: Prometheus sees its last-step timestamp age
+        text, s = samples(f"http://127.0.0.1:{base + 1}/metrics")
+        assert s["train_step"].value == 8
+        assert time.time() - s["train_last_step_timestamp_seconds"].value >= 2.0
+        stalls = [x for f in text_string_to_metric_families(text) for x in f.samples
+                  if x.name == "train_anomalies_total" and x.labels["rule"] == "stall"]
+        assert [x.value for x in stalls] == [1]
     finally:
         stop(proc)

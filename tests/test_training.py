@@ -101,7 +101,7 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
     train([mon], steps=60, poison={24, 34})
     assert len(mon.rollbacks) == 1
     assert mon.stop_reason.startswith("rollback budget exhausted")
-    assert mon._prev_trainer_step == 35, "run should stop at the step of the second NaN"
+    assert mon.trainer_step == 35, "run should stop at the step of the second NaN"
     assert any("stopping the run: rollback budget exhausted" in line for line in log_lines)
     assert len(list(mon.ckpt_dir.iterdir())) == len(mon.ledger.entries)
     assert all(os.path.exists(e.path) for e in mon.ledger.entries)
@@ -223,3 +223,18 @@ def test_rank0_only_export_for_very_large_jobs(tmp_path):
     assert loud.metrics_url is not None and "train_step" in scrape(loud.metrics_url)
     loud.close()
     assert not list((tmp_path / "sd").glob("*.json"))
+
+
+def test_counted_real_tokens_instead_of_batch_times_sequence(tmp_path):
+    counted = []
+
+    def count(cb):  # real tokens: the loss-mask sum of the batch (all ones here, minus one masked token)
+        n = int(cb.train_dataset_element[1].asnumpy().sum()) - 1
+        counted.append(n)
+        return n
+
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, count_tokens=count)
+    train([mon], steps=6)
+    assert counted == [BATCH * SEQ - 1] * 6
+    assert mon.metrics.tokens == 6 * (BATCH * SEQ - 1)
+    mon.close()
