@@ -1,9 +1,4 @@
-"""Rules: their configuration (a YAML file merged over the shipped defaults) and their detectors.
-
-Every detector sees the records of one rank in step order and answers, per record, either nothing or
-``(value, onset_step, message)``. Detectors hold only bounded state (a window of recent values), so
-the same detector serves a live run and a million-line replay.
-"""
+"""Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``)."""
 from __future__ import annotations
 
 import math
@@ -16,10 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from .record import StepRecord
 
 SEVERITIES = ("info", "warning", "critical")
-ACTIONS = ("alert", "rollback", "stop")
+ACTIONS = ("alert", "rollback", "skip_batches", "stop")
 
 
 class RulesError(ValueError):
@@ -139,134 +133,8 @@ class Rules:
     def runbook(self, rule: str) -> str:
         return f"{self.runbook_base.rstrip('/')}/{rule}.md"
 
-    def detectors(self) -> list["Detector"]:
+    def detectors(self) -> list:
+        """Fresh detector instances of the enabled rules that have one (``stall`` is the watchdog's)."""
+        from .detectors import DETECTORS
+
         return [DETECTORS[r.id](r) for r in self.rules.values() if r.enabled and r.id in DETECTORS]
-
-
-class Detector(ABC):
-    """Base detector: ``update(record)`` returns ``(value, onset_step, message)`` or None."""
-
-    def __init__(self, cfg: RuleConfig):
-        self.cfg = cfg
-        self.__dict__.update(cfg.params)
-
-    @abstractmethod
-    def update(self, rec: StepRecord) -> tuple[float, int, str] | None:
-        """Judge one record (and learn from it)."""
-
-    def rewind(self, step: int) -> None:
-        """Forget what was seen after ``step`` (the run went back to it: rollback or resume)."""
-
-
-class NanInf(Detector):
-    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
-
-    def update(self, rec):
-        if rec.loss is not None and not math.isfinite(rec.loss):
-            return rec.loss, rec.step, f"loss is {rec.loss} at step {rec.step}"
-        if rec.grad_norm is not None and not math.isfinite(rec.grad_norm) and not rec.overflow:
-            return rec.grad_norm, rec.step, f"grad norm is {rec.grad_norm} at step {rec.step} without an overflow"
-        return None
-
-
-def median(sorted_values: list[float]) -> float:
-    n = len(sorted_values)
-    mid = n // 2
-    return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
-
-
-class RobustSpike(Detector):
-    """Upward spike of one field against the median and MAD of its last ``window`` finite values.
-
-    Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
-    MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
-    ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
-    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
-    nor learned from (compile, noisy start).
-    """
-
-    field = ""
-    label = ""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.history: deque[tuple[int, float]] = deque()
-        self.ordered: list[float] = []  # the same values, sorted: the median is O(1) on the hot path
-
-    def update(self, rec):
-        x = getattr(rec, self.field)
-        if x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
-            return None
-        out = None
-        hist, vals = self.history, self.ordered
-        if len(hist) >= self.min_history:
-            m = median(vals)
-            # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
-            if x > (1.0 + self.min_ratio) * m and x > m + self.threshold * self.min_sigma_ratio * abs(m):
-                s = max(1.4826 * median(sorted(abs(v - m) for v in vals)), self.min_sigma_ratio * abs(m))
-                if x > m + self.threshold * s:
-                    out = self._event(rec.step, x, m, s)
-        hist.append((rec.step, x))
-        insort(vals, x)
-        if len(hist) > self.window:
-            del vals[bisect_left(vals, hist.popleft()[1])]
-        return out
-
-    def _event(self, step, x, m, s):
-        soft, onset = m + 0.5 * self.threshold * s, step
-        for prev, v in reversed(self.history):
-            if v <= soft:
-                break
-            onset = prev
-        return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
-                          f"of the last {len(self.history)} steps ({(x - m) / s:.1f} robust sigma)")
-
-    def rewind(self, step):
-        while self.history and self.history[-1][0] > step:
-            del self.ordered[bisect_left(self.ordered, self.history.pop()[1])]
-
-
-class LossSpike(RobustSpike):
-    field, label = "loss", "loss"
-
-
-class GradNormSpike(RobustSpike):
-    field, label = "grad_norm", "grad norm"
-
-
-class OverflowStorm(Detector):
-    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration.
-
-    Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
-    halves down from its initial value; those never count. The onset is the window's first overflow.
-    """
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.calibrated = False
-        self.overflow_steps: deque[int] = deque()
-
-    def update(self, rec):
-        if rec.overflow is None:
-            return None
-        if not rec.overflow:
-            self.calibrated = True
-            return None
-        if not self.calibrated:
-            return None
-        q = self.overflow_steps
-        q.append(rec.step)
-        while q[0] <= rec.step - self.window:
-            q.popleft()
-        if len(q) >= self.max_overflows:
-            return (float(len(q)), q[0], f"{len(q)} overflowed steps within {self.window} steps "
-                                         f"(loss scale {rec.loss_scale})")
-        return None
-
-    def rewind(self, step):
-        while self.overflow_steps and self.overflow_steps[-1] > step:
-            self.overflow_steps.pop()
-
-
-DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
-             "overflow_storm": OverflowStorm}

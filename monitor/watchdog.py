@@ -8,7 +8,7 @@ import traceback
 from collections import deque
 from typing import Callable
 
-from .rules import median
+from .detectors import median
 
 
 def thread_stacks() -> str:

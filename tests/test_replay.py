@@ -26,6 +26,9 @@ def test_llama31_gradnorm_log_reports_both_steps_and_the_stop():
     assert all(a["source"] == "trainer" for a in norm)
     assert "training stopped" in norm[1]["message"]
     assert res["skipped_lines"] == 4  # two progress lines and two is_skip lines
+    # the log also prints "loss: 0.000" on both steps: a pretraining loss of exactly zero is degenerate
+    assert [(a["rule"], a["step"]) for a in res["anomalies"] if a["rule"] == "loss_degenerate"] == \
+        [("loss_degenerate", 1)]
 
 
 def test_llama2_normal_log_has_no_nan_and_no_loss_spike():
@@ -44,7 +47,7 @@ def test_glm6b_sink_mode_calibration_overflows_are_not_a_storm():
 
 def test_text_summary_lists_anomalies():
     out = cli("replay", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
-    assert out.returncode == 0 and "grad_norm_spike" in out.stdout and "2 anomalies" in out.stdout
+    assert out.returncode == 0 and "grad_norm_spike" in out.stdout and "3 anomalies" in out.stdout
 
 
 @pytest.mark.parametrize("name, content, expected", [

@@ -64,19 +64,21 @@ def test_warmup_steps_are_not_judged():
 
 
 def test_grad_norm_spike_ignores_overflow_steps():
-    recs = [StepRecord(i + 1, loss=3.0, grad_norm=1.0 + 0.05 * (i % 5), overflow=False) for i in range(60)]
-    recs.append(StepRecord(61, loss=3.0, grad_norm=500.0, overflow=True))
+    loss = noisy_losses(62)
+    recs = [StepRecord(i + 1, loss=loss[i], grad_norm=1.0 + 0.05 * (i % 5), overflow=False) for i in range(60)]
+    recs.append(StepRecord(61, loss=loss[60], grad_norm=500.0, overflow=True))
     assert run(recs) == []
-    recs.append(StepRecord(62, loss=3.0, grad_norm=50.0, overflow=False))
+    recs.append(StepRecord(62, loss=loss[61], grad_norm=50.0, overflow=False))
     (ev,) = run(recs)
     assert (ev.rule, ev.step, ev.severity) == ("grad_norm_spike", 62, "warning")
 
 
 def test_overflow_storm_after_calibration_only():
-    calib = [StepRecord(i + 1, loss=3.0, overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
-    clean = [StepRecord(11 + i, loss=3.0, overflow=False, loss_scale=2.0 ** 22) for i in range(30)]
+    loss = noisy_losses(60)
+    calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
+    clean = [StepRecord(11 + i, loss=loss[10 + i], overflow=False, loss_scale=2.0 ** 22) for i in range(30)]
     assert run(calib + clean) == []
-    storm = [StepRecord(41 + 2 * i, loss=3.0, overflow=True, loss_scale=2.0 ** (21 - i)) for i in range(5)]
+    storm = [StepRecord(41 + 2 * i, loss=loss[40 + i], overflow=True, loss_scale=2.0 ** (21 - i)) for i in range(5)]
     (ev,) = run(calib + clean + storm)
     assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("overflow_storm", 49, 41, 5.0)
 
@@ -108,13 +110,14 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
     rules = Rules.load(good)
     assert rules.rules["loss_spike"].params["threshold"] == 3.5
     assert rules.rules["loss_spike"].actions == ("alert",)
-    assert [d.cfg.id for d in rules.detectors()] == ["loss_spike", "grad_norm_spike", "overflow_storm"]
+    assert "nan_inf" not in [d.cfg.id for d in rules.detectors()]
+    assert {"loss_spike", "grad_norm_spike", "overflow_storm", "low_mfu"} <= {d.cfg.id for d in rules.detectors()}
 
     cases = {
         "loss_spike:\n  threshold: high\n": ":2: loss_spike.threshold: expected a non-negative number",
         "loss_spike:\n  window: 10\n  treshold: 3\n": ":3: loss_spike.treshold: unknown setting",
         "lose_spike:\n  threshold: 3\n": ":1: lose_spike: unknown rule",
-        "nan_inf:\n  actions: [page]\n": ":2: nan_inf.actions: expected a list of alert, rollback, stop",
+        "nan_inf:\n  actions: [page]\n": ":2: nan_inf.actions: expected a list of alert, rollback, skip_batches, stop",
         "nan_inf:\n  severity: fatal\n": ":2: nan_inf.severity: expected one of info, warning, critical",
         "nan_inf: [\n": ": not valid YAML",
     }
@@ -126,3 +129,57 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
         assert str(err.value).startswith(str(bad)) and expected in str(err.value), str(err.value)
     with pytest.raises(RulesError, match="cannot read rules file"):
         Rules.load(tmp_path / "missing.yaml")
+
+
+def fired(recs, rule):
+    return [(e.step, e.onset_step) for e in run(recs) if e.rule == rule]
+
+
+def test_grad_norm_climb_before_a_spike():
+    norms = [1.0 + 0.05 * (i % 7) for i in range(100)] + [2.2 + 0.05 * (i % 7) for i in range(20)]
+    loss = noisy_losses(120)
+    recs = [StepRecord(i + 1, loss=loss[i], grad_norm=g) for i, g in enumerate(norms)]
+    hits = [e for e in run(recs) if e.rule == "grad_norm_spike"]
+    assert hits and "climbing" in hits[0].message and hits[0].onset_step == 101
+
+
+def test_loss_scale_collapse_after_calibration_only():
+    loss = noisy_losses(200)
+    calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(12)]
+    steady = [StepRecord(13 + i, loss=loss[12 + i], overflow=(i % 40 == 39), loss_scale=2.0 ** 20) for i in range(80)]
+    assert fired(calib + steady, "loss_scale_collapse") == []
+    fall = [StepRecord(93 + i, loss=loss[92 + i], overflow=True, loss_scale=2.0 ** (19 - 2 * i)) for i in range(10)]
+    assert fired(calib + steady + fall, "loss_scale_collapse")[0] == (97, 93)  # 9 halvings by step 97
+    bf16 = [StepRecord(i + 1, loss=loss[i], overflow=False, loss_scale=1.0) for i in range(100)]
+    assert fired(bf16, "loss_scale_collapse") == []
+
+
+def test_loss_zero_or_frozen_is_degenerate():
+    loss = noisy_losses(60)
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(loss[:30] + [0.0])], "loss_degenerate") == [(31, 31)]
+    frozen = loss[:30] + [2.5] * 20
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(frozen)], "loss_degenerate") == [(50, 31)]
+
+
+def test_early_plateau_but_not_a_learning_run():
+    learning = [5.0 * math.exp(-i / 800) + 0.02 * ((-1) ** i) for i in range(1500)]
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(learning)], "loss_plateau") == []
+    flat = [4.0 + 0.02 * ((-1) ** i) for i in range(1200)]
+    assert fired([StepRecord(i + 1, loss=x, grad_norm=None) for i, x in enumerate(flat)], "loss_plateau")[0] == (1100, 101)
+
+
+def test_throughput_drop_needs_several_slow_steps():
+    recs = [StepRecord(i + 1, loss=x, tokens=4096, step_time_s=0.5 + 0.01 * (i % 3))
+            for i, x in enumerate(noisy_losses(60))]
+    recs[40].step_time_s = 5.0  # one slow step (a checkpoint save): not a drop
+    assert fired(recs, "throughput_drop") == []
+    for r in recs[50:]:
+        r.step_time_s = 1.0  # TPS halves from step 51 on
+    assert fired(recs, "throughput_drop") == [(55, 51)]
+
+
+def test_low_mfu_only_when_known_and_sustained():
+    loss = noisy_losses(200)
+    assert fired([StepRecord(i + 1, loss=loss[i]) for i in range(200)], "low_mfu") == []
+    recs = [StepRecord(i + 1, loss=loss[i], mfu=0.45 if i < 100 else 0.12) for i in range(200)]
+    assert fired(recs, "low_mfu") == [(150, 101)]

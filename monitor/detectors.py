@@ -1,0 +1,318 @@
+"""Detectors: one per rule id.
+
+Every detector sees the records of one rank in step order and answers, per record, either nothing or
+``(value, onset_step, message)``. Detectors hold only bounded state (a window of recent values), so
+the same detector serves a live run and a million-line replay.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from bisect import bisect_left, insort
+from collections import deque
+
+from .record import StepRecord
+from .rules import RuleConfig
+
+
+class Detector(ABC):
+    """Base detector: ``update(record)`` returns ``(value, onset_step, message)`` or None."""
+
+    def __init__(self, cfg: RuleConfig):
+        self.cfg = cfg
+        self.__dict__.update(cfg.params)
+
+    @abstractmethod
+    def update(self, rec: StepRecord) -> tuple[float, int, str] | None:
+        """Judge one record (and learn from it)."""
+
+    def rewind(self, step: int) -> None:
+        """Forget what was seen after ``step`` (the run went back to it: rollback or resume)."""
+
+
+class NanInf(Detector):
+    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
+
+    def update(self, rec):
+        if rec.loss is not None and not math.isfinite(rec.loss):
+            return rec.loss, rec.step, f"loss is {rec.loss} at step {rec.step}"
+        if rec.grad_norm is not None and not math.isfinite(rec.grad_norm) and not rec.overflow:
+            return rec.grad_norm, rec.step, f"grad norm is {rec.grad_norm} at step {rec.step} without an overflow"
+        return None
+
+
+def median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
+
+
+class RobustSpike(Detector):
+    """Upward spike of one field against the median and MAD of its last ``window`` finite values.
+
+    Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
+    MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
+    ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
+    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
+    nor learned from (compile, noisy start).
+    """
+
+    field = ""
+    label = ""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.history: deque[tuple[int, float]] = deque()
+        self.ordered: list[float] = []  # the same values, sorted: the median is O(1) on the hot path
+
+    def update(self, rec):
+        x = getattr(rec, self.field)
+        if x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
+            return None
+        out = None
+        hist, vals = self.history, self.ordered
+        if len(hist) >= self.min_history:
+            m = median(vals)
+            # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
+            if x > (1.0 + self.min_ratio) * m and x > m + self.threshold * self.min_sigma_ratio * abs(m):
+                s = max(1.4826 * median(sorted(abs(v - m) for v in vals)), self.min_sigma_ratio * abs(m))
+                if x > m + self.threshold * s:
+                    out = self._event(rec.step, x, m, s)
+        hist.append((rec.step, x))
+        insort(vals, x)
+        if len(hist) > self.window:
+            del vals[bisect_left(vals, hist.popleft()[1])]
+        return out
+
+    def _event(self, step, x, m, s):
+        soft, onset = m + 0.5 * self.threshold * s, step
+        for prev, v in reversed(self.history):
+            if v <= soft:
+                break
+            onset = prev
+        return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
+                          f"of the last {len(self.history)} steps ({(x - m) / s:.1f} robust sigma)")
+
+    def rewind(self, step):
+        while self.history and self.history[-1][0] > step:
+            del self.ordered[bisect_left(self.ordered, self.history.pop()[1])]
+
+
+class LossSpike(RobustSpike):
+    field, label = "loss", "loss"
+
+
+class GradNormSpike(RobustSpike):
+    """Grad-norm spike (see :class:`RobustSpike`), plus a sustained climb: the median of the last
+    ``climb_window`` norms above ``climb_ratio`` x the median of the older norms in the window, which
+    often precedes a loss spike (checked every ``climb_window // 2`` steps once the window is full)."""
+
+    field, label = "grad_norm", "grad norm"
+
+    def update(self, rec):
+        out = super().update(rec)
+        hist, k = self.history, self.climb_window
+        if out is None and len(hist) == self.window and rec.step % max(k // 2, 1) == 0:
+            values = [v for _, v in hist]
+            old, new = median(sorted(values[:-k])), median(sorted(values[-k:]))
+            if new > self.climb_ratio * old:
+                rise = old * (1.0 + self.climb_ratio) / 2  # half way up: where the climb began
+                onset = next(s for s, v in list(hist)[-k:] if v > rise)
+                out = (new, onset, f"grad norm climbing: median {new:.4g} over the last {k} steps vs {old:.4g} "
+                                   f"before ({new / old:.1f}x)")
+        return out
+
+
+class OverflowStorm(Detector):
+    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration.
+
+    Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
+    halves down from its initial value; those never count. The onset is the window's first overflow.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.calibrated = False
+        self.overflow_steps: deque[int] = deque()
+
+    def update(self, rec):
+        if rec.overflow is None:
+            return None
+        if not rec.overflow:
+            self.calibrated = True
+            return None
+        if not self.calibrated:
+            return None
+        q = self.overflow_steps
+        q.append(rec.step)
+        while q[0] <= rec.step - self.window:
+            q.popleft()
+        if len(q) >= self.max_overflows:
+            return (float(len(q)), q[0], f"{len(q)} overflowed steps within {self.window} steps "
+                                         f"(loss scale {rec.loss_scale})")
+        return None
+
+    def rewind(self, step):
+        while self.overflow_steps and self.overflow_steps[-1] > step:
+            self.overflow_steps.pop()
+
+
+class LossScaleCollapse(Detector):
+    """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
+    steps, after calibration (the halvings before the first clean step). A scale that never moved (static
+    scaling, or bf16 with a scale of 1) is not judged. Onset: the first halving of the fall."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.calibrated, self.prev, self.highest = False, None, 0.0
+        self.drops: deque[int] = deque()
+
+    def update(self, rec):
+        scale = rec.loss_scale
+        if scale is None:
+            return None
+        prev, self.prev, self.highest = self.prev, scale, max(self.highest, scale)
+        calibrated = self.calibrated  # the fall into the first clean step is still calibration
+        self.calibrated = calibrated or rec.overflow is False
+        if not calibrated:
+            return None
+        q = self.drops
+        if prev is not None and scale < prev:
+            q.extend([rec.step] * max(1, round(math.log2(prev / scale))))
+        while q and q[0] <= rec.step - self.window:
+            q.popleft()
+        if scale <= self.floor < self.highest:
+            return scale, q[0] if q else rec.step, f"loss scale {scale:g} at its floor {self.floor:g}"
+        if len(q) >= self.max_halvings:
+            return scale, q[0], f"loss scale halved {len(q)} times within {self.window} steps, now {scale:g}"
+        return None
+
+    def rewind(self, step):
+        while self.drops and self.drops[-1] > step:
+            self.drops.pop()
+        self.prev = None
+
+
+class LossDegenerate(Detector):
+    """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
+    (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.same_since, self.last = None, None
+
+    def update(self, rec):
+        x = rec.loss
+        if x is None or not math.isfinite(x) or rec.step <= self.cfg.warmup_steps:
+            return None
+        if abs(x) < self.zero_below:
+            return x, rec.step, f"loss is {x:g} at step {rec.step}"
+        if x != self.last:
+            self.same_since, self.last = rec.step, x
+            return None
+        if rec.step - self.same_since + 1 >= self.frozen_steps:
+            return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
+        return None
+
+    def rewind(self, step):
+        self.same_since, self.last = None, None
+
+
+class LossPlateau(Detector):
+    """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
+    ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.losses: deque[tuple[int, float]] = deque(maxlen=self.window)
+
+    def update(self, rec):
+        x = rec.loss
+        if x is None or not math.isfinite(x) or rec.step <= self.cfg.warmup_steps or rec.step > self.until_step:
+            return None
+        q = self.losses
+        q.append((rec.step, x))
+        if len(q) < self.window:
+            return None
+        k = max(self.window // 5, 1)
+        old = median(sorted(v for _, v in list(q)[:k]))
+        new = median(sorted(v for _, v in list(q)[-k:]))
+        if new > old * (1.0 - self.min_improvement):
+            return new, q[0][0], (f"loss plateau: median {new:.4g} over the last {k} steps vs {old:.4g} "
+                                  f"{self.window} steps earlier (< {self.min_improvement:.0%} better)")
+        return None
+
+    def rewind(self, step):
+        while self.losses and self.losses[-1][0] > step:
+            self.losses.pop()
+
+
+class BelowRollingMedian(Detector):
+    """A field below ``ratio`` x its rolling median (``window`` values) for ``min_steps`` steps in a row.
+    Onset: the first low step. The low values are kept out of the median."""
+
+    field = ""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.values: deque[float] = deque(maxlen=self.window)
+        self.low_since = None
+
+    def value(self, rec):
+        return getattr(rec, self.field)
+
+    def update(self, rec):
+        x = self.value(rec)
+        if x is None or rec.step <= self.cfg.warmup_steps:
+            return None
+        if len(self.values) < self.min_history:
+            self.values.append(x)
+            return None
+        m = median(sorted(self.values))
+        if x >= self.ratio * m:
+            self.low_since = None
+            self.values.append(x)
+            return None
+        self.low_since = self.low_since or rec.step
+        if rec.step - self.low_since + 1 >= self.min_steps:
+            return x, self.low_since, (f"{self.field} {x:.4g} below {self.ratio:.0%} of its median {m:.4g} "
+                                       f"since step {self.low_since}")
+        return None
+
+    def rewind(self, step):
+        self.low_since = None
+
+
+class ThroughputDrop(BelowRollingMedian):
+    field = "tokens_per_second"
+
+    def value(self, rec):
+        return rec.tokens_per_second
+
+
+class LowMfu(Detector):
+    """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.low_since = None
+
+    def update(self, rec):
+        if rec.mfu is None or rec.step <= self.cfg.warmup_steps:
+            return None
+        if rec.mfu >= self.floor:
+            self.low_since = None
+            return None
+        self.low_since = self.low_since or rec.step
+        if rec.step - self.low_since + 1 >= self.min_steps:
+            return rec.mfu, self.low_since, f"MFU {rec.mfu:.1%} below the floor {self.floor:.0%}"
+        return None
+
+    def rewind(self, step):
+        self.low_since = None
+
+
+DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
+             "overflow_storm": OverflowStorm, "loss_scale_collapse": LossScaleCollapse,
+             "loss_degenerate": LossDegenerate, "loss_plateau": LossPlateau, "throughput_drop": ThroughputDrop,
+             "low_mfu": LowMfu}
