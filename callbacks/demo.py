@@ -114,7 +114,7 @@ def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400
     scale = nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 200)
     monitor = TrainingMonitor(run="demo", output_dir=str(out), metrics_port=port,
                               checkpoint_every=checkpoint_every, healthy_after=20,
-                              tokens_per_step=BATCH * SEQ_LEN)
+                              tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False)
     callbacks = [FaultInjector(list(faults), source, schedule), monitor]
     if use_mindformers:
         train = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=scale)

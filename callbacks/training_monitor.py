@@ -17,6 +17,7 @@ from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
 from monitor.metrics import Metrics
+from monitor.recordlog import RecordLog
 from monitor.record import StepRecord
 from monitor.rules import Rules
 from monitor.watchdog import Watchdog
@@ -70,7 +71,8 @@ class TrainingMonitor(Callback):
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again. Past
-    ``max_rollbacks`` the run is stopped (``stop_reason`` says why). Each process keeps its own ledger
+    ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
+    process exits with status 1 and that reason once ``Model.train`` has wound down. Each process keeps its own ledger
     (``ledger_rank<r>.json``; an older one is renamed ``ledger_rank<r>.before-<instance>.json``) and
     checkpoint folder (``checkpoints/rank_<r>/<instance>/``); nothing is deleted.
 
@@ -99,6 +101,7 @@ class TrainingMonitor(Callback):
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
         out = Path(cfg.output_dir)
         self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
+        self.record_log = RecordLog(str(out / f"records_rank{self.rank}.csv")) if cfg.record_log else None
         self.world_size = cfg.world_size or int(os.environ.get("RANK_SIZE", "1") or 1)
         self.metrics = Metrics(cfg.run, self.rank, self.world_size, rules.rules)
         self._flops_per_token = cfg.model_flops_per_token()
@@ -138,6 +141,8 @@ class TrainingMonitor(Callback):
 
     def on_train_end(self, run_context):
         self._guard(lambda _: self._finish(), run_context)
+        if self.stop_reason and self.cfg.exit_on_stop:
+            raise SystemExit(f"training-monitor: stopped the run: {self.stop_reason}")
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -157,6 +162,8 @@ class TrainingMonitor(Callback):
         if self._sd_file and os.path.exists(self._sd_file):
             os.unlink(self._sd_file)
         self.event_log.close()
+        if self.record_log is not None:
+            self.record_log.close()
 
     def _guard(self, fn, run_context):
         try:
@@ -218,6 +225,8 @@ class TrainingMonitor(Callback):
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
+        if self.record_log is not None:
+            self.record_log.write(rec)
         self._watch_model_checkpoints(step)
         if not events:
             if self.ledger.observe(step):

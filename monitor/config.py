@@ -27,6 +27,7 @@ class MonitorConfig:
         file_sd_dir: folder where each serving rank writes ``<run>_rank<r>.json``, a Prometheus
             ``file_sd_configs`` target (host:port with ``run``/``rank`` labels); removed at a clean end.
         watchdog: run the hang watchdog (rule ``stall`` in the rules file sets its timing).
+        record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
         rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
         checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
             written by a ``ModelCheckpoint`` callback in the same ``Model.train`` call are used).
@@ -34,6 +35,8 @@ class MonitorConfig:
         rollback: roll back on rules whose actions include ``rollback``.
         lr_factor: multiply the learning rate by this at each rollback (0 < f <= 1).
         max_rollbacks: rollback budget; one more rollback request stops the run.
+        exit_on_stop: when the monitor stopped the run (budget exhausted, a ``stop`` action), end the
+            process with exit status 1 and the reason (``SystemExit`` from ``on_train_end``).
         rollback_margin: the target checkpoint must be at least this many steps before the onset.
         tokens_per_step: tokens per step over all data-parallel ranks (global batch x sequence length);
             None infers it from the first input's shape times the device count.
@@ -54,12 +57,14 @@ class MonitorConfig:
     export_ranks: str = "all"
     file_sd_dir: str | None = None
     watchdog: bool = True
+    record_log: bool = True
     rules: str | dict | None = None
     checkpoint_every: int = 0
     healthy_after: int = 20
     rollback: bool = True
     lr_factor: float = 0.5
     max_rollbacks: int = 3
+    exit_on_stop: bool = True
     rollback_margin: int = 0
     tokens_per_step: int | None = None
     world_size: int | None = None
@@ -141,5 +146,5 @@ class MonitorConfig:
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
         need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
         need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
-        for key in ("rollback", "strict", "watchdog"):
+        for key in ("rollback", "strict", "watchdog", "exit_on_stop", "record_log"):
             need(isinstance(getattr(self, key), bool), key, "true or false")

@@ -47,6 +47,32 @@ def median(sorted_values: list[float]) -> float:
     return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
 
 
+class SortedWindow:
+    """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.items: deque[tuple[int, float]] = deque()
+        self.sorted: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, step: int, x: float) -> None:
+        self.items.append((step, x))
+        insort(self.sorted, x)
+        if len(self.items) > self.size:
+            del self.sorted[bisect_left(self.sorted, self.items.popleft()[1])]
+
+    def median(self) -> float:
+        return median(self.sorted)
+
+    def rewind(self, step: int) -> None:
+        """Drop the values of steps after ``step``."""
+        while self.items and self.items[-1][0] > step:
+            del self.sorted[bisect_left(self.sorted, self.items.pop()[1])]
+
+
 class RobustSpike(Detector):
     """Upward spike of one field against the median and MAD of its last ``window`` finite values.
 
@@ -62,31 +88,27 @@ class RobustSpike(Detector):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.history: deque[tuple[int, float]] = deque()
-        self.ordered: list[float] = []  # the same values, sorted: the median is O(1) on the hot path
+        self.history = SortedWindow(self.window)
 
     def update(self, rec):
         x = getattr(rec, self.field)
         if x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
             return None
         out = None
-        hist, vals = self.history, self.ordered
+        hist = self.history
         if len(hist) >= self.min_history:
-            m = median(vals)
+            m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > (1.0 + self.min_ratio) * m and x > m + self.threshold * self.min_sigma_ratio * abs(m):
-                s = max(1.4826 * median(sorted(abs(v - m) for v in vals)), self.min_sigma_ratio * abs(m))
+                s = max(1.4826 * median(sorted(abs(v - m) for v in hist.sorted)), self.min_sigma_ratio * abs(m))
                 if x > m + self.threshold * s:
                     out = self._event(rec.step, x, m, s)
-        hist.append((rec.step, x))
-        insort(vals, x)
-        if len(hist) > self.window:
-            del vals[bisect_left(vals, hist.popleft()[1])]
+        hist.add(rec.step, x)
         return out
 
     def _event(self, step, x, m, s):
         soft, onset = m + 0.5 * self.threshold * s, step
-        for prev, v in reversed(self.history):
+        for prev, v in reversed(self.history.items):
             if v <= soft:
                 break
             onset = prev
@@ -94,8 +116,7 @@ class RobustSpike(Detector):
                           f"of the last {len(self.history)} steps ({(x - m) / s:.1f} robust sigma)")
 
     def rewind(self, step):
-        while self.history and self.history[-1][0] > step:
-            del self.ordered[bisect_left(self.ordered, self.history.pop()[1])]
+        self.history.rewind(step)
 
 
 class LossSpike(RobustSpike):
@@ -104,8 +125,8 @@ class LossSpike(RobustSpike):
 
 class GradNormSpike(RobustSpike):
     """Grad-norm spike (see :class:`RobustSpike`), plus a sustained climb: the median of the last
-    ``climb_window`` norms above ``climb_ratio`` x the median of the older norms in the window, which
-    often precedes a loss spike (checked every ``climb_window // 2`` steps once the window is full)."""
+    ``climb_window`` norms above ``climb_ratio`` x the median of the whole window, which often precedes a
+    loss spike (checked every ``climb_window // 2`` steps once the window is full)."""
 
     field, label = "grad_norm", "grad norm"
 
@@ -113,13 +134,13 @@ class GradNormSpike(RobustSpike):
         out = super().update(rec)
         hist, k = self.history, self.climb_window
         if out is None and len(hist) == self.window and rec.step % max(k // 2, 1) == 0:
-            values = [v for _, v in hist]
-            old, new = median(sorted(values[:-k])), median(sorted(values[-k:]))
-            if new > self.climb_ratio * old:
-                rise = old * (1.0 + self.climb_ratio) / 2  # half way up: where the climb began
-                onset = next(s for s, v in list(hist)[-k:] if v > rise)
-                out = (new, onset, f"grad norm climbing: median {new:.4g} over the last {k} steps vs {old:.4g} "
-                                   f"before ({new / old:.1f}x)")
+            recent = [hist.items[i] for i in range(len(hist) - k, len(hist))]
+            base, new = hist.median(), median(sorted(v for _, v in recent))
+            if new > self.climb_ratio * base:
+                rise = base * (1.0 + self.climb_ratio) / 2  # half way up: where the climb began
+                onset = next(s for s, v in recent if v > rise)
+                out = (new, onset, f"grad norm climbing: median {new:.4g} over the last {k} steps vs {base:.4g} "
+                                   f"over the last {len(hist)} ({new / base:.1f}x)")
         return out
 
 
@@ -220,7 +241,8 @@ class LossDegenerate(Detector):
 
 class LossPlateau(Detector):
     """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
-    ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier."""
+    ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
+    every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -232,7 +254,7 @@ class LossPlateau(Detector):
             return None
         q = self.losses
         q.append((rec.step, x))
-        if len(q) < self.window:
+        if len(q) < self.window or rec.step % max(self.window // 50, 1):
             return None
         k = max(self.window // 5, 1)
         old = median(sorted(v for _, v in list(q)[:k]))
@@ -255,7 +277,7 @@ class BelowRollingMedian(Detector):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.values: deque[float] = deque(maxlen=self.window)
+        self.values = SortedWindow(self.window)
         self.low_since = None
 
     def value(self, rec):
@@ -266,12 +288,12 @@ class BelowRollingMedian(Detector):
         if x is None or rec.step <= self.cfg.warmup_steps:
             return None
         if len(self.values) < self.min_history:
-            self.values.append(x)
+            self.values.add(rec.step, x)
             return None
-        m = median(sorted(self.values))
+        m = self.values.median()
         if x >= self.ratio * m:
             self.low_since = None
-            self.values.append(x)
+            self.values.add(rec.step, x)
             return None
         self.low_since = self.low_since or rec.step
         if rec.step - self.low_since + 1 >= self.min_steps:
@@ -280,6 +302,7 @@ class BelowRollingMedian(Detector):
         return None
 
     def rewind(self, step):
+        self.values.rewind(step)
         self.low_since = None
 
 

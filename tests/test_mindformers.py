@@ -57,6 +57,14 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
     assert math.isfinite(res["final_loss"]) and res["final_loss"] < 4.0
     assert res["metrics_url"].startswith("http://127.0.0.1:")
 
+    # live = replay: the monitor's record log of the run (rollbacks included) gives the very same events
+    rec = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", str(tmp_path / "records_rank0.csv")],
+                         capture_output=True, text=True, timeout=120)
+    assert rec.returncode == 0, rec.stderr
+    key = lambda a: (a["rule"], a["step"], a["onset_step"], a["value"])  # noqa: E731
+    assert [key(a) for a in json.loads(rec.stdout)["anomalies"]] == \
+        [key(a) for a in res["anomalies"] if a["source"] == "rule"]
+
     # MindFormers' own MFLossMonitor log of the same run, replayed offline, shows the same faults
     rep = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", res["mindformers_log"]],
                          capture_output=True, text=True, timeout=120)

@@ -136,7 +136,7 @@ def fired(recs, rule):
 
 
 def test_grad_norm_climb_before_a_spike():
-    norms = [1.0 + 0.05 * (i % 7) for i in range(100)] + [2.2 + 0.05 * (i % 7) for i in range(20)]
+    norms = [1.0 + 0.05 * (i % 7) for i in range(100)] + [2.6 + 0.05 * (i % 7) for i in range(20)]
     loss = noisy_losses(120)
     recs = [StepRecord(i + 1, loss=loss[i], grad_norm=g) for i, g in enumerate(norms)]
     hits = [e for e in run(recs) if e.rule == "grad_norm_spike"]

@@ -13,6 +13,7 @@ from mindspore import Tensor, nn
 from mindspore.train import CheckpointConfig, ModelCheckpoint
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.replay import replay_file
 from callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
 
@@ -71,6 +72,12 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     assert float(opt.learning_rate.asnumpy()) == pytest.approx(0.025)
     assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
 
+    # live = replay: the run's record log, replayed offline, gives the same events
+    replayed = replay_file(str(tmp_path / "records_rank0.csv"))
+    assert replayed.format == "csv" and replayed.records == 60
+    key = lambda e: (e.rule, e.step, e.onset_step, str(e.value))  # noqa: E731
+    assert [key(e) for e in replayed.events] == [key(e) for e in mon.engine.events if e.source == "rule"]
+
     # the run went on to the end from step 30 and finished finite
     assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
     log = (tmp_path / "events_rank0.jsonl").read_text().splitlines()
@@ -97,8 +104,11 @@ def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5,
                           max_rollbacks=1)
-    # two corrupted batches: the first costs the one allowed rollback, the second stops the run
-    train([mon], steps=60, poison={24, 34})
+    # two corrupted batches: the first costs the one allowed rollback, the second stops the run, and the
+    # process would exit with status 1 and the reason
+    with pytest.raises(SystemExit, match="rollback budget exhausted") as stop:
+        train([mon], steps=60, poison={24, 34})
+    assert stop.value.code != 0
     assert len(mon.rollbacks) == 1
     assert mon.stop_reason.startswith("rollback budget exhausted")
     assert mon.trainer_step == 35, "run should stop at the step of the second NaN"

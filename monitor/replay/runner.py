@@ -10,9 +10,9 @@ from pathlib import Path
 from ..engine import Engine
 from ..record import StepRecord
 from ..rules import Rules
-from . import mindformers
+from . import csvlog, mindformers
 
-PARSERS = {mindformers.NAME: mindformers}
+PARSERS = {mindformers.NAME: mindformers, csvlog.NAME: csvlog}
 DETECT_LINES = 5000
 
 
