@@ -22,6 +22,7 @@ from monitor.record import StepRecord
 from monitor.rules import Rules
 from monitor.watchdog import Watchdog
 
+from .consensus import RankConsensus
 from .outputs import read_step_outputs
 from .rollback import restore_train_state, save_train_state, train_optimizer
 
@@ -127,6 +128,7 @@ class TrainingMonitor(Callback):
         self._tokens = cfg.tokens_per_step
         self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
         self._watchdog: Watchdog | None = None
+        self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
 
     # MindSpore callback API -------------------------------------------------------------------------
@@ -185,6 +187,8 @@ class TrainingMonitor(Callback):
                 if cfg.file_sd_dir:
                     self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
                                                          self.metrics.server.server_port)
+        if self.world_size > 1 and cfg.consensus is not False and self._consensus is None:
+            self._consensus = RankConsensus(self.world_size)
         stall = self.engine.rules.rules["stall"]
         if cfg.watchdog and stall.enabled and self._watchdog is None:
             p = stall.params
@@ -199,6 +203,8 @@ class TrainingMonitor(Callback):
     def _step_end(self, run_context):
         cb = run_context.original_args()
         loss, overflow, scale, lr, norm = read_step_outputs(cb.net_outputs)
+        if self._consensus is not None:
+            loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
         now = time.perf_counter()
         steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
         self._prev_trainer_step = cb.cur_step_num
@@ -271,14 +277,19 @@ class TrainingMonitor(Callback):
             return
         target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
         while target is not None:
+            error = None
             try:
                 scale = restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
                                             target.path, self.cfg.lr_factor)
-                break
             except (ValueError, RuntimeError, OSError) as exc:
-                logger.error("checkpoint {} cannot be loaded ({}); trying an older one", target.path, exc)
-                self.ledger.quarantine(target, f"failed to load: {exc}")
-                target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
+                error = exc
+            # every rank must have loaded the same checkpoint, or all try the next one
+            if (error is None) if self._consensus is None else self._consensus.all_ok(error is None):
+                break
+            reason = f"failed to load: {error}" if error else "failed to load on another rank"
+            logger.error("checkpoint {}: {}; trying an older one", target.path, reason)
+            self.ledger.quarantine(target, reason)
+            target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
         if target is None:
             logger.error("step {}: no healthy checkpoint before step {}; cannot roll back", step, onset)
             return

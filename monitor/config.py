@@ -27,6 +27,8 @@ class MonitorConfig:
         file_sd_dir: folder where each serving rank writes ``<run>_rank<r>.json``, a Prometheus
             ``file_sd_configs`` target (host:port with ``run``/``rank`` labels); removed at a clean end.
         watchdog: run the hang watchdog (rule ``stall`` in the rules file sets its timing).
+        consensus: with more than one rank, reduce loss, grad norm and overflow across ranks every step
+            (one small AllReduce) so all ranks take the same decisions; null: on when world_size > 1.
         record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
         rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
         checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
@@ -58,6 +60,7 @@ class MonitorConfig:
     file_sd_dir: str | None = None
     watchdog: bool = True
     record_log: bool = True
+    consensus: bool | None = None
     rules: str | dict | None = None
     checkpoint_every: int = 0
     healthy_after: int = 20
@@ -145,6 +148,7 @@ class MonitorConfig:
                  "a positive number or null")
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
         need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
+        need(self.consensus in (None, True, False), "consensus", "true, false or null")
         need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
         for key in ("rollback", "strict", "watchdog", "exit_on_stop", "record_log"):
             need(isinstance(getattr(self, key), bool), key, "true or false")

@@ -1,5 +1,6 @@
 """Real 2-rank CPU jobs launched with MindSpore's msrun: per-rank /metrics, file_sd, and a hang."""
 import json
+import math
 import os
 import shutil
 import signal
@@ -124,3 +125,21 @@ def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path)
         assert [x.value for x in stalls] == [1]
     finally:
         stop(proc)
+
+
+def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
+    proc, _ = launch(tmp_path, "nan")
+    try:
+        assert proc.wait(240) == 0
+    finally:
+        stop(proc)
+    s0, s1 = (json.loads((tmp_path / f"summary_rank{r}.json").read_text()) for r in (0, 1))
+    # the NaN is in rank 1's batch only; the reduced loss makes both ranks see it at step 45
+    assert s0["events"] == s1["events"] and ["nan_inf", 45] in s0["events"]
+    strip = lambda rbs: [{k: v for k, v in rb.items() if k != "checkpoint"} for rb in rbs]  # noqa: E731
+    assert strip(s0["rollbacks"]) == strip(s1["rollbacks"])
+    (rb,) = s0["rollbacks"]
+    assert (rb["at_step"], rb["to_step"], rb["lr_scale"]) == (45, 30, 0.5)
+    assert s0["lr"] == s1["lr"] == pytest.approx(0.025)
+    assert s0["final_step"] == s1["final_step"] == 60 - 15
+    assert math.isfinite(s0["final_loss"]) and s0["final_loss"] == pytest.approx(s1["final_loss"])

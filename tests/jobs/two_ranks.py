@@ -4,7 +4,10 @@
                                   PORT + local rank and writing a file_sd target; then waits for OUT/release
     two_ranks.py OUT PORT hang    each rank trains alone; at step 8 rank 1 enters an AllReduce that rank 0
                                   never joins (rank 0 sleeps instead); the watchdog must report it
+    two_ranks.py OUT PORT nan     data-parallel training where only rank 1's batch 44 holds a NaN; each
+                                  rank writes OUT/summary_rank<r>.json (rollbacks, LR, final loss)
 """
+import json
 import os
 import sys
 import time
@@ -45,17 +48,19 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     rank = get_rank()
-    if mode == "train":
+    if mode in ("train", "nan"):
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
-    ms.set_seed(rank)
+    ms.set_seed(0)  # same initial weights on every rank, as data parallelism expects
     net = tiny_net()
-    steps = 400 if mode == "train" else 20
+    steps = {"train": 400, "hang": 20, "nan": 60}[mode]
     source = ByteWindows(load_corpus(), SEQ, BATCH, steps, seed=rank)
+    if mode == "nan" and rank == 1:
+        source.poison = {44}
     opt = nn.SGD(net.trainable_params(), learning_rate=0.05)
     stall = {"min_seconds": 2.0, "startup_seconds": 60.0, "factor": 5.0, "startup_steps": 3}
     monitor = TrainingMonitor(run="msrun-test", output_dir=out, metrics_port=port,
                               file_sd_dir=os.path.join(out, "file_sd"), tokens_per_step=BATCH * SEQ * 2,
-                              rules={"stall": stall})
+                              rules={"stall": stall}, checkpoint_every=10, healthy_after=10)
     callbacks = [monitor] + ([Hang(rank)] if mode == "hang" else [])
     Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=callbacks,
                                                dataset_sink_mode=False)
@@ -65,6 +70,11 @@ def main():
         while not os.path.exists(release) and time.time() < deadline:
             time.sleep(0.2)
     monitor.close()
+    if mode == "nan":
+        with open(os.path.join(out, f"summary_rank{rank}.json"), "w") as f:
+            json.dump({"rollbacks": monitor.rollbacks, "lr": float(opt.learning_rate.asnumpy()),
+                       "final_loss": monitor.last_record.loss, "final_step": monitor.last_record.step,
+                       "events": [(e.rule, e.step) for e in monitor.engine.events]}, f)
 
 
 if __name__ == "__main__":

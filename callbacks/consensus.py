@@ -1,0 +1,35 @@
+"""Rank-consistent inputs: every rank feeds the engine the same numbers, so every rank decides the same."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from mindspore import Tensor, ops
+
+
+class RankConsensus:
+    """One small ``AllReduce`` (sum over the world group) per step of ``[loss, grad_norm, overflow, ...]``.
+
+    The engine then sees the mean loss and grad norm over the ranks and an overflow if any rank had one: a
+    NaN on one rank is a NaN on every rank at the same step, so every rank rolls back to the same
+    checkpoint at the same step. Cost: one collective of 4 floats per step (a host-device round trip);
+    ``consensus: false`` turns it off. Needs MindSpore's communication initialised (``msrun`` +
+    ``init()``).
+    """
+
+    def __init__(self, world_size: int):
+        self.world_size = world_size
+        self._sum = ops.AllReduce()
+
+    def step_values(self, loss, grad_norm, overflow):
+        v = np.array([0.0 if loss is None else loss, 0.0 if grad_norm is None else grad_norm,
+                      1.0 if overflow else 0.0, 1.0 if grad_norm is not None else 0.0], np.float32)
+        total = self._sum(Tensor(v)).asnumpy()
+        n = self.world_size
+        norm = float(total[1]) / n if total[3] > 0 or not math.isfinite(total[1]) else None
+        return (None if loss is None else float(total[0]) / n, norm,
+                None if overflow is None else bool(total[2] > 0))
+
+    def all_ok(self, ok: bool) -> bool:
+        """True when ``ok`` is true on every rank."""
+        return int(self._sum(Tensor(np.array([1.0 if ok else 0.0], np.float32))).asnumpy()[0]) == self.world_size
