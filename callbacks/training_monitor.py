@@ -17,6 +17,7 @@ from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
 from monitor.metrics import Metrics
+from monitor.mindformers_layout import write_health_json, write_iteration_status
 from monitor.recordlog import RecordLog
 from monitor.record import StepRecord
 from monitor.rules import Rules
@@ -117,7 +118,7 @@ class TrainingMonitor(Callback):
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
-        self.ledger = Ledger(str(ledger), cfg.healthy_after)
+        self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers)
         self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
         self.rollbacks: list[dict] = []
         self.stop_reason: str | None = None
@@ -308,6 +309,12 @@ class TrainingMonitor(Callback):
         logger.error("stopping the run: {}", reason)
         self.event_log.write({"action": "stop", "reason": reason, "rank": self.rank, "time": time.time()})
         run_context.request_stop()
+
+    def _mirror_to_mindformers(self, entries) -> None:
+        """Keep MindFormers' own health records in step with the ledger (see monitor.mindformers_layout)."""
+        if self.cfg.mf_health_json:
+            write_health_json(entries, self.cfg.mf_health_json)
+        write_iteration_status(entries)
 
     def _on_stall(self, idle: float, step: int, allowed: float, stacks: str) -> None:
         """Watchdog thread: report the stall with every thread's stack; exit if the rule says ``stop``."""

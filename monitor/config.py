@@ -27,6 +27,9 @@ class MonitorConfig:
         file_sd_dir: folder where each serving rank writes ``<run>_rank<r>.json``, a Prometheus
             ``file_sd_configs`` target (host:port with ``run``/``rank`` labels); removed at a clean end.
         watchdog: run the hang watchdog (rule ``stall`` in the rules file sets its timing).
+        mf_health_json: path of MindFormers' ``health_ckpts.json`` to keep in step with the ledger (legacy
+            checkpoint layout); checkpoints in ``iteration_*`` folders always get their ``common.json``
+            ``ckpt_status`` and the ``latest_checkpointed_iteration.txt`` tracker kept in step.
         consensus: with more than one rank, reduce loss, grad norm and overflow across ranks every step
             (one small AllReduce) so all ranks take the same decisions; null: on when world_size > 1.
         record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
@@ -61,6 +64,7 @@ class MonitorConfig:
     watchdog: bool = True
     record_log: bool = True
     consensus: bool | None = None
+    mf_health_json: str | None = None
     rules: str | dict | None = None
     checkpoint_every: int = 0
     healthy_after: int = 20

@@ -34,10 +34,12 @@ class Ledger:
         path: JSON file to keep the ledger in (None: memory only). An existing file is read back, so a
             restarted job knows its healthy checkpoints.
         healthy_after: clean steps needed after a checkpoint before it is trusted.
+        on_change: called with the entries after every change (e.g. to mirror the health into
+            MindFormers' layouts, :mod:`monitor.mindformers_layout`); its OSError is logged, not raised.
     """
 
-    def __init__(self, path: str | None = None, healthy_after: int = 20):
-        self.path, self.healthy_after = path, healthy_after
+    def __init__(self, path: str | None = None, healthy_after: int = 20, on_change=None):
+        self.path, self.healthy_after, self.on_change = path, healthy_after, on_change
         self.entries: list[CheckpointEntry] = []
         if path and os.path.exists(path):
             with open(path) as f:
@@ -90,6 +92,11 @@ class Ledger:
         return max(steps) if steps else None
 
     def _save(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(self.entries)
+            except (OSError, ValueError) as exc:
+                logger.error("checkpoint health not mirrored into MindFormers' files ({})", exc)
         if not self.path:
             return
         try:

@@ -30,3 +30,55 @@ def test_anomaly_quarantines_unproven_checkpoints_and_target_is_before_onset(tmp
     assert led.rollback_target(5) is None
     led.quarantine(led.rollback_target(30), "failed to load: truncated")
     assert led.rollback_target(30).step == 10 and led.last_healthy_step == 10
+
+
+def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path):
+    """MindFormers' own resume code (tools/resume_ckpt.py) reads the health_ckpts.json we write."""
+    mindformers = __import__("pytest").importorskip("mindformers")  # noqa: F841
+    from mindformers.tools.resume_ckpt import checkpoint_health_monitor
+
+    from monitor.mindformers_layout import write_health_json
+
+    ckpts = [str(tmp_path / "rank_0" / f"llama-1_{s}.ckpt") for s in (100, 200, 300)]
+    led = Ledger(None, healthy_after=50, on_change=lambda es: write_health_json(es, str(tmp_path / "health_ckpts.json")))
+    for s, path in zip((100, 200, 300), ckpts):
+        led.add(s, path)
+    led.observe(250)  # 100 and 200 healthy, 300 pending
+    led.anomaly(onset_step=310)  # 300 quarantined
+    items = json.loads((tmp_path / "health_ckpts.json").read_text())
+    assert items == [{"is_health": 0, "ckpt_name": "llama-1_100.ckpt"}, {"is_health": 0, "ckpt_name": "llama-1_200.ckpt"},
+                     {"is_health": 1, "ckpt_name": "llama-1_300.ckpt"}]
+    # MindFormers reads the file: with healthy entries it accepts the resume list (MindFormers 1.9's filter
+    # of the unhealthy ones is inverted, `if not not_health_ckpts`, so it returns the list unchanged) ...
+    assert checkpoint_health_monitor(str(tmp_path), list(ckpts)) == ckpts
+    # ... and with none healthy it refuses to resume, as its docs say
+    led.anomaly(onset_step=50)
+    with __import__("pytest").raises(ValueError, match="no healthy checkpoints"):
+        checkpoint_health_monitor(str(tmp_path), list(ckpts))
+
+
+def test_mindformers_iteration_layout_resume_picks_the_ledger_s_newest_healthy(tmp_path, monkeypatch):
+    """MindFormers' get_healthy_checkpoint_path() picks the iteration our ledger marked healthy."""
+    import pytest
+
+    pytest.importorskip("mindformers")
+    from mindformers.checkpoint.utils import get_healthy_checkpoint_path
+
+    from monitor.mindformers_layout import read_iterations, write_iteration_status
+
+    root = tmp_path / "checkpoint"
+    for it in (100, 200, 300):
+        folder = root / f"iteration_{it:08d}"
+        folder.mkdir(parents=True)
+        (folder / "common.json").write_text(json.dumps({"global_step": it, "ckpt_status": 0, "loss_scale": 1.0}))
+    led = Ledger(None, healthy_after=50, on_change=write_iteration_status)
+    for it in (100, 200, 300):
+        led.add(it, str(root / f"iteration_{it:08d}"))
+    led.observe(250)
+    led.anomaly(onset_step=290)  # 300 was still pending: quarantined
+    monkeypatch.setenv("LOCAL_DEFAULT_PATH", str(tmp_path))
+    assert get_healthy_checkpoint_path().endswith("iteration_00000200")
+    assert (root / "latest_checkpointed_iteration.txt").read_text() == "200"
+    assert json.loads((root / "iteration_00000300" / "common.json").read_text())["loss_scale"] == 1.0
+    back = {e.step: e.status for e in read_iterations(str(root))}
+    assert back == {100: HEALTHY, 200: HEALTHY, 300: QUARANTINED}
