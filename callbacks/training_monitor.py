@@ -72,7 +72,8 @@ class TrainingMonitor(Callback):
     ``<output_dir>/events_rank<r>.jsonl``. When a rule asks for a rollback, the newest healthy checkpoint
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
-    iterator is not rewound, so the batches consumed since that checkpoint are not seen again. Past
+    iterator is not rewound, so the batches consumed since that checkpoint are not seen again (the
+    rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and last). Past
     ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
     process exits with status 1 and that reason once ``Model.train`` has wound down. Each process keeps its own ledger
     (``ledger_rank<r>.json``; an older one is renamed ``ledger_rank<r>.before-<instance>.json``) and
@@ -261,7 +262,7 @@ class TrainingMonitor(Callback):
             name = mc.latest_ckpt_file_name
             if name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
-                self.ledger.add(step - lag, name)
+                self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -269,7 +270,7 @@ class TrainingMonitor(Callback):
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path))
+        self.ledger.add(step, str(path), self._prev_trainer_step)
 
     def _rollback(self, run_context, cb, step: int, onset: int) -> None:
         if len(self.rollbacks) >= self.cfg.max_rollbacks:
@@ -298,6 +299,8 @@ class TrainingMonitor(Callback):
         self.engine.rewind(target.step)
         rb = {"at_step": step, "to_step": target.step, "lr_scale": self.cfg.lr_factor,
               "lr_multiplier": scale, "checkpoint": target.path, "onset_step": onset}
+        if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
+            rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]
         self.rollbacks.append(rb)
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)

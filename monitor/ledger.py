@@ -14,12 +14,15 @@ PENDING, HEALTHY, QUARANTINED = "pending", "healthy", "quarantined"
 
 @dataclass(slots=True)
 class CheckpointEntry:
-    """A checkpoint holding the state after ``step``. ``reason`` says why it was quarantined."""
+    """A checkpoint holding the state after ``step``. ``reason`` says why it was quarantined;
+    ``batches_consumed`` is how many batches the data pipeline had delivered when it was saved (None when
+    unknown), so a rollback can name the batches it will not train on again."""
 
     step: int
     path: str
     status: str = PENDING
     reason: str = ""
+    batches_consumed: int | None = None
 
 
 class Ledger:
@@ -46,8 +49,8 @@ class Ledger:
                 self.entries = [CheckpointEntry(**e) for e in json.load(f)["checkpoints"]]
         self._pending = [e for e in self.entries if e.status == PENDING]
 
-    def add(self, step: int, path: str) -> CheckpointEntry:
-        entry = CheckpointEntry(step, path)
+    def add(self, step: int, path: str, batches_consumed: int | None = None) -> CheckpointEntry:
+        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed)
         self.entries.append(entry)
         self._pending.append(entry)
         self._pending.sort(key=lambda e: e.step)

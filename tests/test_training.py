@@ -57,6 +57,7 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     # checkpoints at 10..40; 40 is still pending at 45 (healthy needs 10 clean steps) so 30 is the target
     (rb,) = mon.rollbacks
     assert (rb["at_step"], rb["to_step"], rb["lr_scale"]) == (45, 30, 0.5)
+    assert rb["skipped_batches"] == [31, 45]  # batches 31..45 (the poisoned 45th among them) are not retrained
     ckpt = ms.load_checkpoint(rb["checkpoint"])
     for name, value in seen["after_load"].items():
         np.testing.assert_array_equal(value, ckpt[name].asnumpy(), err_msg=name)
