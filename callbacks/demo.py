@@ -8,8 +8,8 @@ Faults are real changes to the training, made by :class:`FaultInjector`:
 
 * ``nan@S``: the batch consumed at step S carries a NaN in its loss mask (a corrupted sample), so the
   loss and every gradient of that step are NaN.
-* ``spike@S``: the learning rate is multiplied by ``SURGE`` for ``SURGE_STEPS`` steps from step S (a
-  bad LR schedule edit), which throws the weights off and spikes the loss.
+* ``spike@S``: the learning rate is multiplied by ``SURGE`` for the updates of ``SURGE_STEPS`` steps from
+  step S (a bad LR schedule edit), which throws the weights off: the loss spikes from step S + 1.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class FaultInjector(Callback):
                 source.poison.add(f.step - 1)  # batch i is consumed by step i + 1
 
     def on_train_step_begin(self, run_context):
-        step = run_context.original_args().cur_step_num + 1
+        step = run_context.original_args().cur_step_num  # already the number of the step about to run
         for f in self.faults:
             if f.kind == "spike" and step == f.step:
                 ops.assign(self.schedule.surge, Tensor(SURGE, ms.float32))

@@ -13,7 +13,7 @@ import yaml
 
 
 SEVERITIES = ("info", "warning", "critical")
-ACTIONS = ("alert", "rollback", "skip_batches", "stop")
+ACTIONS = ("alert", "rollback", "stop")
 
 
 class RulesError(ValueError):

@@ -1,0 +1,232 @@
+"""Detection quality of the default rules against peers' rules, on curves from real training runs.
+
+1. ``generate``: real MindSpore training on CPU (TinyLM through MindFormers' ``MFTrainOneStepCell``, so
+   loss, grad norm and loss scale are the real ones), healthy runs at several seeds and learning rates
+   and runs with a real fault injected at a labelled step:
+   * ``lr_surge``: the learning rate x30 for 3 steps (a bad schedule edit);
+   * ``nan_batch``: one batch whose loss mask holds a NaN (a corrupted sample);
+   * ``noise_batch``: one batch of random bytes (a garbled shard).
+   Each run's curve is the monitor's own record log (rollback off), labelled in ``manifest.json``.
+2. ``evaluate``: every detector reads the same curves. Ours: the shipped rules through the engine
+   (``monitor replay`` of the record log). Peers, implemented here only, from their published rules:
+   OLMo-core (value > mean + 6 sd of the last 128, loss or grad norm), ZClip (grad-norm EMA z-score > 2.5,
+   alpha 0.97, 25 warm-up steps), Lightning SpikeDetection (|loss - mean of last 10| >= 2 x that mean, or
+   NaN), Megatron-LM (loss >= 10 x max of the first 100, or NaN), MindFormers (global norm >= 3.0, or NaN).
+   A fault counts as detected when an alarm falls in [inject step, inject step + 10]; latency is the
+   alarm step minus the inject step; false alarms are alarms on healthy runs (and before the fault),
+   per 10k steps.
+
+Run: ``.venv/bin/python benchmarks/detection_quality.py [--out DIR] [--quick]``; prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from collections import deque
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+WINDOW = 10
+OUR_RULES = {"nan_inf", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
+
+
+def generate(out: Path, quick: bool) -> dict:
+    os.environ.setdefault("LOG_MF_PATH", str(out / "mf_log"))
+    os.environ.setdefault("LOCAL_DEFAULT_PATH", str(out / "mf_out"))
+    import mindformers  # noqa: F401  (before set_context: its import resets the mode)
+    import mindspore as ms
+    import numpy as np
+    from mindspore import Parameter, Tensor, nn, ops
+    from mindspore.train import Callback, Model
+
+    from callbacks import ScaledLearningRate, TrainingMonitor, mindformers_train_step
+    from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+
+    class Source(ByteWindows):
+        noise: set = set()
+
+        def __getitem__(self, i):
+            ids, mask = super().__getitem__(i)
+            if i in self.noise:
+                ids = np.random.default_rng(i).integers(0, 256, ids.shape).astype(np.int32)
+            return ids, mask
+
+    class Surge(nn.learning_rate_schedule.LearningRateSchedule):
+        def __init__(self, lr):
+            super().__init__()
+            self.lr = lr
+            self.factor = Parameter(Tensor(1.0, ms.float32), name="surge", requires_grad=False)
+
+        def construct(self, global_step):
+            return self.lr * self.factor
+
+    class Inject(Callback):
+        def __init__(self, surge, step):
+            super().__init__()
+            self.surge, self.step = surge, step
+
+        def on_train_step_begin(self, run_context):
+            n = run_context.original_args().cur_step_num  # the step about to run
+            if n == self.step:
+                ops.assign(self.surge.factor, Tensor(30.0, ms.float32))
+            if n == self.step + 3:
+                ops.assign(self.surge.factor, Tensor(1.0, ms.float32))
+
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    corpus = load_corpus()
+    seeds = (0, 1) if quick else (0, 1, 2)
+    healthy_steps = 600 if quick else 1200
+    runs = [(f"healthy_s{s}_lr{lr:g}", None, s, lr, healthy_steps, None) for s in seeds for lr in (3e-4, 1e-3)]
+    runs += [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * s) for kind in ("lr_surge", "nan_batch", "noise_batch")
+             for s in seeds]
+    manifest = {}
+    for name, kind, seed, lr, steps, at in runs:
+        ms.set_seed(seed)
+        source = Source(corpus, 32, 8, steps, seed)
+        if kind == "nan_batch":
+            source.poison = {at - 1}
+        if kind == "noise_batch":
+            source.noise = {at - 1}
+        net = TinyLM(seq_len=32, hidden=48, layers=1, heads=4)
+        surge = Surge(lr)
+        opt = nn.AdamWeightDecay(net.trainable_params(), learning_rate=ScaledLearningRate(surge))
+        cell = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0,
+                                      scale_sense=nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 200))
+        run_dir = out / name
+        mon = TrainingMonitor(run=name, output_dir=str(run_dir), metrics_port=None, rollback=False, watchdog=False,
+                              tokens_per_step=8 * 32, exit_on_stop=False)
+        callbacks = [mon] + ([Inject(surge, at)] if kind == "lr_surge" else [])
+        Model(cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
+        mon.close()
+        manifest[name] = {"kind": kind, "seed": seed, "lr": lr, "steps": steps, "inject_step": at,
+                          "records": str(run_dir / "records_rank0.csv")}
+        print(f"generated {name}", file=sys.stderr)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+# ---- peers' rules, as published (see the module docstring) -------------------------------------------
+def olmo_core(recs):
+    hist = {"loss": deque(maxlen=128), "grad_norm": deque(maxlen=128)}
+    for r in recs:
+        for field, q in hist.items():
+            x = getattr(r, field)
+            if x is None:
+                continue
+            if len(q) >= 20:  # plain arithmetic, as torch does it: a NaN in the window makes mean and sd NaN
+                mean = sum(q) / len(q)
+                sd = math.sqrt(sum((v - mean) ** 2 for v in q) / len(q))
+                if x > mean + 6 * sd:
+                    yield r.step
+            q.append(x)
+
+
+def zclip(recs, alpha=0.97, z_max=2.5, warmup=25):
+    mean = var = None
+    for n, r in enumerate(r for r in recs if r.grad_norm is not None):
+        g = r.grad_norm
+        if mean is None:
+            mean, var = g, 0.0
+            continue
+        if n >= warmup and var > 0 and (g - mean) / math.sqrt(var) > z_max:
+            yield r.step
+        mean, var = alpha * mean + (1 - alpha) * g, alpha * var + (1 - alpha) * (g - mean) ** 2
+
+
+def lightning(recs):
+    last = deque(maxlen=10)
+    for r in recs:
+        if r.loss is None:
+            continue
+        if not math.isfinite(r.loss):
+            yield r.step
+            continue
+        if len(last) == 10:
+            mean = sum(last) / 10
+            if abs(r.loss - mean) >= 2 * mean:
+                yield r.step
+        last.append(r.loss)
+
+
+def megatron(recs):
+    first = []
+    for r in recs:
+        if r.loss is None:
+            continue
+        if not math.isfinite(r.loss) or (len(first) == 100 and r.loss >= 10 * max(first)):
+            yield r.step
+        elif len(first) < 100:
+            first.append(r.loss)
+
+
+def mindformers_norm(recs):
+    for r in recs:
+        if (r.grad_norm is not None and (not math.isfinite(r.grad_norm) or r.grad_norm >= 3.0)) or \
+                (r.loss is not None and not math.isfinite(r.loss)):
+            yield r.step
+
+
+def ours(path):
+    from monitor.replay import replay_file
+
+    return [e.step for e in replay_file(path).events if e.rule in OUR_RULES]
+
+
+def evaluate(manifest: dict) -> str:
+    from monitor.replay import csvlog
+
+    def records(path):
+        p = csvlog.Parser()
+        return [x for x in (p.feed(line) for line in open(path)) if x is not None]
+
+    peers = {"OLMo-core 6 sd / 128": olmo_core, "ZClip z > 2.5": zclip, "Lightning 2x mean of 10": lightning,
+             "Megatron 10x max of first 100": megatron, "MindFormers norm >= 3.0": mindformers_norm}
+    detectors = {"this monitor (default rules)": ours, **{k: (lambda path, f=f: list(f(records(path))))
+                                                           for k, f in peers.items()}}
+    kinds = ("lr_surge", "nan_batch", "noise_batch")
+    rows = []
+    for name, detect in detectors.items():
+        hits = {k: [] for k in kinds}
+        false_alarms = healthy_steps = 0
+        for run in manifest.values():
+            alarms = sorted(set(detect(run["records"])))
+            at = run["inject_step"]
+            if at is None:
+                false_alarms += len(alarms)
+                healthy_steps += run["steps"]
+                continue
+            false_alarms += len([a for a in alarms if a < at])
+            healthy_steps += at - 1
+            caught = [a - at for a in alarms if at <= a <= at + WINDOW]
+            hits[run["kind"]].append(caught[0] if caught else None)
+        recall = {k: sum(x is not None for x in v) / len(v) for k, v in hits.items()}
+        lat = [x for v in hits.values() for x in v if x is not None]
+        rows.append(f"| {name} | " + " | ".join(f"{recall[k]:.2f}" for k in kinds) +
+                    f" | {statistics.median(lat) if lat else '-'} | {max(lat) if lat else '-'} | "
+                    f"{10000 * false_alarms / healthy_steps:.1f} |")
+    head = ("| detector | recall: LR surge | recall: NaN batch | recall: garbled batch | latency median (steps) "
+            "| latency max | false alarms / 10k healthy steps |\n|---|---|---|---|---|---|---|")
+    return head + "\n" + "\n".join(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="quality_runs", help="folder for the generated curves")
+    ap.add_argument("--quick", action="store_true", help="fewer and shorter runs")
+    ap.add_argument("--evaluate-only", action="store_true", help="reuse the curves in --out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((out / "manifest.json").read_text()) if args.evaluate_only else generate(out, args.quick)
+    healthy = sum(r["steps"] for r in manifest.values() if r["inject_step"] is None)
+    print(f"{len(manifest)} runs, {healthy} healthy-run steps; fault window {WINDOW} steps\n")
+    print(evaluate(manifest))
+
+
+if __name__ == "__main__":
+    main()
