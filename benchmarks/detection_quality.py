@@ -5,7 +5,11 @@
    and runs with a real fault injected at a labelled step:
    * ``lr_surge``: the learning rate x30 for 3 steps (a bad schedule edit);
    * ``nan_batch``: one batch whose loss mask holds a NaN (a corrupted sample);
-   * ``noise_batch``: one batch of random bytes (a garbled shard).
+   * ``noise_batch``: one batch of random bytes (a garbled shard);
+   * ``fp16_overflow``: in a half-precision run (``auto_mixed_precision(net, "O2")``, dynamic loss
+     scale), the loss scale jumps to 2^30 (a stale scaler state restored with a checkpoint), so the fp16
+     gradients overflow step after step while the scale halves back down.
+   Healthy half-precision runs (with their periodic overflow when the scale grows) are among the healthy runs.
    Each run's curve is the monitor's own record log (rollback off), labelled in ``manifest.json``.
 2. ``evaluate``: every detector reads the same curves. Ours: the shipped rules through the engine
    (``monitor replay`` of the record log). Peers, implemented here only, from their published rules:
@@ -32,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 WINDOW = 10
+KINDS = ("lr_surge", "nan_batch", "noise_batch", "fp16_overflow")
 OUR_RULES = {"nan_inf", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
 
 
@@ -66,24 +71,26 @@ def generate(out: Path, quick: bool) -> dict:
             return self.lr * self.factor
 
     class Inject(Callback):
-        def __init__(self, surge, step):
+        def __init__(self, kind, surge, cell, step):
             super().__init__()
-            self.surge, self.step = surge, step
+            self.kind, self.surge, self.cell, self.step = kind, surge, cell, step
 
         def on_train_step_begin(self, run_context):
             n = run_context.original_args().cur_step_num  # the step about to run
-            if n == self.step:
+            if self.kind == "lr_surge" and n == self.step:
                 ops.assign(self.surge.factor, Tensor(30.0, ms.float32))
-            if n == self.step + 3:
+            if self.kind == "lr_surge" and n == self.step + 3:
                 ops.assign(self.surge.factor, Tensor(1.0, ms.float32))
+            if self.kind == "fp16_overflow" and n == self.step:
+                ops.assign(self.cell.scale_sense, Tensor(2.0 ** 30, ms.float32))
 
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     corpus = load_corpus()
     seeds = (0, 1) if quick else (0, 1, 2)
     healthy_steps = 600 if quick else 1200
     runs = [(f"healthy_s{s}_lr{lr:g}", None, s, lr, healthy_steps, None) for s in seeds for lr in (3e-4, 1e-3)]
-    runs += [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * s) for kind in ("lr_surge", "nan_batch", "noise_batch")
-             for s in seeds]
+    runs += [(f"healthy_fp16_s{s}", None, s, 1e-3, healthy_steps, None) for s in seeds]
+    runs += [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * s) for kind in KINDS for s in seeds]
     manifest = {}
     for name, kind, seed, lr, steps, at in runs:
         ms.set_seed(seed)
@@ -93,14 +100,18 @@ def generate(out: Path, quick: bool) -> dict:
         if kind == "noise_batch":
             source.noise = {at - 1}
         net = TinyLM(seq_len=32, hidden=48, layers=1, heads=4)
+        half = "fp16" in name
+        if half:
+            net = ms.amp.auto_mixed_precision(net, "O2")
         surge = Surge(lr)
         opt = nn.AdamWeightDecay(net.trainable_params(), learning_rate=ScaledLearningRate(surge))
         cell = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0,
-                                      scale_sense=nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 200))
+                                      scale_sense=nn.DynamicLossScaleUpdateCell(2.0 ** (16 if half else 12), 2,
+                                                                                50 if half else 200))
         run_dir = out / name
         mon = TrainingMonitor(run=name, output_dir=str(run_dir), metrics_port=None, rollback=False, watchdog=False,
                               tokens_per_step=8 * 32, exit_on_stop=False)
-        callbacks = [mon] + ([Inject(surge, at)] if kind == "lr_surge" else [])
+        callbacks = [mon] + ([Inject(kind, surge, cell, at)] if kind in ("lr_surge", "fp16_overflow") else [])
         Model(cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
         mon.close()
         manifest[name] = {"kind": kind, "seed": seed, "lr": lr, "steps": steps, "inject_step": at,
@@ -188,7 +199,7 @@ def evaluate(manifest: dict) -> str:
              "Megatron 10x max of first 100": megatron, "MindFormers norm >= 3.0": mindformers_norm}
     detectors = {"this monitor (default rules)": ours, **{k: (lambda path, f=f: list(f(records(path))))
                                                            for k, f in peers.items()}}
-    kinds = ("lr_surge", "nan_batch", "noise_batch")
+    kinds = KINDS
     rows = []
     for name, detect in detectors.items():
         hits = {k: [] for k in kinds}
@@ -209,8 +220,8 @@ def evaluate(manifest: dict) -> str:
         rows.append(f"| {name} | " + " | ".join(f"{recall[k]:.2f}" for k in kinds) +
                     f" | {statistics.median(lat) if lat else '-'} | {max(lat) if lat else '-'} | "
                     f"{10000 * false_alarms / healthy_steps:.1f} |")
-    head = ("| detector | recall: LR surge | recall: NaN batch | recall: garbled batch | latency median (steps) "
-            "| latency max | false alarms / 10k healthy steps |\n|---|---|---|---|---|---|---|")
+    head = ("| detector | recall: LR surge | recall: NaN batch | recall: garbled batch | recall: fp16 overflow "
+            "| latency median (steps) | latency max | false alarms / 10k healthy steps |\n|---|---|---|---|---|---|---|---|")
     return head + "\n" + "\n".join(rows)
 
 

@@ -14,12 +14,19 @@ class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
     """``schedule(step) * scale``, with ``scale`` a non-trainable float32 ``Parameter``.
 
     Args:
-        schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers').
+        schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers'), or a MindFormers LR config
+            mapping (``{"type": "CosineWithWarmUpLR", ...}``), built with MindFormers' ``build_lr``; so a
+            MindFormers YAML can say ``lr_schedule: {type: ScaledLearningRate, schedule: {type: ...}}``
+            (after ``callbacks.register_mindformers()``).
         scale: initial multiplier (1.0).
     """
 
     def __init__(self, schedule, scale: float = 1.0):
         super().__init__()
+        if isinstance(schedule, dict):
+            from mindformers.core.lr import build_lr
+
+            schedule = build_lr(schedule)
         self.schedule = schedule
         self.scale = Parameter(Tensor(scale, ms.float32), name="monitor_lr_scale", requires_grad=False)
 

@@ -73,3 +73,30 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
     assert replayed["format"] == "mindformers" and replayed["records"] == res["trainer_steps"]
     got = {(a["rule"], a["step"]) for a in replayed["anomalies"]}
     assert ("loss_spike", 101) in got and any(rule == "nan_inf" for rule, _ in got)
+
+
+def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
+    import mindspore as ms
+    import yaml
+    from mindformers.core.lr import build_lr
+    from mindspore import Tensor
+
+    from callbacks import ScaledLearningRate
+
+    assert callbacks.register_mindformers()
+    cfg = yaml.safe_load("""
+lr_schedule:
+  type: ScaledLearningRate
+  schedule:
+    type: CosineWithWarmUpLR
+    learning_rate: 0.001
+    warmup_steps: 10
+    total_steps: 100
+""")
+    lr = build_lr(cfg["lr_schedule"])
+    assert isinstance(lr, ScaledLearningRate) and type(lr.schedule).__name__ == "CosineWithWarmUpLR"
+    step = Tensor(50, ms.int32)
+    base = float(lr.schedule(step).asnumpy())
+    assert float(lr(step).asnumpy()) == pytest.approx(base)
+    ms.ops.assign(lr.scale, Tensor(0.5, ms.float32))
+    assert float(lr(step).asnumpy()) == pytest.approx(0.5 * base)

@@ -80,7 +80,7 @@ def test_overflow_storm_after_calibration_only():
     assert run(calib + clean) == []
     storm = [StepRecord(41 + 2 * i, loss=loss[40 + i], overflow=True, loss_scale=2.0 ** (21 - i)) for i in range(5)]
     (ev,) = run(calib + clean + storm)
-    assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("overflow_storm", 49, 41, 5.0)
+    assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("overflow_storm", 45, 41, 3.0)
 
 
 def test_same_records_same_events_and_rewind_forgets_the_future():
