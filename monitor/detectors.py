@@ -80,29 +80,40 @@ class RobustSpike(Detector):
     MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
     ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
     step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
-    nor learned from (compile, noisy start).
+    nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
+    when the next value is still over ``m + threshold * s / 2`` (a one-batch outlier that clipping
+    absorbs is not an event); the event then carries the first step.
     """
 
     field = ""
     label = ""
 
+    confirm_steps = 1
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.history = SortedWindow(self.window)
+        self.pending = None  # (event, soft bound) of a value over the bound awaiting confirmation
 
     def update(self, rec):
         x = getattr(rec, self.field)
         if x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
             return None
-        out = None
+        out, pending, self.pending = None, self.pending, None
         hist = self.history
-        if len(hist) >= self.min_history:
+        if pending is not None and x > pending[1]:
+            out = pending[0]
+        elif len(hist) >= self.min_history:
             m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > (1.0 + self.min_ratio) * m and x > m + self.threshold * self.min_sigma_ratio * abs(m):
                 s = max(1.4826 * median(sorted(abs(v - m) for v in hist.sorted)), self.min_sigma_ratio * abs(m))
                 if x > m + self.threshold * s:
-                    out = self._event(rec.step, x, m, s)
+                    event = self._event(rec.step, x, m, s)
+                    if self.confirm_steps > 1:
+                        self.pending = (event, m + 0.5 * self.threshold * s)
+                    else:
+                        out = event
         hist.add(rec.step, x)
         return out
 
@@ -117,6 +128,7 @@ class RobustSpike(Detector):
 
     def rewind(self, step):
         self.history.rewind(step)
+        self.pending = None
 
 
 class LossSpike(RobustSpike):

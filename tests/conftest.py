@@ -15,6 +15,16 @@ def log_lines():
     logger.remove(sink)
 
 
+def require(module: str):
+    """Import ``module``; skip when it is missing, but fail under CI, where the README's set-up installs it."""
+    try:
+        return __import__(module)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"{module} not installed: dev.sh test installs the project's extras")
+        pytest.skip(f"{module} not installed", allow_module_level=True)
+
+
 @pytest.fixture
 def promtool():
     """Path of Prometheus' promtool (Debian package ``prometheus``); required under CI."""

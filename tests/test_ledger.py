@@ -1,6 +1,9 @@
 """Checkpoint ledger: health states, rollback target, atomic persistence."""
 import json
 
+import pytest
+
+from conftest import require
 from monitor.ledger import HEALTHY, PENDING, QUARANTINED, Ledger
 
 
@@ -34,7 +37,7 @@ def test_anomaly_quarantines_unproven_checkpoints_and_target_is_before_onset(tmp
 
 def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path):
     """MindFormers' own resume code (tools/resume_ckpt.py) reads the health_ckpts.json we write."""
-    mindformers = __import__("pytest").importorskip("mindformers")  # noqa: F841
+    require("mindformers")
     from mindformers.tools.resume_ckpt import checkpoint_health_monitor
 
     from monitor.mindformers_layout import write_health_json
@@ -53,15 +56,13 @@ def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path
     assert checkpoint_health_monitor(str(tmp_path), list(ckpts)) == ckpts
     # ... and with none healthy it refuses to resume, as its docs say
     led.anomaly(onset_step=50)
-    with __import__("pytest").raises(ValueError, match="no healthy checkpoints"):
+    with pytest.raises(ValueError, match="no healthy checkpoints"):
         checkpoint_health_monitor(str(tmp_path), list(ckpts))
 
 
 def test_mindformers_iteration_layout_resume_picks_the_ledger_s_newest_healthy(tmp_path, monkeypatch):
     """MindFormers' get_healthy_checkpoint_path() picks the iteration our ledger marked healthy."""
-    import pytest
-
-    pytest.importorskip("mindformers")
+    require("mindformers")
     from mindformers.checkpoint.utils import get_healthy_checkpoint_path
 
     from monitor.mindformers_layout import read_iterations, write_iteration_status

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-mindformers = pytest.importorskip("mindformers")  # installed by the README's set-up (extra "mindformers")
+from conftest import require
+
+require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
 from mindformers.core.callback import build_callback  # noqa: E402
 

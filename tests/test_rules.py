@@ -64,13 +64,18 @@ def test_warmup_steps_are_not_judged():
 
 
 def test_grad_norm_spike_ignores_overflow_steps():
-    loss = noisy_losses(162)
+    loss = noisy_losses(164)
     recs = [StepRecord(i + 1, loss=loss[i], grad_norm=1.0 + 0.05 * (i % 5), overflow=False) for i in range(160)]
     recs.append(StepRecord(161, loss=loss[160], grad_norm=500.0, overflow=True))
     assert run(recs) == []
+    # a one-batch outlier (clipping absorbs it) is not an event; two high norms in a row are
     recs.append(StepRecord(162, loss=loss[161], grad_norm=50.0, overflow=False))
+    recs.append(StepRecord(163, loss=loss[162], grad_norm=1.0, overflow=False))
+    assert run(recs) == []
+    recs.append(StepRecord(164, loss=loss[163], grad_norm=50.0, overflow=False))
+    recs.append(StepRecord(165, loss=loss[163], grad_norm=20.0, overflow=False))
     (ev,) = run(recs)
-    assert (ev.rule, ev.step, ev.severity) == ("grad_norm_spike", 162, "warning")
+    assert (ev.rule, ev.step, ev.onset_step, ev.value, ev.severity) == ("grad_norm_spike", 165, 164, 50.0, "warning")
 
 
 def test_overflow_storm_after_calibration_only():
