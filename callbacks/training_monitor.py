@@ -73,11 +73,14 @@ class TrainingMonitor(Callback):
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again (the
-    rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and last). Past
-    ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
-    process exits with status 1 and that reason once ``Model.train`` has wound down. Each process keeps its own ledger
-    (``ledger_rank<r>.json``; an older one is renamed ``ledger_rank<r>.before-<instance>.json``) and
-    checkpoint folder (``checkpoints/rank_<r>/<instance>/``); nothing is deleted.
+    rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and
+    last). Past ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with
+    ``exit_on_stop``, the process exits with status 1 and that reason once ``Model.train`` has wound
+    down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
+    ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
+    (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. With more than one rank, the step values
+    are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
+    the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
@@ -205,9 +208,9 @@ class TrainingMonitor(Callback):
     def _step_end(self, run_context):
         cb = run_context.original_args()
         loss, overflow, scale, lr, norm = read_step_outputs(cb.net_outputs)
+        now = time.perf_counter()  # the outputs are on the host: the step's compute is over
         if self._consensus is not None:
             loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
-        now = time.perf_counter()
         steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
         self._prev_trainer_step = cb.cur_step_num
         if cb.get("dataset_sink_mode"):

@@ -136,10 +136,6 @@ class Metrics(Collector):
     def set_healthy(self, step: int | None) -> None:
         self.values["train_last_healthy_checkpoint_step"] = step if step is not None else math.nan
 
-    def touch(self, timestamp: float) -> None:
-        """Set the last-step timestamp without a step (used by the watchdog's heartbeat)."""
-        self.values["train_last_step_timestamp_seconds"] = timestamp
-
     def collect(self):
         names, values = list(self.labels), list(self.labels.values())
         current = dict(self.values)
