@@ -204,6 +204,9 @@ class TrainingMonitor(Callback):
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
         self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
                             for i, c in enumerate(cb.list_callback) if isinstance(c, ModelCheckpoint)]
+        if cfg.rollback and not cfg.checkpoint_every and not self._ckpt_watch:
+            logger.warning("rollback is on but no checkpoint is saved (checkpoint_every is 0 and there is no "
+                           "ModelCheckpoint callback): anomalies will be reported, not rolled back")
 
     def _step_end(self, run_context):
         cb = run_context.original_args()

@@ -11,6 +11,7 @@ from loguru import logger
 
 from .faults import Fault
 from .replay import ReplayError, replay_file
+from .replay.runner import PARSERS
 from .rules import Rules, RulesError
 
 
@@ -99,7 +100,8 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", default="auto", show_default=True, help="Log format, or auto to detect.")
+@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *PARSERS]),
+              help="Log format, or auto to detect.")
 @click.option("--rules", "rules_path", type=click.Path(), help="Rules YAML (default: the shipped rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def replay(paths, fmt, rules_path, as_json):

@@ -1,6 +1,7 @@
 """Monitor settings: a flat mapping, from keyword arguments, a dict, a MindFormers YAML entry or a file."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -18,7 +19,8 @@ class MonitorConfig:
     Attributes:
         run: run name, the ``run`` label of every series.
         rank: this process's rank; None reads ``RANK_ID``/``RANK`` from the environment (msrun sets them).
-        output_dir: folder for ``events.jsonl``, ``ledger.json`` and the monitor's checkpoints.
+        output_dir: folder for ``events_rank<r>.jsonl``, ``records_rank<r>.csv``, ``ledger_rank<r>.json``
+            and the monitor's checkpoints.
         metrics_host, metrics_port: where ``/metrics`` is served. Each rank serves on ``metrics_port +
             local rank`` (so the ranks of one node do not collide); ``null`` serves nothing, 0 takes any
             free port.
@@ -95,7 +97,9 @@ class MonitorConfig:
             if key == "type":
                 continue
             if key not in known:
-                raise ConfigError(f"{source}: unknown monitor setting {key!r} (known: {', '.join(known)})")
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(f"{source}: unknown monitor setting {key!r} ({hint}known: {', '.join(known)})")
             kwargs[key] = value
         cfg = cls(**kwargs)
         cfg._validate(source)

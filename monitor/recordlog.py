@@ -15,6 +15,10 @@ from .record import StepRecord
 FIELDS = [f.name for f in fields(StepRecord)]  # the column order RecordLog.write formats
 
 
+def _cell(value) -> str:
+    return "" if value is None else repr(value)
+
+
 class RecordLog:
     """Appends records to a CSV file (header written when the file is new).
 
@@ -39,10 +43,10 @@ class RecordLog:
         if self._f is None:
             return
         r = rec
-        try:  # one f-string: the cheapest way to a row (None is written as None and read back as missing)
-            self._f.write(f"{r.step},{r.loss!r},{r.grad_norm!r},{r.loss_scale!r},{r.overflow},{r.lr!r},"
-                          f"{r.step_time_s!r},{r.data_wait_s!r},{r.tokens},{r.rank},{r.timestamp!r},{r.steps},"
-                          f"{r.mfu!r}\n")
+        try:  # missing values are empty cells; repr keeps floats exact
+            self._f.write(",".join(map(_cell, (r.step, r.loss, r.grad_norm, r.loss_scale, r.overflow, r.lr,
+                                               r.step_time_s, r.data_wait_s, r.tokens, r.rank, r.timestamp,
+                                               r.steps, r.mfu))) + "\n")
             self._rows += 1
             if self._rows % self.flush_every == 0:
                 self._f.flush()

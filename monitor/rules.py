@@ -5,6 +5,7 @@ import math
 from bisect import bisect_left, insort
 from abc import ABC, abstractmethod
 from collections import deque
+import difflib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -47,6 +48,11 @@ def _key_lines(text: str) -> dict[tuple, int]:
     return lines
 
 
+def _hint(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def _defaults() -> dict:
     return yaml.safe_load(resources.files("monitor").joinpath("default_rules.yaml").read_text())
 
@@ -80,26 +86,30 @@ class Rules:
             message is ``FILE:LINE: rule.key: reason``.
     """
 
-    def __init__(self, overrides: dict | None = None, source: str = "<config>", lines: dict | None = None):
+    def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None):
         merged = _defaults()
         lines = lines or {}
+        def at(path):
+            return f"{source}:{lines[path]}" if path in lines else source
+
         for rid, body in (overrides or {}).items():
-            where = f"{source}:{lines.get((rid,), '?')}: {rid}"
+            where = f"{at((rid,))}: {rid}"
             if rid not in merged:
                 known = sorted(k for k in merged if k != "runbook_base")
-                raise RulesError(f"{where}: unknown rule (known: {', '.join(known)}; or runbook_base)")
+                raise RulesError(f"{where}: unknown rule ({_hint(rid, known)}known: {', '.join(known)}; "
+                                 "or runbook_base)")
             if rid == "runbook_base":
                 merged[rid] = _check(body, merged[rid], where)
                 continue
             if not isinstance(body, dict):
                 raise RulesError(f"{where}: expected a mapping of settings, got {body!r}")
             for key, value in body.items():
-                kwhere = f"{source}:{lines.get((rid, key), '?')}: {rid}.{key}"
+                kwhere = f"{at((rid, key))}: {rid}.{key}"
                 if key == "enabled":
                     merged[rid][key] = _check(value, True, kwhere)
                 elif key not in merged[rid]:
                     known = sorted([*merged[rid], "enabled"])
-                    raise RulesError(f"{kwhere}: unknown setting (known: {', '.join(known)})")
+                    raise RulesError(f"{kwhere}: unknown setting ({_hint(key, known)}known: {', '.join(known)})")
                 else:
                     merged[rid][key] = _check(value, merged[rid][key], kwhere)
         self.runbook_base = merged.pop("runbook_base")

@@ -69,11 +69,14 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(tmp_path, name, content
 def test_unknown_format_name_and_bad_rules_file(tmp_path):
     log = str(DATA / "mindformers_llama2_13b_normal_01.log")
     out = cli("replay", "--format", "tensorflow", log)
-    assert out.returncode != 0 and "unknown format 'tensorflow'" in out.stderr
+    assert out.returncode == 2 and "'tensorflow' is not one of 'auto', 'mindformers', 'csv'" in out.stderr
     rules = tmp_path / "r.yaml"
     rules.write_text("loss_spike:\n  window: -3\n")
     out = cli("replay", "--rules", str(rules), log)
     assert out.returncode != 0 and f"{rules}:2: loss_spike.window" in out.stderr and "Traceback" not in out.stderr
+    rules.write_text("loss_spike:\n  treshold: 3\n")
+    out = cli("replay", "--rules", str(rules), log)
+    assert "loss_spike.treshold: unknown setting (did you mean 'threshold'?" in out.stderr
 
 
 def test_gzip_input_and_truncated_gzip(tmp_path):
