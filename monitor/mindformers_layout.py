@@ -20,6 +20,7 @@ from .files import write_atomic
 from .ledger import HEALTHY, QUARANTINED, CheckpointEntry
 
 _ITERATION = re.compile(r"iteration_(\d{8})$")
+_LEGACY = re.compile(r"-(\d+)_(\d+)\.ckpt$")
 
 
 def iteration_dir(path: str) -> str | None:
@@ -83,3 +84,30 @@ def read_iterations(root: str) -> list[CheckpointEntry]:
             reason = f"common.json unreadable: {exc}"
         out.append(CheckpointEntry(step, folder, status, reason))
     return out
+
+
+def read_legacy(rank_dir: str, health_json: str | None, steps_per_epoch: int) -> list[CheckpointEntry]:
+    """Ledger entries for the ``<prefix>-<epoch>_<step>.ckpt`` files in a legacy ``rank_<i>`` folder.
+
+    The global step is ``(epoch - 1) * steps_per_epoch + step`` (MindFormers names files by the step within
+    the epoch). Health comes from ``health_ckpts.json`` when given: ``is_health == 0`` -> healthy, any other
+    value -> quarantined, not listed -> pending.
+    """
+    health = {}
+    if health_json and os.path.exists(health_json):
+        with open(health_json, encoding="utf-8") as f:
+            health = {item.get("ckpt_name"): item.get("is_health") for item in json.load(f)}
+    out = []
+    for path in glob(os.path.join(rank_dir, "*.ckpt")):
+        m = _LEGACY.search(path)
+        if not m:
+            continue
+        step = (int(m.group(1)) - 1) * steps_per_epoch + int(m.group(2))
+        flag = health.get(os.path.basename(path))
+        if flag is None:
+            out.append(CheckpointEntry(step, path))
+        elif flag == 0:
+            out.append(CheckpointEntry(step, path, HEALTHY))
+        else:
+            out.append(CheckpointEntry(step, path, QUARANTINED, f"MindFormers is_health {flag}"))
+    return sorted(out, key=lambda e: e.step)

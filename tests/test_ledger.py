@@ -1,5 +1,6 @@
 """Checkpoint ledger: health states, rollback target, atomic persistence."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,17 @@ def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path
     items = json.loads((tmp_path / "health_ckpts.json").read_text())
     assert items == [{"is_health": 0, "ckpt_name": "llama-1_100.ckpt"}, {"is_health": 0, "ckpt_name": "llama-1_200.ckpt"},
                      {"is_health": 1, "ckpt_name": "llama-1_300.ckpt"}]
+    # and a restarted job reads the same health back from MindFormers' folder and file
+    from monitor.mindformers_layout import read_legacy
+
+    for path in ckpts:
+        Path(path).parent.mkdir(exist_ok=True)
+        Path(path).write_bytes(b"")
+    (tmp_path / "rank_0" / "llama-2_50.ckpt").write_bytes(b"")  # epoch 2, not in the health file yet
+    back = read_legacy(str(tmp_path / "rank_0"), str(tmp_path / "health_ckpts.json"), steps_per_epoch=1000)
+    assert [(e.step, e.status) for e in back] == [(100, HEALTHY), (200, HEALTHY), (300, QUARANTINED),
+                                                  (1050, PENDING)]
+
     # MindFormers reads the file: with healthy entries it accepts the resume list (MindFormers 1.9's filter
     # of the unhealthy ones is inverted, `if not not_health_ckpts`, so it returns the list unchanged) ...
     assert checkpoint_health_monitor(str(tmp_path), list(ckpts)) == ckpts
