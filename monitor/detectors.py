@@ -281,7 +281,23 @@ class LossPlateau(Detector):
             self.losses.pop()
 
 
-class BelowRollingMedian(Detector):
+class SustainedLow(Detector):
+    """Base for "too low for ``min_steps`` steps in a row" rules: tracks the current low run."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.low_since = None
+
+    def low(self, step: int) -> int | None:
+        """``step`` is low: the run's first step once the run has lasted ``min_steps``, else None."""
+        self.low_since = self.low_since or step
+        return self.low_since if step - self.low_since + 1 >= self.min_steps else None
+
+    def rewind(self, step):
+        self.low_since = None
+
+
+class BelowRollingMedian(SustainedLow):
     """A field below ``ratio`` x its rolling median (``window`` values) for ``min_steps`` steps in a row.
     Onset: the first low step. The low values are kept out of the median."""
 
@@ -290,13 +306,9 @@ class BelowRollingMedian(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.values = SortedWindow(self.window)
-        self.low_since = None
-
-    def value(self, rec):
-        return getattr(rec, self.field)
 
     def update(self, rec):
-        x = self.value(rec)
+        x = getattr(rec, self.field)
         if x is None or rec.step <= self.cfg.warmup_steps:
             return None
         if len(self.values) < self.min_history:
@@ -307,30 +319,22 @@ class BelowRollingMedian(Detector):
             self.low_since = None
             self.values.add(rec.step, x)
             return None
-        self.low_since = self.low_since or rec.step
-        if rec.step - self.low_since + 1 >= self.min_steps:
-            return x, self.low_since, (f"{self.field} {x:.4g} below {self.ratio:.0%} of its median {m:.4g} "
-                                       f"since step {self.low_since}")
-        return None
+        onset = self.low(rec.step)
+        if onset is None:
+            return None
+        return x, onset, f"{self.field} {x:.4g} below {self.ratio:.0%} of its median {m:.4g} since step {onset}"
 
     def rewind(self, step):
         self.values.rewind(step)
-        self.low_since = None
+        super().rewind(step)
 
 
 class ThroughputDrop(BelowRollingMedian):
-    field = "tokens_per_second"
-
-    def value(self, rec):
-        return rec.tokens_per_second
+    field = "tokens_per_second"  # a StepRecord property: tokens / step time
 
 
-class LowMfu(Detector):
+class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.low_since = None
 
     def update(self, rec):
         if rec.mfu is None or rec.step <= self.cfg.warmup_steps:
@@ -338,13 +342,8 @@ class LowMfu(Detector):
         if rec.mfu >= self.floor:
             self.low_since = None
             return None
-        self.low_since = self.low_since or rec.step
-        if rec.step - self.low_since + 1 >= self.min_steps:
-            return rec.mfu, self.low_since, f"MFU {rec.mfu:.1%} below the floor {self.floor:.0%}"
-        return None
-
-    def rewind(self, step):
-        self.low_since = None
+        onset = self.low(rec.step)
+        return None if onset is None else (rec.mfu, onset, f"MFU {rec.mfu:.1%} below the floor {self.floor:.0%}")
 
 
 DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
