@@ -10,6 +10,7 @@ import mindspore as ms
 from loguru import logger
 from mindspore.train import Callback, ModelCheckpoint
 
+from monitor.alerts import Alert, AlertsConfig, AlertSender
 from monitor.config import MonitorConfig
 from monitor.engine import Engine
 from monitor.events import Event, EventLog
@@ -116,6 +117,14 @@ class TrainingMonitor(Callback):
             self._peak = peak_flops(cfg.device or detect_device(), cfg.peak_tflops)
         self.metrics_url: str | None = None
         self.engine = Engine(rules, [self._on_event, self.metrics.on_event])
+        self.alerts: AlertSender | None = None
+        if cfg.alerts is not None:
+            alerts_cfg, problems = AlertsConfig.load(cfg.alerts, "alerts")
+            for problem in problems:
+                logger.error(problem)
+            if alerts_cfg.sinks:
+                self.alerts = AlertSender(alerts_cfg)
+                self.metrics.alert_stats = self.alerts.stats
         # A new process starts a new ledger and checkpoint folder: the previous process's checkpoints hold
         # another trajectory (perhaps another run) and must never be rolled back to by step number.
         self.instance = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
@@ -158,11 +167,17 @@ class TrainingMonitor(Callback):
         return self._prev_trainer_step
 
     def close(self) -> None:
-        """Stop the watchdog and ``/metrics``, remove the file_sd target, close the event log."""
+        """Stop the watchdog and ``/metrics``, remove the file_sd target, close the event log, and give the
+        alert sinks up to 5 s to deliver what is queued."""
         self._finish()
         self.metrics.close()
+        if self.alerts is not None:
+            stats = self.alerts.close(5.0)
+            logger.info("alert delivery: {}", stats)
 
     def _finish(self) -> None:
+        if self.alerts is not None and not self.alerts.flush(5.0):
+            logger.error("alerts not all delivered at the end of training: {}", self.alerts.stats())
         if self._watchdog is not None:
             self._watchdog.stop()
             self._watchdog = None
@@ -250,10 +265,15 @@ class TrainingMonitor(Callback):
             return
         self.ledger.anomaly(min(e.onset_step for e in events))
         onset = Engine.rollback_onset(events)
-        if onset is not None and self.cfg.rollback:
-            self._rollback(run_context, cb, step, onset)
+        action = "alerted"
+        if onset is not None:
+            action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
         if any("stop" in e.actions for e in events):
             self._stop(run_context, f"rule {events[0].rule} asks to stop at step {step}")
+        if self.stop_reason:
+            action = f"run stopped: {self.stop_reason}"
+        if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
+            self._alert(events, action)
 
     def _infer_tokens(self, cb) -> int | None:
         """Batch x sequence of the first 2-D input, times the data-parallel device count."""
@@ -278,11 +298,18 @@ class TrainingMonitor(Callback):
         save_train_state(cb.train_network, str(path))
         self.ledger.add(step, str(path), self._prev_trainer_step)
 
-    def _rollback(self, run_context, cb, step: int, onset: int) -> None:
+    def _alert(self, events: list[Event], action: str) -> None:
+        """Queue the events for the alert sinks (returns at once; delivery is in the background)."""
+        c = self.alerts.config
+        self.alerts.send([Alert.from_event(e, self.cfg.run, action, c.runbook_base, c.dashboard_url, time.time())
+                          for e in events])
+
+    def _rollback(self, run_context, cb, step: int, onset: int) -> str:
+        """Roll back to the newest healthy checkpoint before ``onset``; return what was done, in words."""
         if len(self.rollbacks) >= self.cfg.max_rollbacks:
             self._stop(run_context, f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done "
                                     f"(max_rollbacks={self.cfg.max_rollbacks}); anomaly at step {step}")
-            return
+            return "rollback budget exhausted"
         target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
         while target is not None:
             error = None
@@ -300,7 +327,7 @@ class TrainingMonitor(Callback):
             target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
         if target is None:
             logger.error("step {}: no healthy checkpoint before step {}; cannot roll back", step, onset)
-            return
+            return f"not rolled back: no healthy checkpoint before step {onset}"
         self._offset += step - target.step
         self.engine.rewind(target.step)
         rb = {"at_step": step, "to_step": target.step, "lr_scale": self.cfg.lr_factor,
@@ -312,6 +339,7 @@ class TrainingMonitor(Callback):
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",
                        self.rank, step, target.step, target.path, self.cfg.lr_factor)
+        return f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} (now x{scale:g})"
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason
@@ -330,8 +358,13 @@ class TrainingMonitor(Callback):
         event = self.engine.report("stall", step, idle, f"no step finished for {idle:.0f} s since step {step} "
                                    f"(allowed {allowed:.0f} s)", self.rank, "watchdog", stacks)
         logger.error("rank {} stack dump at stall:\n{}", self.rank, stacks)
+        if self.alerts is not None:  # every rank sends its own stall: the hung rank may be any of them
+            self._alert([event], "process exits (status 3)" if "stop" in event.actions
+                        else "thread stacks written to the event log")
         if "stop" in event.actions:
             logger.error("rank {}: stall rule asks to stop; exiting with status 3", self.rank)
+            if self.alerts is not None:
+                self.alerts.flush(5.0)
             self.event_log.close()
             os._exit(3)
 

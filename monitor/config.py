@@ -12,6 +12,12 @@ class ConfigError(ValueError):
     """A bad monitor setting; the message names the source and the key."""
 
 
+def did_you_mean(name: str, known) -> str:
+    """``"did you mean 'x'? "`` for the known name closest to a mistyped ``name``, else ``""``."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 @dataclass
 class MonitorConfig:
     """All settings of :class:`callbacks.TrainingMonitor`, with their defaults.
@@ -53,6 +59,8 @@ class MonitorConfig:
             ``model.model_config`` mapping (see :mod:`monitor.flops`). None of them: no MFU.
         device: device name for the peak FLOP/s table (:mod:`monitor.hardware`); None detects it.
         peak_tflops: peak dense TFLOP/s of one device, overriding the table.
+        alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file, see
+            :class:`monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 
@@ -82,6 +90,7 @@ class MonitorConfig:
     model_config: dict | None = None
     device: str | None = None
     peak_tflops: float | None = None
+    alerts: dict | str | None = None
     strict: bool = False
 
     @classmethod
@@ -97,9 +106,8 @@ class MonitorConfig:
             if key == "type":
                 continue
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ConfigError(f"{source}: unknown monitor setting {key!r} ({hint}known: {', '.join(known)})")
+                raise ConfigError(f"{source}: unknown monitor setting {key!r} ({did_you_mean(key, known)}"
+                                  f"known: {', '.join(known)})")
             kwargs[key] = value
         cfg = cls(**kwargs)
         cfg._validate(source)
@@ -155,6 +163,7 @@ class MonitorConfig:
             need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), key,
                  "a positive number or null")
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
+        need(self.alerts is None or isinstance(self.alerts, (str, dict)), "alerts", "a file path or a mapping")
         need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
         need(self.consensus in (None, True, False), "consensus", "true, false or null")
         need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")

@@ -73,6 +73,7 @@ class Metrics(Collector):
         self.tokens = self.overflow_steps = self.rollbacks = 0
         self.anomalies = {rule: 0 for rule in rules}
         self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
+        self.alert_stats = None  # callable giving AlertSender.stats(), when alerts are configured
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self.server = None
@@ -155,6 +156,13 @@ class Metrics(Collector):
         for rule, n in sorted(self.anomalies.items()):
             c.add_metric(values + [rule], n)
         yield c
+        if self.alert_stats is not None:
+            c = CounterMetricFamily("train_alerts", "Alerts handed to each sink, by outcome (sent, failed, "
+                                    "dropped because the queue was full).", labels=names + ["sink", "outcome"])
+            for sink, st in sorted(self.alert_stats().items()):
+                for outcome in ("sent", "failed", "dropped"):
+                    c.add_metric(values + [sink, outcome], st[outcome])
+            yield c
         for name, doc, hist in (("train_step_duration_seconds", "Wall time of one training step.", self.step_hist),
                                 ("train_data_wait_duration_seconds", "Time each step waited for data.",
                                  self.wait_hist)):

@@ -5,13 +5,13 @@ import math
 from bisect import bisect_left, insort
 from abc import ABC, abstractmethod
 from collections import deque
-import difflib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
+from .config import did_you_mean
 
 SEVERITIES = ("info", "warning", "critical")
 ACTIONS = ("alert", "rollback", "stop")
@@ -46,11 +46,6 @@ def _key_lines(text: str) -> dict[tuple, int]:
 
     walk(yaml.compose(text), ())
     return lines
-
-
-def _hint(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _defaults() -> dict:
@@ -96,7 +91,7 @@ class Rules:
             where = f"{at((rid,))}: {rid}"
             if rid not in merged:
                 known = sorted(k for k in merged if k != "runbook_base")
-                raise RulesError(f"{where}: unknown rule ({_hint(rid, known)}known: {', '.join(known)}; "
+                raise RulesError(f"{where}: unknown rule ({did_you_mean(rid, known)}known: {', '.join(known)}; "
                                  "or runbook_base)")
             if rid == "runbook_base":
                 merged[rid] = _check(body, merged[rid], where)
@@ -109,7 +104,7 @@ class Rules:
                     merged[rid][key] = _check(value, True, kwhere)
                 elif key not in merged[rid]:
                     known = sorted([*merged[rid], "enabled"])
-                    raise RulesError(f"{kwhere}: unknown setting ({_hint(key, known)}known: {', '.join(known)})")
+                    raise RulesError(f"{kwhere}: unknown setting ({did_you_mean(key, known)}known: {', '.join(known)})")
                 else:
                     merged[rid][key] = _check(value, merged[rid][key], kwhere)
         self.runbook_base = merged.pop("runbook_base")

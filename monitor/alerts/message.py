@@ -1,0 +1,122 @@
+"""What an alert says, whatever it came from (an engine event or an Alertmanager webhook) and wherever
+it goes (a chat platform, Alertmanager)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+
+@dataclass(slots=True)
+class Alert:
+    """One alert, as chat messages and Alertmanager show it.
+
+    Attributes:
+        rule: rule id (``loss_spike``) or Prometheus alert name (``TrainingStalled``).
+        severity: ``warning`` or ``critical`` (free text from Alertmanager labels).
+        summary: one human sentence.
+        run, rank: where it happened; rank None for a job-wide alert.
+        step, onset_step: detection step and the step where the excursion began; None when unknown.
+        value: the offending value (loss, grad norm, seconds...); None when there is none.
+        action: what the monitor did about it (``rolled back to step 125, LR x0.5``), or empty.
+        runbook: link to the runbook page.
+        dashboard: link to the Grafana dashboard of the run, or empty.
+        status: ``firing`` or ``resolved``.
+        starts_at: Unix time at which it fired.
+    """
+
+    rule: str
+    severity: str
+    summary: str
+    run: str = ""
+    rank: int | None = None
+    step: int | None = None
+    onset_step: int | None = None
+    value: float | None = None
+    action: str = ""
+    runbook: str = ""
+    dashboard: str = ""
+    status: str = "firing"
+    starts_at: float = 0.0
+
+    @classmethod
+    def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
+                   now: float = 0.0) -> "Alert":
+        """An engine :class:`~monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
+        event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}``."""
+        runbook = event.runbook
+        if runbook_base:
+            runbook = f"{runbook_base.rstrip('/')}/{event.rule}.md"
+        return cls(rule=event.rule, severity=event.severity, summary=event.message, run=run, rank=event.rank,
+                   step=event.step, onset_step=event.onset_step, value=event.value, action=action,
+                   runbook=runbook, dashboard=dashboard.format(run=run) if dashboard else "", starts_at=now)
+
+    @classmethod
+    def from_alertmanager(cls, alert: dict, dashboard: str = "") -> "Alert":
+        """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4).
+
+        Raises:
+            ValueError: the entry is not a mapping with a ``labels`` mapping.
+        """
+        if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
+            raise ValueError("an alert without a labels mapping")
+        labels, notes = alert["labels"], alert.get("annotations") or {}
+        rank = labels.get("rank")
+        run = labels.get("run", "")
+        return cls(rule=labels.get("rule") or labels.get("alertname", "alert"),
+                   severity=labels.get("severity", "warning"),
+                   summary=notes.get("summary") or notes.get("description") or labels.get("alertname", ""),
+                   run=run, rank=int(rank) if str(rank).isdigit() else None,
+                   value=_float(notes.get("value")), runbook=notes.get("runbook_url", ""),
+                   dashboard=notes.get("dashboard_url") or (dashboard.format(run=run) if dashboard else "")
+                   or alert.get("generatorURL", ""),
+                   status=alert.get("status", "firing"), starts_at=_unix(alert.get("startsAt")))
+
+    def to_dict(self) -> dict:
+        """The fields as JSON-safe values (a NaN/Inf value as its string)."""
+        d = asdict(self)
+        if self.value is not None and not math.isfinite(self.value):
+            d["value"] = str(self.value)
+        return d
+
+    def title(self) -> str:
+        state = "RESOLVED" if self.status == "resolved" else self.severity.upper()
+        where = f" on {self.run}" if self.run else ""
+        return f"[{state}] {self.rule}{where}"
+
+    def facts(self) -> list[tuple[str, str]]:
+        """(name, text) pairs of what is known, in display order; links last."""
+        out = []
+        if self.rank is not None:
+            out.append(("rank", str(self.rank)))
+        if self.step is not None:
+            onset = f" (onset {self.onset_step})" if self.onset_step not in (None, self.step) else ""
+            out.append(("step", f"{self.step}{onset}"))
+        if self.value is not None:
+            out.append(("value", f"{self.value:.6g}" if math.isfinite(self.value) else str(self.value)))
+        if self.action:
+            out.append(("action", self.action))
+        if self.starts_at:
+            out.append(("since", datetime.fromtimestamp(self.starts_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")))
+        if self.runbook:
+            out.append(("runbook", self.runbook))
+        if self.dashboard:
+            out.append(("dashboard", self.dashboard))
+        return out
+
+
+def _float(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _unix(stamp) -> float:
+    """RFC 3339 time from Alertmanager (``2026-11-30T14:00:00.123456789Z``) as Unix seconds; 0 if unknown."""
+    if not isinstance(stamp, str) or stamp.startswith("0001-"):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return 0.0

@@ -1,0 +1,213 @@
+"""Delivery that never blocks training: a bounded queue and a sender thread per destination.
+
+``AlertSender.send`` only appends to each sink's queue (microseconds) and returns. Each sink's thread
+posts what is queued, waiting for the platform's rate-limit windows; alerts that pile up meanwhile go
+out together as one digest message instead of being dropped. Timeouts, connection errors, HTTP 429 and
+5xx (and the vendors' "too many requests" codes) are retried with exponential backoff (1 s doubling to
+60 s, or the server's ``Retry-After``); other answers are final failures. A sink that goes down is
+logged once when it goes down and once when it comes back, never per alert. Alerts beyond the queue's
+room are dropped and counted. Nothing logged ever contains a URL or a secret.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import requests
+from loguru import logger
+
+from .config import AlertsConfig, SinkSpec
+from .message import Alert
+from .platforms import MAX_LINES, PLATFORMS
+
+MAX_BACKOFF_S = 60.0
+
+
+class Sink:
+    """One destination's queue, counters and sender thread.
+
+    Attributes:
+        sent, failed, dropped: alerts delivered, refused for good (or still unsent at close), and not
+            queued because the queue was full. retries: failed attempts that were retried.
+        down_since: time of the first failed attempt of the current outage, or None.
+    """
+
+    def __init__(self, spec: SinkSpec, capacity: int):
+        self.spec, self.platform, self.capacity = spec, PLATFORMS[spec.type], capacity
+        self.queue: deque[Alert] = deque()
+        self.sent = self.failed = self.dropped = self.retries = 0
+        self.down_since: float | None = None
+        self.busy = False  # a batch taken off the queue is being posted
+        self._cond = threading.Condition()
+        self._posts: deque[float] = deque()  # times of recent posts, for the rate windows
+        self._closing = threading.Event()
+        self._deadline = float("inf")
+        self._refusals: set[str] = set()
+        self._session = requests.Session()
+        self._thread = threading.Thread(target=self._run, name=f"alert-sink-{spec.name}", daemon=True)
+        self._thread.start()
+
+    def put(self, alerts: list[Alert]) -> None:
+        alerts = [a for a in alerts if self.spec.wants(a.severity)]
+        if not alerts:
+            return
+        with self._cond:
+            room = max(self.capacity - len(self.queue), 0)
+            self.queue.extend(alerts[:room])
+            lost = len(alerts) - min(room, len(alerts))
+            if lost:
+                if not self.dropped:
+                    logger.error("alert sink {}: queue full ({} alerts); dropping and counting further alerts",
+                                 self.spec.name, self.capacity)
+                self.dropped += lost
+            self._cond.notify()
+
+    def close(self, deadline: float) -> None:
+        self._deadline = deadline
+        self._closing.set()
+        with self._cond:
+            self._cond.notify()
+
+    def join(self) -> None:
+        self._thread.join(max(self._deadline - time.monotonic(), 0) + 1)
+
+    def stats(self) -> dict:
+        return {"type": self.spec.type, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
+                "retries": self.retries, "queued": len(self.queue), "down": self.down_since is not None}
+
+    # sender thread ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self.queue and not self._closing.is_set():
+                    self._cond.wait()
+                if not self.queue:
+                    return
+            if not self._sleep(self._budget_wait()):
+                break
+            with self._cond:
+                batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_LINES))]
+                self.busy = True
+            delivered = self._deliver(batch)
+            self.busy = False
+            if not delivered:
+                break
+        with self._cond:  # closed before everything went out
+            unsent = len(self.queue)
+            self.failed += unsent
+            self.queue.clear()
+        if unsent:
+            logger.error("alert sink {}: {} alerts not delivered before shutdown", self.spec.name, unsent)
+
+    def _budget_wait(self) -> float:
+        """Seconds until every rate window has room for one more post."""
+        now, wait = time.monotonic(), 0.0
+        longest = max((s for _, s in self.spec.limits), default=0.0)
+        while self._posts and self._posts[0] < now - longest:
+            self._posts.popleft()
+        for n, period in self.spec.limits:
+            recent = [t for t in self._posts if t >= now - period]
+            if len(recent) >= n:
+                wait = max(wait, recent[-n] + period - now)
+        return wait
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` (cut short at the close deadline); False when the deadline has passed."""
+        end = time.monotonic() + max(seconds, 0.0)
+        if seconds > 0 and not self._closing.is_set():
+            self._closing.wait(seconds)
+        remaining = min(end, self._deadline) - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+        return time.monotonic() < self._deadline
+
+    def _deliver(self, batch: list[Alert]) -> bool:
+        """Post ``batch`` as one message until it is delivered or refused; False if the deadline passed."""
+        delay = 1.0
+        while True:
+            self._posts.append(time.monotonic())
+            verdict, reason, retry_after = self._post(batch)
+            if verdict == "ok":
+                self.sent += len(batch)
+                if self.down_since is not None:
+                    logger.info("alert sink {} is back after {:.0f} s", self.spec.name, time.time() - self.down_since)
+                    self.down_since = None
+                return True
+            if verdict == "fail":
+                self.failed += len(batch)
+                if reason not in self._refusals:  # the same refusal again is counted, not logged
+                    self._refusals.add(reason)
+                    logger.error("alert sink {} refused {} alert(s): {}", self.spec.name, len(batch), reason)
+                return True
+            self.retries += 1
+            if self.down_since is None:
+                self.down_since = time.time()
+                logger.error("alert sink {} is down ({}); retrying in the background", self.spec.name, reason)
+            if not self._sleep(max(retry_after or 0.0, delay, self._budget_wait())):
+                self.failed += len(batch)
+                return False
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _post(self, batch: list[Alert]) -> tuple[str, str, float | None]:
+        """One attempt: ``(verdict, reason, retry_after_s)``. Reasons never contain the URL."""
+        url, body = self.platform.request(self.spec.url, self.spec.secret, batch)
+        try:
+            resp = self._session.post(url, json=body, timeout=self.spec.timeout_s)
+        except requests.exceptions.InvalidJSONError as exc:  # our payload, not the network: retrying won't help
+            return "fail", type(exc).__name__, None
+        except requests.RequestException as exc:
+            return "retry", type(exc).__name__, None
+        if resp.status_code == 429 or resp.status_code >= 500:
+            after = resp.headers.get("Retry-After", "")
+            return "retry", f"HTTP {resp.status_code}", float(after) if after.isdigit() else None
+        if not 200 <= resp.status_code < 300:
+            return "fail", f"HTTP {resp.status_code}", None
+        try:
+            reply = resp.json()
+        except ValueError:
+            reply = None
+        verdict, reason = self.platform.verdict(resp.status_code, reply if isinstance(reply, dict) else None)
+        return verdict, reason, None
+
+
+class AlertSender:
+    """Fan alerts out to the configured sinks without blocking the caller.
+
+    Args:
+        config: an :class:`~monitor.alerts.config.AlertsConfig`.
+    """
+
+    def __init__(self, config: AlertsConfig):
+        self.config = config
+        self.sinks = {spec.name: Sink(spec, config.queue_size) for spec in config.sinks}
+
+    def send(self, alerts: list[Alert], sink: str | None = None) -> bool:
+        """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; False when
+        there is no sink of that name."""
+        targets = list(self.sinks.values()) if sink is None else [self.sinks[sink]] if sink in self.sinks else []
+        for s in targets:
+            s.put(alerts)
+        return bool(targets)
+
+    def stats(self) -> dict:
+        """Per sink: ``sent``, ``failed``, ``dropped``, ``retries``, ``queued`` alerts and whether it is ``down``."""
+        return {name: s.stats() for name, s in self.sinks.items()}
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait up to ``timeout_s`` for every queue to be empty and every post to be over; True if they are."""
+        deadline = time.monotonic() + timeout_s
+        while any(s.queue or s.busy for s in self.sinks.values()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> dict:
+        """Deliver what is queued for up to ``timeout_s`` seconds, then give up; return the counters."""
+        deadline = time.monotonic() + timeout_s
+        for s in self.sinks.values():
+            s.close(deadline)
+        for s in self.sinks.values():
+            s.join()
+        return self.stats()

@@ -1,0 +1,165 @@
+"""Alert sinks against real HTTP endpoints on 127.0.0.1: payloads, signatures, rate limits, retries,
+drops, secrets kept out of logs, and Alertmanager's real v2 API."""
+import json
+import math
+import time
+
+import pytest
+
+from monitor.alerts import Alert, AlertsConfig, AlertSender
+from monitor.config import ConfigError
+from monitor.engine import Engine
+from monitor.record import StepRecord
+from services import Receiver, http_json, start_alertmanager, text_of, wait_until
+
+SECRETS = {"feishu": "SEC-feishu-0123456789", "dingtalk": "SEC-dingtalk-0123456789"}
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver(SECRETS)
+    yield r
+    r.close()
+
+
+def nan_alert(action="rolled back to the healthy checkpoint at step 20, LR x0.5 (now x0.5)"):
+    (event,) = Engine().observe(StepRecord(31, loss=math.nan, rank=3))
+    return Alert.from_event(event, "llama-7b", action, "https://git.example/runbooks",
+                            "https://grafana.example/d/overview?var-run={run}", time.time())
+
+
+def sender(receiver, *sinks, **extra):
+    env = {"HOOK": "unused", **{f"{k.upper()}_SECRET": v for k, v in SECRETS.items()}}
+    cfg, problems = AlertsConfig.load({"sinks": list(sinks), **extra}, "test", env)
+    assert not problems
+    return AlertSender(cfg)
+
+
+def test_every_platform_gets_its_format_with_all_the_facts_and_valid_signatures(receiver):
+    u = receiver.url
+    s = sender(receiver,
+               {"name": "f", "type": "feishu", "url": f"{u}/feishu/hook", "secret_env": "FEISHU_SECRET"},
+               {"name": "d", "type": "dingtalk", "url": f"{u}/dingtalk/robot/send?access_token=T0K",
+                "secret_env": "DINGTALK_SECRET"},
+               {"name": "w", "type": "wecom", "url": f"{u}/wecom/send?key=K3Y"},
+               {"name": "s", "type": "slack", "url": f"{u}/slack/services/T/B/X"},
+               {"name": "g", "type": "webhook", "url": f"{u}/webhook/in"})
+    s.send([nan_alert()])
+    for prefix in ("/feishu", "/dingtalk", "/wecom", "/slack", "/webhook"):
+        (req,) = receiver.wait_for(prefix)
+        text = text_of(req)
+        for fact in ("nan_inf", "llama-7b", "31", "nan", "rolled back to the healthy checkpoint at step 20",
+                     "https://git.example/runbooks/nan_inf.md", "https://grafana.example/d/overview?var-run=llama-7b"):
+            assert fact in text, (prefix, fact, text)
+        assert "rank" in text and "3" in text
+    stats = s.close(2)
+    assert all(st["sent"] == 1 and st["failed"] == 0 for st in stats.values()), stats
+
+
+def test_wrong_secret_is_refused_counted_and_never_logged(receiver, log_lines):
+    receiver.secrets = {"dingtalk": "the-real-one"}
+    s = sender(receiver, {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/send?access_token=T0KEN42",
+                          "secret_env": "DINGTALK_SECRET"})
+    s.send([nan_alert()])
+    s.send([nan_alert()])
+    stats = s.close(5)["d"]
+    assert stats["failed"] == 2 and stats["sent"] == 0
+    assert not receiver.delivered("/dingtalk")
+    logs = "\n".join(log_lines)
+    assert "sign not match" in logs and logs.count("refused") == 1  # reported once, counted twice
+    assert SECRETS["dingtalk"] not in logs and "T0KEN42" not in logs and receiver.url not in logs
+
+
+def test_rate_limit_groups_into_a_digest_instead_of_dropping(receiver):
+    s = sender(receiver, {"name": "w", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K",
+                          "rate_limits": [[1, 1.0]]})
+    s.send([nan_alert()])
+    receiver.wait_for("/wecom", 1)
+    rules = ["loss_spike", "grad_norm_spike", "overflow_storm", "throughput_drop"]
+    for rule in rules:
+        s.send([Alert(rule, "warning", f"{rule} happened", run="r1", step=40)])
+    got = receiver.wait_for("/wecom", 2)
+    stats = s.close(3)["w"]
+    assert stats["sent"] == 5 and stats["dropped"] == 0 and len(receiver.delivered("/wecom")) == 2
+    digest = text_of(got[1])
+    assert "4 training alerts on r1" in digest and all(r in digest for r in rules)
+
+
+def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once(receiver, log_lines):
+    receiver.fail["/feishu"] = 2
+    s = sender(receiver, {"name": "f", "type": "feishu", "url": f"{receiver.url}/feishu/hook",
+                          "secret_env": "FEISHU_SECRET"})
+    s.send([nan_alert()])
+    receiver.wait_for("/feishu", 1, timeout=15)
+    stats = s.close(2)["f"]
+    assert stats == {"type": "feishu", "sent": 1, "failed": 0, "dropped": 0, "retries": 2, "queued": 0, "down": False}
+    logs = "\n".join(log_lines)
+    assert logs.count("is down (HTTP 500)") == 1 and logs.count("is back") == 1
+
+
+def test_hung_sink_keeps_what_fits_and_counts_what_is_dropped(receiver):
+    receiver.hang["/webhook"] = 3.0
+    s = sender(receiver, {"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in", "timeout_s": 0.5},
+               queue_size=5)
+    s.send([Alert("loss_spike", "critical", "spike 0", step=0)])
+    wait_until(lambda: receiver.arrived, 5, "the first post to reach the hung endpoint")
+    for i in range(1, 12):
+        s.send([Alert("loss_spike", "critical", f"spike {i}", step=i)])
+    st = s.stats()["g"]
+    # the first alert is being posted; five wait in the queue; the other six were dropped
+    assert (st["queued"], st["dropped"], st["sent"], st["failed"]) == (5, 6, 0, 0)
+    receiver.hang.clear()
+    assert s.flush(20), s.stats()
+    st = s.close(1)["g"]
+    assert st["sent"] == 6 and st["dropped"] == 6 and st["retries"] >= 1
+
+
+def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
+    proc, url = start_alertmanager(str(tmp_path), {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]})
+    try:
+        s = AlertSender(AlertsConfig.load({"sinks": [{"type": "alertmanager", "url": url}]})[0])
+        s.send([nan_alert()])
+        assert s.flush(10) and s.stats()["alertmanager"]["sent"] == 1
+        alerts = wait_until(lambda: http_json(f"{url}/api/v2/alerts"), 10, "the alert in Alertmanager")
+        (a,) = alerts
+        assert a["labels"] == {"alertname": "nan_inf", "rule": "nan_inf", "severity": "critical", "run": "llama-7b",
+                               "rank": "3", "source": "training-monitor"}
+        assert a["annotations"]["step"] == "31" and a["annotations"]["value"] == "nan"
+        assert a["annotations"]["runbook_url"] == "https://git.example/runbooks/nan_inf.md"
+        assert a["status"]["state"] == "active"
+        s.close(1)
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize("sinks, expected", [
+    ([{"type": "telegram", "url": "http://x"}], "type: expected one of"),
+    ([{"type": "feishu", "url": "http://x", "secret": "s"}], "secret_env"),
+    ([{"type": "feishu", "url": "http://x", "url_env": "U"}], "exactly one of url and url_env"),
+    ([{"type": "slack", "url": "http://x", "timeot_s": 3}], "did you mean 'timeout_s'"),
+    ([{"type": "slack", "url": "http://x"}, {"type": "slack", "url": "http://y"}], "names must be unique"),
+])
+def test_bad_sink_settings_name_the_sink_and_key(sinks, expected):
+    with pytest.raises(ConfigError, match=expected) as err:
+        AlertsConfig.load({"sinks": sinks}, "monitor.yaml", {})
+    assert str(err.value).startswith("monitor.yaml: alerts")
+
+
+def test_missing_environment_variable_disables_only_that_sink():
+    cfg, problems = AlertsConfig.load({"sinks": [{"name": "a", "type": "slack", "url_env": "NOPE"},
+                                                 {"name": "b", "type": "slack", "url": "http://127.0.0.1:1/x"}]}, "t", {})
+    assert [s.name for s in cfg.sinks] == ["b"] and problems == [
+        "alert sink a: environment variable NOPE is not set; sink disabled"]
+
+
+def test_alertmanager_webhook_payload_becomes_alerts():
+    payload = json.loads("""{"version": "4", "status": "firing", "alerts": [{"status": "firing",
+      "labels": {"alertname": "TrainingStalled", "run": "r1", "rank": "2", "severity": "critical"},
+      "annotations": {"summary": "no step for 10 min", "runbook_url": "https://x/runbooks/stall.md"},
+      "startsAt": "2026-11-30T14:00:00.123456789Z", "generatorURL": "http://prom/graph"}]}""")
+    a = Alert.from_alertmanager(payload["alerts"][0])
+    assert (a.rule, a.run, a.rank, a.severity, a.runbook, a.dashboard) == (
+        "TrainingStalled", "r1", 2, "critical", "https://x/runbooks/stall.md", "http://prom/graph")
+    assert a.starts_at == pytest.approx(1796047200.123456)
+    with pytest.raises(ValueError):
+        Alert.from_alertmanager({"annotations": {}})
