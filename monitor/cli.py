@@ -140,5 +140,40 @@ def dashboards_generate(out):
         click.echo(str(path))
 
 
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(),
+              help="YAML file with the alerts settings (sinks; see monitor/alerts/config.py).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=9095, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+def relay(config_path, host, port):
+    """Forward Alertmanager webhooks (POST /alerts) to Feishu, DingTalk, WeCom, Slack..."""
+    import signal
+
+    from .alerts import AlertsConfig
+    from .config import ConfigError
+    from .relay import Relay
+
+    try:
+        config, problems = AlertsConfig.load(config_path)
+    except ConfigError as exc:
+        _fail(str(exc))
+    for problem in problems:
+        logger.error(problem)
+    if not config.sinks:
+        _fail(f"{config_path}: no usable alert sink")
+    try:
+        server = Relay(config, host, port)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    logger.info("relay on http://{}:{}/alerts -> {}", host, server.port, ", ".join(server.sender.sinks))
+    try:
+        server.serve_forever()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        logger.info("relay stopped: {}", server.close())
+
+
 if __name__ == "__main__":
     main()
