@@ -140,6 +140,33 @@ def dashboards_generate(out):
         click.echo(str(path))
 
 
+@dashboards.command("push")
+@click.option("--url", envvar="GRAFANA_URL", show_envvar=True, required=True,
+              help="Grafana's base URL, e.g. http://grafana.example:3000.")
+@click.option("--folder", help="Title (or uid) of the Grafana folder for the dashboards; created when missing "
+              "(default: the General folder).")
+@click.option("--overwrite", is_flag=True, help="Replace dashboards of the same uid already on the server.")
+@click.option("--runbook-base", help="URL where runbooks/<rule>.md are served (the dashboards' runbook links; "
+              "default: the rules' runbook_base).")
+@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds to wait for each answer.")
+def dashboards_push(url, folder, overwrite, runbook_base, timeout):
+    """Upload the dashboards to Grafana with the API token in the environment variable GRAFANA_TOKEN
+    (a service-account token with the Editor role)."""
+    from .dashboards import PushError, push
+
+    token = os.environ.get("GRAFANA_TOKEN", "")
+    if not token.strip():
+        _fail("set GRAFANA_TOKEN to a Grafana service-account token (Editor role) to push dashboards")
+    try:
+        answers = push(url, token.strip(), folder=folder, overwrite=overwrite, runbook_base=runbook_base,
+                       timeout=timeout)
+    except PushError as exc:
+        _fail(str(exc))
+    for a in answers:
+        click.echo(f"{a['title']}: {a['url']} (version {a['version']})")
+
+
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(),
               help="YAML file with the alerts settings (sinks; see monitor/alerts/config.py).")

@@ -1,91 +1,621 @@
 """Grafana dashboards, built in code with grafana-foundation-sdk and committed as JSON in ``dashboards/``.
 
-Targets the Grafana dashboard schema of Grafana 11.6 (the SDK release pinned in ``pyproject.toml``).
-``monitor dashboards generate`` rewrites the JSON files; a test checks they match and that every PromQL
-expression passes ``promtool``.
+Three dashboards, linked to each other (tag ``training-monitor``), each with the variables ``datasource``
+and ``run`` (and ``rank`` where a panel filters by rank):
+
+- ``training-run-overview``: loss, grad norm, LR, loss scale, overflows, TPS, MFU, step time, data wait,
+  anomalies, rollbacks, checkpoints: the run at a glance.
+- ``training-ranks``: per-rank step time (mean and p95), each rank against the job's median (stragglers),
+  TPS, data wait, liveness, and a table of the slowest ranks.
+- ``training-stability``: anomalies by rule (with links to the runbooks), rollbacks, checkpoint health,
+  loss scale and overflows, grad norm, loss; rollbacks and anomalies as annotations.
+
+Every panel is defined once, in ``PANELS``; a dashboard is a list of rows naming panels (``LAYOUTS``), so a
+panel shared by two dashboards is the same definition. Targets the Grafana dashboard model of Grafana 11.6
+(the SDK release pinned in ``pyproject.toml``). ``monitor dashboards generate`` rewrites the JSON files,
+``monitor dashboards push`` uploads them with grafana-client. The tests check that the committed files
+match, that every PromQL expression passes ``promtool``, and that each dashboard decodes into the SDK's
+11.6 model classes with nothing lost or of the wrong type (``model_problems``).
 """
 from __future__ import annotations
 
+import enum
+import functools
 import json
+import types
+import typing
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable, QueryVariable, Row
+from grafana_foundation_sdk.builders import stat, table, text, timeseries
+from grafana_foundation_sdk.builders.common import (GraphThresholdsStyleConfig, ReduceDataOptions,
+                                                    TableSortByFieldState)
+from grafana_foundation_sdk.builders.dashboard import (AnnotationQuery, Dashboard, DashboardLink,
+                                                       DatasourceVariable, QueryVariable, Row, TextBoxVariable,
+                                                       ThresholdsConfig)
 from grafana_foundation_sdk.builders.prometheus import Dataquery
-from grafana_foundation_sdk.builders.timeseries import Panel
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.dashboard import DataSourceRef
+from grafana_foundation_sdk.models.common import BigValueGraphMode, FieldTextAlignment, GraphThresholdsStyleMode
+from grafana_foundation_sdk.models.dashboard import (DashboardCursorSync, DashboardLinkType, DataSourceRef,
+                                                     DataTransformerConfig, DynamicConfigValue, Threshold,
+                                                     ThresholdsMode, VariableRefresh, VariableSort)
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+from grafana_foundation_sdk.models.text import TextMode
 
+TAG = "training-monitor"  # every dashboard carries it; the dashboard links list the dashboards with it
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
-SEL = 'run=~"$run"'
+RUN = 'run=~"$run"'
+RANK = 'run=~"$run", rank=~"$rank"'
 
-# (title, unit, [(PromQL, legend)]) per panel, by row
-OVERVIEW = {
-    "Optimisation": [
-        ("Loss", "none", [(f"train_loss{{{SEL}}}", "rank {{rank}}")]),
-        ("Grad norm (pre-clip)", "none", [(f"train_grad_norm{{{SEL}}}", "rank {{rank}}")]),
-        ("Learning rate", "none", [(f"train_learning_rate{{{SEL}}}", "rank {{rank}}")]),
-        ("Loss scale", "none", [(f"train_loss_scale{{{SEL}}}", "rank {{rank}}")]),
-        ("Overflowed steps per minute", "none",
-         [(f"60 * rate(train_overflow_steps_total{{{SEL}}}[5m])", "rank {{rank}}")]),
-    ],
-    "Throughput": [
-        ("Tokens per second (TPS)", "none", [(f"max by (run) (rate(train_tokens_total{{{SEL}}}[1m]))", "{{run}}"),
-                                            (f"train_tokens_per_second{{{SEL}}}", "last step, rank {{rank}}")]),
-        ("TPS per device", "none", [(f"train_tokens_per_second_per_device{{{SEL}}}", "rank {{rank}}")]),
-        ("MFU", "percentunit", [(f"train_mfu_ratio{{{SEL}}}", "rank {{rank}}")]),
-        ("Step time p50 / p95", "s", [
-            (f"histogram_quantile(0.5, sum by (le, rank) (rate(train_step_duration_seconds_bucket{{{SEL}}}[5m])))",
-             "p50 rank {{rank}}"),
-            (f"histogram_quantile(0.95, sum by (le, rank) (rate(train_step_duration_seconds_bucket{{{SEL}}}[5m])))",
-             "p95 rank {{rank}}")]),
-        ("Data wait share of the step", "percentunit", [
-            (f"rate(train_data_wait_duration_seconds_sum{{{SEL}}}[5m]) / "
-             f"rate(train_step_duration_seconds_sum{{{SEL}}}[5m])", "5m, rank {{rank}}"),
-            (f"train_data_wait_ratio{{{SEL}}}", "last step, rank {{rank}}")]),
-        ("Data wait of the last step", "s", [(f"train_data_wait_seconds{{{SEL}}}", "rank {{rank}}")]),
-        ("Seconds since the last step", "s", [(f"time() - train_last_step_timestamp_seconds{{{SEL}}}",
-                                               "rank {{rank}}")]),
-    ],
-    "Stability": [
-        ("Anomalies (per 10 min)", "none", [(f"sum by (rule) (increase(train_anomalies_total{{{SEL}}}[10m]))",
-                                             "{{rule}}")]),
-        ("Rollbacks", "none", [(f"train_rollbacks_total{{{SEL}}}", "rank {{rank}}")]),
-        ("Last healthy checkpoint step", "none", [(f"train_last_healthy_checkpoint_step{{{SEL}}}", "rank {{rank}}"),
-                                                  (f"train_step{{{SEL}}}", "current step, rank {{rank}}")]),
-    ],
+
+def _default_runbook_base() -> str:
+    from .rules import Rules
+
+    return Rules().runbook_base
+
+
+# ---------------------------------------------------------------------------------------------- PromQL
+def _mean(histogram: str, sel: str, window: str = "5m") -> str:
+    """Mean observation per (run, rank) over ``window``, from a histogram's ``_sum`` and ``_count``."""
+    return (f"sum by (run, rank) (rate({histogram}_sum{{{sel}}}[{window}])) / "
+            f"sum by (run, rank) (rate({histogram}_count{{{sel}}}[{window}]))")
+
+
+def _quantile(q: float, histogram: str, sel: str, by: str = "le, run, rank", window: str = "5m") -> str:
+    return f"histogram_quantile({q}, sum by ({by}) (rate({histogram}_bucket{{{sel}}}[{window}])))"
+
+
+STEP = "train_step_duration_seconds"
+WAIT = "train_data_wait_duration_seconds"
+# a rank's mean step time over the job's median across all its ranks (the median ignores the $rank filter)
+JOB_MEDIAN_STEP = f"quantile by (run) (0.5, {_mean(STEP, RUN)})"
+VS_MEDIAN = f"({_mean(STEP, RANK)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
+VS_MEDIAN_ALL = f"({_mean(STEP, RUN)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
+SLOWEST = f"topk by (run) (20, {_mean(STEP, RANK)})"
+STEPS_SINCE_HEALTHY = (f"max by (run, rank) (train_step{{{RUN}}}) - "
+                       f"max by (run, rank) (train_last_healthy_checkpoint_step{{{RUN}}})")
+
+
+def _among_slowest(expr: str) -> str:
+    return f"({expr}) and on (run, rank) {SLOWEST}"
+
+
+# ---------------------------------------------------------------------------------------------- panels
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+    column: str = ""  # table panels: the column header of this query's value
+
+
+@dataclass(frozen=True)
+class PanelDef:
+    """One panel. ``kind``: timeseries, stat (last value per series), table (instant queries merged on
+    run and rank) or text (markdown ``content``). ``thresholds``: (value, colour) steps above a green base.
+    ``links``: (title, url) data links; ``units``: column header -> unit for tables."""
+    title: str
+    unit: str = "none"
+    queries: tuple[Query, ...] = ()
+    kind: str = "timeseries"
+    description: str = ""
+    width: int = 8
+    height: int = 8
+    thresholds: tuple[tuple[float, str], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    units: tuple[tuple[str, str], ...] = ()
+    decimals: int | None = None
+    no_value: str = ""
+    content: str = ""
+
+
+def _q(expr: str, legend: str = "rank {{rank}}", column: str = "") -> Query:
+    return Query(expr, legend, column)
+
+
+RUNBOOK_LINK = ("Runbook: ${__field.labels.rule}", "${runbook_base}/${__field.labels.rule}.md")
+STRAGGLER = ((1.1, "orange"), (1.25, "red"))
+
+
+def _runbooks_markdown() -> str:
+    from .rules import Rules
+
+    pages = "".join(f"- [{r}](${{runbook_base}}/{r}.md)\n" for r in Rules().rules)
+    return ("What each rule means and what to do when it fires:\n\n" + pages + "\nThe links follow the "
+            "`runbook_base` variable (`monitor dashboards push --runbook-base URL` sets it).")
+
+
+# Every panel of every dashboard, by key: the one place where panels are defined.
+PANELS: dict[str, PanelDef] = {
+    # optimisation
+    "loss": PanelDef("Loss", queries=(_q(f"train_loss{{{RUN}}}"),)),
+    "grad_norm": PanelDef("Grad norm (pre-clip)", queries=(_q(f"train_grad_norm{{{RUN}}}"),)),
+    "learning_rate": PanelDef("Learning rate", queries=(_q(f"train_learning_rate{{{RUN}}}"),),
+                              description="Each rollback multiplies the LR by lr_factor (0.5 by default): "
+                                          "a step down here."),
+    "loss_scale": PanelDef("Loss scale", queries=(_q(f"train_loss_scale{{{RUN}}}"),),
+                           description="Halved at each fp16 overflow; a run of halvings to the floor is a "
+                                       "loss-scale collapse."),
+    "overflows": PanelDef("Overflowed steps per minute",
+                          queries=(_q(f"60 * rate(train_overflow_steps_total{{{RUN}}}[5m])"),),
+                          description="Steps whose gradients overflowed (update skipped), 5-minute rate."),
+    # throughput
+    "tps": PanelDef("Tokens per second (TPS)", queries=(
+        _q(f"max by (run) (rate(train_tokens_total{{{RUN}}}[1m]))", "{{run}}"),
+        _q(f"train_tokens_per_second{{{RUN}}}", "last step, rank {{rank}}"))),
+    "tps_per_device": PanelDef("TPS per device", queries=(_q(f"train_tokens_per_second_per_device{{{RUN}}}"),)),
+    "mfu": PanelDef("MFU", "percentunit", (_q(f"train_mfu_ratio{{{RUN}}}"),),
+                    description="Model FLOPs utilisation: 6N + 12LHS FLOPs per token x TPS / peak FLOP/s."),
+    "step_time": PanelDef("Step time p50 / p95", "s", (
+        _q(_quantile(0.5, STEP, RUN, "le, rank"), "p50 rank {{rank}}"),
+        _q(_quantile(0.95, STEP, RUN, "le, rank"), "p95 rank {{rank}}"))),
+    "data_wait_share": PanelDef("Data wait share of the step", "percentunit", (
+        _q(f"rate({WAIT}_sum{{{RUN}}}[5m]) / rate({STEP}_sum{{{RUN}}}[5m])", "5m, rank {{rank}}"),
+        _q(f"train_data_wait_ratio{{{RUN}}}", "last step, rank {{rank}}"))),
+    "data_wait": PanelDef("Data wait of the last step", "s", (_q(f"train_data_wait_seconds{{{RUN}}}"),)),
+    "since_last_step": PanelDef("Seconds since the last step", "s",
+                                (_q(f"time() - train_last_step_timestamp_seconds{{{RUN}}}"),),
+                                description="Climbs without bound when a rank hangs."),
+    # stability
+    "anomalies": PanelDef(
+        "Anomalies by rule (per 10 min)",
+        queries=(_q(f"max by (run, rule) (increase(train_anomalies_total{{{RUN}}}[10m]))", "{{rule}} ({{run}})"),),
+        description="Rule firings in the last 10 minutes (max over the run's ranks: with consensus every "
+                    "rank fires the same events). Click a series for the rule's runbook.",
+        links=(RUNBOOK_LINK,)),
+    "anomalies_in_range": PanelDef(
+        "Anomalies in the time range", kind="stat",
+        queries=(_q(f"max by (run, rule) (increase(train_anomalies_total{{{RUN}}}[$__range])) > 0",
+                    "{{rule}} ({{run}})"),),
+        description="Rules that fired in the dashboard's time range, and how often. Click for the runbook.",
+        thresholds=((1, "orange"),), decimals=0, no_value="none", links=(RUNBOOK_LINK,)),
+    "runbooks": PanelDef("Runbooks", kind="text", content=_runbooks_markdown()),
+    "rollbacks": PanelDef("Rollbacks", queries=(_q(f"train_rollbacks_total{{{RUN}}}"),),
+                          description="Rollbacks to the last healthy checkpoint, total (every rank rolls back "
+                                      "together)."),
+    "rollbacks_in_range": PanelDef(
+        "Rollbacks in the time range", kind="stat", width=8,
+        queries=(_q(f"max by (run) (increase(train_rollbacks_total{{{RUN}}}[$__range]))", "{{run}}"),),
+        thresholds=((1, "orange"), (3, "red")), decimals=0,
+        description="After max_rollbacks (3 by default) the next request stops the run."),
+    "checkpoint_step": PanelDef("Last healthy checkpoint step", queries=(
+        _q(f"train_last_healthy_checkpoint_step{{{RUN}}}"),
+        _q(f"train_step{{{RUN}}}", "current step, rank {{rank}}"))),
+    "steps_since_healthy": PanelDef(
+        "Steps since the last healthy checkpoint", queries=(_q(STEPS_SINCE_HEALTHY),),
+        description="How much training a rollback would lose now. It should saw-tooth at checkpoint_every + "
+                    "healthy_after; a steady climb means checkpoints are not being marked healthy."),
+    "steps_since_healthy_now": PanelDef(
+        "Steps since the last healthy checkpoint (now)", kind="stat",
+        queries=(_q(f"max by (run) ({STEPS_SINCE_HEALTHY})", "{{run}}"),), decimals=0),
+    # ranks
+    "ranks_reporting": PanelDef("Ranks reporting", kind="stat", width=6, height=4,
+                                queries=(_q(f"count by (run) (train_step{{{RUN}}})", "{{run}}"),)),
+    "worst_vs_median": PanelDef(
+        "Slowest rank, x the job's median step time", kind="stat", width=6, height=4,
+        queries=(_q(f"max by (run) ({VS_MEDIAN_ALL})", "{{run}}"),), thresholds=STRAGGLER, decimals=2),
+    "oldest_step": PanelDef(
+        "Longest since a rank's last step", "s", kind="stat", width=6, height=4,
+        queries=(_q(f"max by (run) (time() - train_last_step_timestamp_seconds{{{RUN}}})", "{{run}}"),)),
+    "step_spread": PanelDef(
+        "Step spread across ranks", kind="stat", width=6, height=4, decimals=0,
+        queries=(_q(f"max by (run) (train_step{{{RUN}}}) - min by (run) (train_step{{{RUN}}})", "{{run}}"),),
+        description="Leading rank's step minus the last rank's: stays near 0 in a synchronous job."),
+    "step_mean_by_rank": PanelDef("Mean step time by rank (5m)", "s", (_q(_mean(STEP, RANK)),),
+                                  description="rate(_sum) / rate(_count) of train_step_duration_seconds."),
+    "step_p95_by_rank": PanelDef("p95 step time by rank (5m)", "s", (_q(_quantile(0.95, STEP, RANK)),)),
+    "vs_median_by_rank": PanelDef(
+        "Step time x the job's median (stragglers)", queries=(_q(VS_MEDIAN),), thresholds=STRAGGLER, decimals=2,
+        description="Each rank's mean step time over the median of all the run's ranks: 1 is typical, a "
+                    "straggler stands above (lines at 1.1 and 1.25)."),
+    "tps_by_rank": PanelDef("TPS per device by rank (last step)",
+                            queries=(_q(f"train_tokens_per_second_per_device{{{RANK}}}"),)),
+    "data_wait_by_rank": PanelDef("Mean data wait per step by rank (5m)", "s", (_q(_mean(WAIT, RANK)),)),
+    "since_last_step_by_rank": PanelDef("Seconds since each rank's last step", "s",
+                                        (_q(f"time() - train_last_step_timestamp_seconds{{{RANK}}}"),)),
+    "lag_by_rank": PanelDef(
+        "Steps behind the leading rank",
+        queries=(_q(f"max by (run) (train_step{{{RUN}}}) - on (run) group_right () "
+                    f"max by (run, rank) (train_step{{{RANK}}})"),),
+        description="A rank that stops advancing (hang, dead process) climbs here."),
+    "slowest_ranks": PanelDef(
+        "Slowest ranks (top 20 per run by mean step time, 5m)", "s", kind="table", width=24, height=10,
+        queries=(
+            _q(SLOWEST, column="mean step"),
+            _q(_among_slowest(VS_MEDIAN), column="x job median"),
+            _q(_among_slowest(_quantile(0.95, STEP, RANK)), column="p95 step"),
+            _q(_among_slowest(f"sum by (run, rank) (rate({WAIT}_sum{{{RANK}}}[5m])) / "
+                              f"sum by (run, rank) (rate({STEP}_sum{{{RANK}}}[5m]))"), column="data wait share"),
+            _q(_among_slowest(f"max by (run, rank) (time() - train_last_step_timestamp_seconds{{{RANK}}})"),
+               column="since last step"),
+            _q(_among_slowest(f"max by (run, rank) (train_step{{{RANK}}})"), column="step")),
+        units=(("x job median", "none"), ("data wait share", "percentunit"), ("step", "none"))),
 }
+
+
+@dataclass(frozen=True)
+class Annotation:
+    name: str
+    expr: str
+    color: str
+
+
+ANNOTATIONS = {
+    "rollbacks": Annotation("Rollbacks", f"max by (run) (changes(train_rollbacks_total{{{RUN}}}[2m])) > 0", "red"),
+    "anomalies": Annotation("Anomalies", f"max by (run, rule) (changes(train_anomalies_total{{{RUN}}}[2m])) > 0",
+                            "orange"),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    uid: str
+    title: str
+    description: str
+    rows: tuple[tuple[str, tuple[str, ...]], ...]
+    annotations: tuple[str, ...] = ("rollbacks", "anomalies")
+
+
+LAYOUTS: dict[str, Layout] = {
+    "training-run-overview.json": Layout(
+        "training-run-overview", "Training run overview",
+        "The run at a glance: optimisation, throughput, stability.",
+        (("Optimisation", ("loss", "grad_norm", "learning_rate", "loss_scale", "overflows")),
+         ("Throughput", ("tps", "tps_per_device", "mfu", "step_time", "data_wait_share", "data_wait",
+                         "since_last_step")),
+         ("Stability", ("anomalies", "rollbacks", "checkpoint_step")))),
+    "training-ranks.json": Layout(
+        "training-ranks", "Training ranks",
+        "Per-rank step time, stragglers against the job's median, throughput, data wait and liveness.",
+        (("Job", ("ranks_reporting", "worst_vs_median", "oldest_step", "step_spread")),
+         ("Step time by rank", ("step_mean_by_rank", "step_p95_by_rank", "vs_median_by_rank")),
+         ("Throughput, input and liveness by rank", ("tps_by_rank", "data_wait_by_rank", "since_last_step_by_rank",
+                                                     "lag_by_rank")),
+         ("Slowest ranks", ("slowest_ranks",))),
+        annotations=("rollbacks",)),
+    "training-stability.json": Layout(
+        "training-stability", "Training stability",
+        "Anomalies by rule, rollbacks, checkpoint health, loss scale and overflows, grad norm and loss.",
+        (("Anomalies and rollbacks", ("anomalies", "anomalies_in_range", "runbooks", "rollbacks",
+                                      "rollbacks_in_range", "steps_since_healthy_now")),
+         ("Checkpoint health", ("steps_since_healthy", "checkpoint_step")),
+         ("Loss scale and overflows", ("loss_scale", "overflows")),
+         ("Loss and gradients", ("loss", "grad_norm")))),
+}
+
+
+# ---------------------------------------------------------------------------------------------- building
+def _thresholds(steps) -> ThresholdsConfig:
+    return ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps(
+        [Threshold(value=None, color="green")] + [Threshold(value=float(v), color=c) for v, c in steps])
+
+
+def _panel(defn: PanelDef, pid: int):
+    if defn.kind == "text":
+        return (text.Panel().id(pid).title(defn.title).height(defn.height).span(defn.width)
+                .mode(TextMode.MARKDOWN).content(defn.content))
+    builder = {"timeseries": timeseries.Panel, "stat": stat.Panel, "table": table.Panel}[defn.kind]()
+    panel = builder.id(pid).title(defn.title).unit(defn.unit).datasource(DS).height(defn.height).span(defn.width)
+    if defn.description:
+        panel = panel.description(defn.description)
+    if defn.decimals is not None:
+        panel = panel.decimals(defn.decimals)
+    if defn.no_value:
+        panel = panel.no_value(defn.no_value)
+    if defn.links:
+        panel = panel.data_links([DashboardLink(t).type(DashboardLinkType.LINK).url(u).target_blank(True)
+                                  for t, u in defn.links])
+    if defn.thresholds:
+        panel = panel.thresholds(_thresholds(defn.thresholds))
+        if defn.kind == "timeseries":
+            panel = panel.thresholds_style(GraphThresholdsStyleConfig().mode(GraphThresholdsStyleMode.DASHED))
+    if defn.kind == "stat":
+        panel = panel.graph_mode(BigValueGraphMode.AREA).reduce_options(
+            ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    for i, q in enumerate(defn.queries):
+        target = Dataquery().expr(q.expr).ref_id("ABCDEFGH"[i])
+        if defn.kind == "table":
+            target = target.instant().format(PromQueryFormat.TABLE)
+        else:
+            target = target.legend_format(q.legend)
+        panel = panel.with_target(target)
+    if defn.kind == "table":
+        columns = {f"Value #{'ABCDEFGH'[i]}": q.column for i, q in enumerate(defn.queries)}
+        panel = (panel.with_transformation(DataTransformerConfig(id_val="merge", options={}))
+                 .with_transformation(DataTransformerConfig(id_val="organize", options={
+                     "excludeByName": {"Time": True},
+                     "indexByName": {name: i for i, name in enumerate(["run", "rank", *columns])},
+                     "renameByName": columns}))
+                 .sort_by([TableSortByFieldState().display_name(defn.queries[0].column).desc(True)]))
+        panel = panel.align(FieldTextAlignment.AUTO).inspect(False)
+        for column, unit in defn.units:
+            panel = panel.override_by_name(column, [DynamicConfigValue(id_val="unit", value=unit)])
+    return panel
+
+
+def build(layout: Layout, runbook_base: str | None = None) -> dict:
+    """The dashboard of ``layout`` as Grafana JSON (a dict). ``runbook_base``: default of the
+    ``runbook_base`` variable (where ``runbooks/<rule>.md`` are served); the rules' default when None."""
+    defs = [PANELS[key] for _, keys in layout.rows for key in keys]
+    texts = [q.expr for d in defs for q in d.queries] + [u for d in defs for _, u in d.links] + \
+            [d.content for d in defs]
+    dash = (Dashboard(layout.title).uid(layout.uid).description(layout.description).tags([TAG, "training", "mindspore"])
+            .refresh("10s").time("now-3h", "now").tooltip(DashboardCursorSync.CROSSHAIR)
+            .link(DashboardLink("Training dashboards").type(DashboardLinkType.DASHBOARDS).tags([TAG])
+                  .icon("external link").tooltip("The training monitor's dashboards")
+                  .as_dropdown(False).include_vars(True).keep_time(True))
+            .with_variable(DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
+            .with_variable(QueryVariable("run").label("Run").datasource(DS).query("label_values(train_step, run)")
+                           .multi(True).include_all(True).all_value(".*")
+                           .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)))
+    if any("$rank" in t for t in texts):
+        dash = dash.with_variable(
+            QueryVariable("rank").label("Rank").datasource(DS).query('label_values(train_step{run=~"$run"}, rank)')
+            .multi(True).include_all(True).all_value(".*").sort(VariableSort.NUMERICAL_ASC)
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
+    if any("${runbook_base}" in t for t in texts):
+        base = runbook_base if runbook_base is not None else _default_runbook_base()
+        dash = dash.with_variable(
+            TextBoxVariable("runbook_base").label("Runbooks at").default_value(base)
+            .description("Base URL of the runbooks/ folder (one page per rule: <base>/<rule>.md)"))
+    for key in layout.annotations:
+        a = ANNOTATIONS[key]
+        dash = dash.annotation(AnnotationQuery().name(a.name).datasource(DS).expr(a.expr).icon_color(a.color)
+                               .enable(True).hide(False))
+    pid = 0
+    for row, keys in layout.rows:
+        pid += 1
+        dash = dash.with_row(Row(row).id(pid))
+        for key in keys:
+            pid += 1
+            dash = dash.with_panel(_panel(PANELS[key], pid))
+    return json.loads(JSONEncoder(sort_keys=True, indent=2).encode(dash.build()))
 
 
 def overview() -> dict:
     """The run overview dashboard as Grafana JSON (a dict)."""
-    dash = (Dashboard("Training run overview").uid("training-run-overview").tags(["training", "mindspore"])
-            .refresh("10s").time("now-3h", "now")
-            .with_variable(DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
-            .with_variable(QueryVariable("run").label("Run").datasource(DS).query("label_values(train_step, run)")
-                           .multi(True).include_all(True)))
-    for row, panels in OVERVIEW.items():
-        dash = dash.with_row(Row(row))
-        for title, unit, targets in panels:
-            panel = Panel().title(title).unit(unit).datasource(DS).height(8).span(8)
-            for i, (expr, legend) in enumerate(targets):
-                panel = panel.with_target(Dataquery().expr(expr).legend_format(legend).ref_id("ABCDEFGH"[i]))
-            dash = dash.with_panel(panel)
-    return json.loads(JSONEncoder(sort_keys=True, indent=2).encode(dash.build()))
+    return build(LAYOUTS["training-run-overview.json"])
 
 
-DASHBOARDS = {"training-run-overview.json": overview}
+# file name -> function building that dashboard with the defaults
+DASHBOARDS = {name: functools.partial(build, layout) for name, layout in LAYOUTS.items()}
 
 
 def expressions(dashboard: dict) -> list[str]:
-    """Every PromQL expression of a dashboard's panels."""
-    return [t["expr"] for p in dashboard.get("panels", []) for t in p.get("targets", [])]
+    """Every PromQL expression of a dashboard: its panels' targets and its annotation queries."""
+    exprs = [t["expr"] for p in dashboard.get("panels", []) for t in p.get("targets", [])]
+    return exprs + [a["expr"] for a in dashboard.get("annotations", {}).get("list", []) if "expr" in a]
 
 
 def generate(folder: str | Path) -> list[Path]:
     """Write every dashboard to ``folder``; return the paths."""
     out = []
-    for name, build in DASHBOARDS.items():
+    for name, make in DASHBOARDS.items():
         path = Path(folder) / name
-        path.write_text(json.dumps(build(), indent=2, sort_keys=True) + "\n")
+        path.write_text(json.dumps(make(), indent=2, sort_keys=True) + "\n")
         out.append(path)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- model check
+def model_problems(dashboard: dict) -> list[str]:
+    """What in ``dashboard`` (Grafana JSON) the Grafana 11.6 dashboard model does not accept; [] when none.
+
+    The JSON is decoded with the grafana-foundation-sdk model classes (generated from Grafana's own
+    dashboard and panel schemas of that release), with every panel and datasource plugin of the SDK
+    registered, so panel options, field config and Prometheus queries decode into their typed classes too.
+    Reported: a panel type or query datasource the model does not know (it would stay an untyped bag), a
+    value whose type does not match the model's annotation (a string for a number, a value outside an
+    enum), and any key or value that does not survive the decode and re-encode (a key the model does not
+    have). The only difference the round trip may make is an empty object it adds for a missing one.
+    """
+    from grafana_foundation_sdk.cog import runtime
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models import dashboard as model
+
+    register_default_plugins()
+    problems = []
+    for i, p in enumerate(dashboard.get("panels", [])):
+        if p.get("type") != "row" and runtime.panelcfg_config(p.get("type", "")) is None:
+            problems.append(f"panels/{i}: panel type {p.get('type')!r} is not in the model")
+    decoded = model.Dashboard.from_json(json.loads(json.dumps(dashboard)))
+    for i, p in enumerate(decoded.panels or []):
+        for j, t in enumerate(getattr(p, "targets", None) or []):
+            if isinstance(t, runtime.UnknownDataquery):
+                problems.append(f"panels/{i}/targets/{j}: query of an unknown datasource type")
+    problems += _check(decoded, model.Dashboard, "")
+    again = json.loads(JSONEncoder(sort_keys=True).encode(decoded))
+    problems += _diff(_prune(dashboard), _prune(again), "")
+    return problems
+
+
+def _prune(value):
+    """``value`` without empty objects (the decoder adds empty ``custom`` objects)."""
+    if isinstance(value, dict):
+        out = {k: _prune(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v != {}}
+    if isinstance(value, list):
+        return [_prune(v) for v in value]
+    return value
+
+
+def _diff(original, again, path: str) -> list[str]:
+    if isinstance(original, dict) and isinstance(again, dict):
+        out = [f"{path}/{k}: not in the model (lost when decoded)" for k in original if k not in again]
+        out += [f"{path}/{k}: added by the model ({again[k]!r})" for k in again if k not in original]
+        return out + [p for k in original if k in again for p in _diff(original[k], again[k], f"{path}/{k}")]
+    if isinstance(original, list) and isinstance(again, list) and len(original) == len(again):
+        return [p for i, (a, b) in enumerate(zip(original, again)) for p in _diff(a, b, f"{path}/{i}")]
+    return [] if original == again else [f"{path}: {original!r} became {again!r}"]
+
+
+def _is_model(cls) -> bool:
+    return isinstance(cls, type) and cls.__module__.startswith("grafana_foundation_sdk.models.")
+
+
+def _check(value, hint, path: str) -> list[str]:
+    """Where ``value`` does not match the model annotation ``hint`` (recursively); [] when it does.
+
+    The SDK's decoder leaves a few typed lists as plain JSON (panel ``transformations`` and ``links``):
+    such a value is decoded here with the annotated class and must survive that round trip too.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    wrong = [f"{path}: {value!r} is not {getattr(hint, '__name__', hint)}"]
+    if hint in (typing.Any, object):  # panel options and custom field config: typed by the panel plugin
+        return _check(value, type(value), path) if _is_model(type(value)) else []
+    if hint is type(None):
+        return [] if value is None else wrong
+    if origin in (typing.Union, types.UnionType):
+        results = [_check(value, a, path) for a in args]
+        if any(r == [] for r in results):
+            return []
+        same = [r for a, r in zip(args, results) if isinstance(a, type) and _is_model(a) and isinstance(value, a)]
+        real = same or [r for a, r in zip(args, results) if a is not type(None)]
+        return real[0] if len(real) == 1 else wrong
+    if origin is typing.Literal:
+        return [] if value in args else wrong
+    if origin is list:
+        if not isinstance(value, list):
+            return wrong
+        return [p for i, v in enumerate(value) for p in _check(v, args[0], f"{path}/{i}")]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return wrong
+        return [p for k, v in value.items() for p in _check(k, args[0], path) + _check(v, args[1], f"{path}/{k}")]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return [] if isinstance(value, hint) or value in {m.value for m in hint} else wrong
+    if hint is bool:
+        return [] if isinstance(value, bool) else wrong
+    if hint is int:
+        return [] if isinstance(value, int) and not isinstance(value, bool) else wrong
+    if hint is float:
+        return [] if isinstance(value, (int, float)) and not isinstance(value, bool) else wrong
+    if _is_model(hint) and isinstance(value, dict):  # left undecoded by the SDK: decode it here
+        decoded = hint.from_json(json.loads(json.dumps(value)))
+        again = json.loads(JSONEncoder(sort_keys=True).encode(decoded))
+        return _check(decoded, hint, path) + _diff(_prune(value), _prune(again), path)
+    if not isinstance(hint, type):
+        raise TypeError(f"model annotation not understood: {hint!r}")
+    if not isinstance(value, hint):
+        return wrong
+    if not _is_model(type(value)):
+        return []
+    return [p for name, h in typing.get_type_hints(type(value)).items()
+            for p in _check(getattr(value, name, None), h, f"{path}/{name}")]
+
+
+# ---------------------------------------------------------------------------------------------- push
+class PushError(Exception):
+    """A push that did not go through; the message is one line and never holds the token."""
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without user:password and query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        host += f":{parts.port}" if parts.port else ""
+    except ValueError:
+        pass
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _reason(exc: BaseException) -> str:
+    """A short reason for a connection failure: the text of the innermost error of the chain."""
+    seen, e, last = set(), exc, exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        last = e
+        e = e.__cause__ or e.__context__ or getattr(e, "reason", None)
+        e = e if isinstance(e, BaseException) else None
+    text = getattr(last, "strerror", None) or str(last) or type(last).__name__
+    return text.splitlines()[0][:200]
+
+
+def _said(text) -> str:
+    """What a server said, on one line and at most 160 characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def push(url: str, token: str, folder: str | None = None, overwrite: bool = False,
+         runbook_base: str | None = None, timeout: float = 10.0) -> list[dict]:
+    """Upload every dashboard to the Grafana at ``url`` with grafana-client; return Grafana's answers.
+
+    ``folder``: title (or uid) of the folder to put them in, created when missing (None: the General
+    folder). ``overwrite``: replace a dashboard of the same uid. Raises PushError with a one-line
+    message (unreachable server, refused token, existing dashboard without ``overwrite``, ...).
+    """
+    from grafana_client import GrafanaApi
+    from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaTimeoutError
+    from niquests.exceptions import JSONDecodeError, RequestException
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise PushError(f"Grafana URL must look like http://HOST:PORT, got {_safe_url(url)!r}")
+    shown = _safe_url(url)
+    origin = _safe_url(urlunsplit((parts.scheme, parts.netloc, "", "", "")))  # Grafana's answers hold the sub-path
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    prefix = parts.path.strip("/") + "/" if parts.path.strip("/") else ""  # grafana-client appends "api"
+    api = GrafanaApi(auth=token, host=host, port=port, url_path_prefix=prefix, protocol=parts.scheme,
+                     timeout=timeout)
+    not_grafana = f"the server at {shown} does not answer like Grafana's HTTP API"
+
+    def call(what: str, fn, *args, kind=dict):
+        try:
+            answer = fn(*args)
+        except JSONDecodeError:
+            raise PushError(f"{not_grafana} (no JSON in the answer to {what}); check the URL") from None
+        except (RequestException, GrafanaTimeoutError) as exc:
+            raise PushError(f"cannot reach Grafana at {shown} ({_reason(exc)})") from None
+        except GrafanaClientError as exc:
+            message = _said(exc.response.get("message", "") if isinstance(exc.response, dict) else exc.response)
+            if exc.status_code == 401:
+                raise PushError(f"Grafana at {shown} refused the token (401 Unauthorized: {message}); "
+                                "check GRAFANA_TOKEN") from None
+            if exc.status_code == 403:
+                raise PushError(f"the token may not {what} on Grafana at {shown} (403: {message}); "
+                                "it needs the Editor role or above") from None
+            if exc.status_code == 412:
+                raise PushError(f"cannot {what}: it already exists on Grafana at {shown} ({message}); "
+                                "pass --overwrite to replace it") from None
+            raise PushError(f"Grafana at {shown} answered {exc.status_code} to {what}: {message}") from None
+        except GrafanaException as exc:
+            if exc.status_code == 0:
+                raise PushError(f"cannot reach Grafana at {shown} ({_reason(exc)})") from None
+            raise PushError(f"Grafana at {shown} answered {exc.status_code} to {what}: {_said(exc.message)}") from None
+        if not isinstance(answer, kind):
+            raise PushError(f"{not_grafana} (to {what}: {str(answer)[:80]!r}); check the URL")
+        return answer
+
+    def clean(e: PushError) -> PushError:
+        message = " ".join(str(e).split())  # one line, whatever the server said
+        return PushError(message.replace(token, "***") if token else message)
+
+    try:
+        folder_uid = None
+        if folder:
+            found = [f for f in call("list folders", api.folder.get_all_folders, kind=list)
+                     if isinstance(f, dict) and folder in (f.get("title"), f.get("uid"))]
+            created = found[0] if found else call(f"create folder {folder!r}", api.folder.create_folder, folder)
+            folder_uid = created["uid"]
+        answers = []
+        for name, make in DASHBOARDS.items():
+            dash = make(runbook_base=runbook_base)
+            body = {"dashboard": dash, "overwrite": overwrite, "message": "monitor dashboards push"}
+            if folder_uid is not None:
+                body["folderUid"] = folder_uid
+            answer = call(f"save dashboard {dash['title']!r} (uid {dash['uid']})", api.dashboard.update_dashboard,
+                          body)
+            answers.append({"title": dash["title"], "uid": answer.get("uid", dash["uid"]),
+                            "url": origin + answer.get("url", ""), "version": answer.get("version"),
+                            "folder_uid": folder_uid})
+        return answers
+    except PushError as exc:
+        raise clean(exc) from None
