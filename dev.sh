@@ -25,7 +25,7 @@ setup_venv() {
       "$PY" -m venv .venv
     fi
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[mindformers,test]'
+    .venv/bin/python -m pip install -q -e '.[mindformers,grafana,test]'
     touch .venv/.installed
   fi
 }
@@ -38,7 +38,7 @@ case "$cmd" in
     exec .venv/bin/monitor demo "$@" ;;
   test)
     setup_venv
-    command -v promtool >/dev/null || apt_install prometheus
+    command -v promtool >/dev/null || apt_install prometheus; command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null || apt_install prometheus-alertmanager
     exec .venv/bin/python -m pytest "$@" ;;
   *)
     echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2

@@ -548,9 +548,12 @@ def push(url: str, token: str, folder: str | None = None, overwrite: bool = Fals
     folder). ``overwrite``: replace a dashboard of the same uid. Raises PushError with a one-line
     message (unreachable server, refused token, existing dashboard without ``overwrite``, ...).
     """
-    from grafana_client import GrafanaApi
-    from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaTimeoutError
-    from niquests.exceptions import JSONDecodeError, RequestException
+    try:
+        from grafana_client import GrafanaApi
+        from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaTimeoutError
+        from niquests.exceptions import JSONDecodeError, RequestException
+    except ImportError:
+        raise PushError("pushing dashboards needs grafana-client: pip install 'training-monitor[grafana]'") from None
 
     parts = urlsplit(url)
     try:
