@@ -2,11 +2,12 @@
 import sys
 
 from .cpu import LossScaleTrainStep, mindformers_train_step
+from .data import SkippableSource
 from .lr import ScaledLearningRate
 from .training_monitor import TrainingMonitor
 
-__all__ = ["TrainingMonitor", "ScaledLearningRate", "LossScaleTrainStep", "mindformers_train_step",
-           "register_mindformers"]
+__all__ = ["TrainingMonitor", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
+           "mindformers_train_step", "register_mindformers"]
 
 
 def register_mindformers() -> bool:

@@ -25,6 +25,7 @@ from monitor.rules import Rules
 from monitor.watchdog import Watchdog
 
 from .consensus import RankConsensus
+from .data import SkippableSource, find_skippable
 from .outputs import read_step_outputs
 from .rollback import restore_train_state, save_train_state, train_optimizer
 
@@ -75,7 +76,9 @@ class TrainingMonitor(Callback):
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again (the
     rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and
-    last). Past ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with
+    last). A rule whose actions include ``skip_batches`` also skips its ``skip_extra_batches`` further
+    batches ahead of the data reader when the dataset is fed by a :class:`callbacks.SkippableSource`
+    (found in the pipeline by itself); the event log records the skipped positions. Past ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with
     ``exit_on_stop``, the process exits with status 1 and that reason once ``Model.train`` has wound
     down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
@@ -144,6 +147,7 @@ class TrainingMonitor(Callback):
         self._watchdog: Watchdog | None = None
         self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
+        self._source: SkippableSource | None = None
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -215,6 +219,7 @@ class TrainingMonitor(Callback):
             self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
+        self._source = find_skippable(cb.get("train_dataset"))
         mine = cb.list_callback.index(self) if self in cb.list_callback else 0
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
         self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
@@ -263,11 +268,15 @@ class TrainingMonitor(Callback):
             if self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0:
                 self._save(cb, step)
             return
-        self.ledger.anomaly(min(e.onset_step for e in events))
         onset = Engine.rollback_onset(events)
         action = "alerted"
-        if onset is not None:
+        if onset is not None:  # a rule that distrusts the model state: checkpoints since its onset are suspect
+            self.ledger.anomaly(onset)
             action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
+        extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
+                     if "skip_batches" in e.actions), default=0)
+        if extra:
+            action += f"; {self._skip(extra, step)}"
         if any("stop" in e.actions for e in events):
             self._stop(run_context, f"rule {events[0].rule} asks to stop at step {step}")
         if self.stop_reason:
@@ -340,6 +349,18 @@ class TrainingMonitor(Callback):
         logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",
                        self.rank, step, target.step, target.path, self.cfg.lr_factor)
         return f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} (now x{scale:g})"
+
+    def _skip(self, n: int, step: int) -> str:
+        """The ``skip_batches`` action: skip ``n`` batches ahead of the data reader; return it in words."""
+        if self._source is None:
+            logger.warning("step {}: skip_batches asks to skip {} batches, but the dataset is not fed by a "
+                           "callbacks.SkippableSource; nothing skipped", step, n)
+            return "batches not skipped (the dataset is not skippable)"
+        first, last = self._source.skip(n)
+        self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
+                              "rank": self.rank, "time": time.time()})
+        logger.warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first, last, step)
+        return f"skipped data positions {first}-{last}"
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason

@@ -14,7 +14,10 @@ import yaml
 from .config import did_you_mean
 
 SEVERITIES = ("info", "warning", "critical")
-ACTIONS = ("alert", "rollback", "stop")
+ACTIONS = ("alert", "rollback", "skip_batches", "stop")
+
+
+GENERIC = {"enabled": True, "skip_extra_batches": 0}  # settings every rule accepts, with their defaults
 
 
 class RulesError(ValueError):
@@ -23,7 +26,9 @@ class RulesError(ValueError):
 
 @dataclass(frozen=True)
 class RuleConfig:
-    """One rule's settings. ``params`` holds the detector-specific keys (window, threshold...)."""
+    """One rule's settings. ``params`` holds the detector-specific keys (window, threshold...).
+    ``skip_extra_batches``: batches the ``skip_batches`` action skips beyond those already consumed
+    (a setting every rule accepts; 0 by default)."""
 
     id: str
     severity: str
@@ -31,6 +36,7 @@ class RuleConfig:
     warmup_steps: int
     cooldown_steps: int
     enabled: bool = True
+    skip_extra_batches: int = 0
     params: dict = field(default_factory=dict)
 
 
@@ -100,10 +106,10 @@ class Rules:
                 raise RulesError(f"{where}: expected a mapping of settings, got {body!r}")
             for key, value in body.items():
                 kwhere = f"{at((rid, key))}: {rid}.{key}"
-                if key == "enabled":
-                    merged[rid][key] = _check(value, True, kwhere)
+                if key in GENERIC:
+                    merged[rid][key] = _check(value, GENERIC[key], kwhere)
                 elif key not in merged[rid]:
-                    known = sorted([*merged[rid], "enabled"])
+                    known = sorted([*merged[rid], *GENERIC])
                     raise RulesError(f"{kwhere}: unknown setting ({did_you_mean(key, known)}known: {', '.join(known)})")
                 else:
                     merged[rid][key] = _check(value, merged[rid][key], kwhere)
@@ -114,7 +120,8 @@ class Rules:
             self.rules[rid] = RuleConfig(
                 id=rid, severity=body.pop("severity"), actions=tuple(body.pop("actions")),
                 warmup_steps=body.pop("warmup_steps"), cooldown_steps=body.pop("cooldown_steps"),
-                enabled=body.pop("enabled", True), params=body)
+                enabled=body.pop("enabled", True), skip_extra_batches=body.pop("skip_extra_batches", 0),
+                params=body)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "Rules":

@@ -184,10 +184,10 @@ def wait_until(fn, timeout: float, what: str, interval: float = 0.25):
 class Process:
     """A server process started for a test; its output is kept in a log file for failure messages."""
 
-    def __init__(self, args: list[str], log_path: str):
+    def __init__(self, args: list[str], log_path: str, env: dict | None = None):
         self.log_path = log_path
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def output(self) -> str:
         self.log.flush()

@@ -163,3 +163,34 @@ def test_alertmanager_webhook_payload_becomes_alerts():
     assert a.starts_at == pytest.approx(1796047200.123456)
     with pytest.raises(ValueError):
         Alert.from_alertmanager({"annotations": {}})
+
+
+def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(receiver):
+    import urllib.error
+
+    from monitor.relay import Relay
+
+    cfg, _ = AlertsConfig.load({"sinks": [{"name": "team", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K"},
+                                          {"name": "other", "type": "slack", "url": f"{receiver.url}/slack/x"}]})
+    relay = Relay(cfg, port=0).start()
+    base = f"http://127.0.0.1:{relay.port}"
+    payload = {"version": "4", "status": "firing", "receiver": "relay", "alerts": [
+        {"status": "firing", "labels": {"alertname": "TrainingRankStraggler", "run": "r7", "rank": str(r),
+                                        "severity": "warning"},
+         "annotations": {"summary": f"rank {r} is 40% slower than the median",
+                         "runbook_url": "https://x/runbooks/rank_straggler.md"},
+         "startsAt": "2026-11-30T14:00:00Z"} for r in (3, 5)]}
+    try:
+        assert http_json(f"{base}/alerts/team", payload) == {"queued": 2}
+        (msg,) = receiver.wait_for("/wecom")
+        text = text_of(msg)
+        assert "2 training alerts on r7" in text and "rank 3" in text and "rank 5" in text
+        assert "https://x/runbooks/rank_straggler.md" in text and not receiver.delivered("/slack")
+        for path, body, code in (("/alerts/nope", payload, 404), ("/alerts", {"no": "alerts"}, 400),
+                                 ("/other", payload, 404)):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                http_json(base + path, body)
+            assert err.value.code == code
+        assert http_json(f"{base}/healthz")["team"]["sent"] == 2
+    finally:
+        relay.close(2)

@@ -122,7 +122,7 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
         "loss_spike:\n  threshold: high\n": ":2: loss_spike.threshold: expected a non-negative number",
         "loss_spike:\n  window: 10\n  treshold: 3\n": ":3: loss_spike.treshold: unknown setting",
         "lose_spike:\n  threshold: 3\n": ":1: lose_spike: unknown rule",
-        "nan_inf:\n  actions: [page]\n": ":2: nan_inf.actions: expected a list of alert, rollback, stop",
+        "nan_inf:\n  actions: [page]\n": ":2: nan_inf.actions: expected a list of alert, rollback, skip_batches, stop",
         "nan_inf:\n  severity: fatal\n": ":2: nan_inf.severity: expected one of info, warning, critical",
         "nan_inf: [\n": ": not valid YAML",
     }

@@ -1,4 +1,5 @@
 """Real MindSpore training on CPU with TrainingMonitor attached: rollback, LR, metrics, failures."""
+import json
 import math
 import os
 import socket
@@ -7,6 +8,7 @@ import time
 import urllib.request
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 import pytest
 from mindspore import Tensor, nn
@@ -81,8 +83,9 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
 
     # the run went on to the end from step 30 and finished finite
     assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
-    log = (tmp_path / "events_rank0.jsonl").read_text().splitlines()
-    assert '"rule": "nan_inf"' in log[0] and '"action": "rollback"' in log[1]
+    log = [json.loads(line) for line in (tmp_path / "events_rank0.jsonl").read_text().splitlines()]
+    at = [i for i, e in enumerate(log) if e.get("rule") == "nan_inf"]
+    assert len(at) == 1 and log[at[0] + 1]["action"] == "rollback"  # the event, then what was done about it
 
 
 def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
@@ -249,3 +252,32 @@ def test_counted_real_tokens_instead_of_batch_times_sequence(tmp_path):
     assert counted == [BATCH * SEQ - 1] * 6
     assert mon.metrics.tokens == 6 * (BATCH * SEQ - 1)
     mon.close()
+
+
+def test_skip_batches_skips_extra_batches_ahead_of_the_reader_and_records_them(tmp_path):
+    rules = {"nan_inf": {"actions": ["alert", "rollback", "skip_batches"], "skip_extra_batches": 5}}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
+                          rules=rules)
+    prefetch = ds.config.get_prefetch_size()
+    ds.config.set_prefetch_size(2)  # the reader runs ahead of the trainer by the pipeline's prefetch depth
+    try:
+        _, _, source = train([mon], steps=60, poison={44}, skippable=True)
+    finally:
+        ds.config.set_prefetch_size(prefetch)
+    assert [rb["at_step"] for rb in mon.rollbacks] == [45]
+    skips = [json.loads(line) for line in open(tmp_path / "events_rank0.jsonl") if '"skip_batches"' in line]
+    (skip,) = [s for s in skips if s.get("action") == "skip_batches"]
+    first, last = skip["source_positions"]
+    assert last - first == 4 and first >= 45  # ahead of what the trainer had consumed (prefetch)
+    assert not set(range(first, last + 1)) & set(source.served[:60])  # never handed to the trainer
+    assert mon.trainer_step == 60  # the epoch keeps its length: it ends with batches 0-4 again
+    assert source.served[55:60] == [0, 1, 2, 3, 4]
+
+
+def test_skip_batches_without_a_skippable_source_says_so_and_trains_on(tmp_path, log_lines):
+    rules = {"nan_inf": {"actions": ["alert", "rollback", "skip_batches"], "skip_extra_batches": 5}}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
+                          rules=rules)
+    train([mon], steps=50, poison={44})
+    assert mon.trainer_step == 50 and len(mon.rollbacks) == 1
+    assert any("not fed by a callbacks.SkippableSource" in line for line in log_lines)

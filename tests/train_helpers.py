@@ -3,6 +3,9 @@ import mindspore as ms
 from mindspore import nn
 from mindspore.train import Callback, Model
 
+import mindspore.dataset as ds
+
+from callbacks import SkippableSource
 from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
 
 SEQ, BATCH = 16, 4
@@ -13,17 +16,32 @@ def tiny_net():
     return TinyLM(seq_len=SEQ, hidden=32, layers=1, heads=2)
 
 
-def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0):
+class Served(ByteWindows):
+    """ByteWindows that remembers which batch indices it handed out, in order."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.served = []
+
+    def __getitem__(self, i):
+        self.served.append(i)
+        return super().__getitem__(i)
+
+
+def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0, skippable=False):
     """Train ``steps`` steps of plain SGD (fixed LR, a Parameter) with ``nn.TrainOneStepCell`` unless
-    ``cell(net, opt)`` builds another step cell. Returns ``(net, opt, source)``."""
+    ``cell(net, opt)`` builds another step cell. With ``skippable`` the batches come through a
+    :class:`SkippableSource` (``source.served`` lists the batch indices read). Returns ``(net, opt, source)``."""
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     ms.set_seed(seed)
     net = tiny_net()
-    source = ByteWindows(CORPUS, SEQ, BATCH, steps, seed)
+    source = Served(CORPUS, SEQ, BATCH, steps, seed)
     source.poison = set(poison)
     opt = nn.SGD(net.trainable_params(), learning_rate=lr)
     step_cell = cell(net, opt) if cell else nn.TrainOneStepCell(net, opt)
-    Model(step_cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
+    data = make_dataset(source) if not skippable else ds.GeneratorDataset(
+        SkippableSource(source), column_names=["input_ids", "loss_mask"], shuffle=False, python_multiprocessing=False)
+    Model(step_cell).train(1, data, callbacks=callbacks, dataset_sink_mode=False)
     return net, opt, source
 
 
