@@ -6,6 +6,7 @@ when Prometheus scrapes, in the HTTP server's thread. That keeps the per-step co
 from __future__ import annotations
 
 import math
+import time
 from bisect import bisect_left
 
 from loguru import logger
@@ -73,6 +74,7 @@ class Metrics(Collector):
         self.tokens = self.overflow_steps = self.rollbacks = 0
         self.anomalies = {rule: 0 for rule in rules}
         self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
+        self.created = time.time()  # exported as the counters' _created: lets alert rules tell a young process
         self.alert_stats = None  # callable giving AlertSender.stats(), when alerts are configured
         self.registry = CollectorRegistry()
         self.registry.register(self)
@@ -154,7 +156,7 @@ class Metrics(Collector):
             yield c
         c = CounterMetricFamily("train_anomalies", "Anomaly events, by rule.", labels=names + ["rule"])
         for rule, n in sorted(self.anomalies.items()):
-            c.add_metric(values + [rule], n)
+            c.add_metric(values + [rule], n, created=self.created)
         yield c
         if self.alert_stats is not None:
             c = CounterMetricFamily("train_alerts", "Alerts handed to each sink, by outcome (sent, failed, "
