@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 from collections import deque
 from pathlib import Path

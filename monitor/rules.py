@@ -1,10 +1,6 @@
 """Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``)."""
 from __future__ import annotations
 
-import math
-from bisect import bisect_left, insort
-from abc import ABC, abstractmethod
-from collections import deque
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path

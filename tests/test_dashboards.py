@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from monitor import dashboards as dashmod
 from monitor.cli import main
-from monitor.dashboards import DASHBOARDS, PANELS, expressions, model_problems
+from monitor.dashboards import DASHBOARDS, PANELS, expressions
+from monitor.grafana import model_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 # what Grafana puts in place of the variables when it sends a query ("All" is ".*" for run and rank)
