@@ -78,6 +78,32 @@ def test_grad_norm_spike_ignores_overflow_steps():
     assert (ev.rule, ev.step, ev.onset_step, ev.value, ev.severity) == ("grad_norm_spike", 165, 164, 50.0, "warning")
 
 
+def test_grad_norm_spike_with_the_loss_up_on_the_same_step_needs_no_confirmation():
+    loss = noisy_losses(170)
+    recs = [StepRecord(i + 1, loss=loss[i], grad_norm=1.0 + 0.05 * (i % 5)) for i in range(160)]
+    # the update of step 160 was a surge: step 161's grad norm and loss both jump
+    surge = recs + [StepRecord(161, loss=loss[160] * 1.4, grad_norm=50.0)]
+    (ev,) = [e for e in run(surge) if e.rule == "grad_norm_spike"]
+    assert (ev.step, ev.onset_step) == (161, 161)
+    # the same grad norm with the loss where it was waits for the next step
+    alone = recs + [StepRecord(161, loss=loss[160], grad_norm=50.0)]
+    assert run(alone) == []
+    assert run(surge[:-1] + [StepRecord(161, loss=loss[160] * 1.4, grad_norm=50.0)],
+               Rules({"grad_norm_spike": {"confirm_loss_sigma": 0.0}, "loss_spike": {"enabled": False}})) == []
+    assert [e.step for e in run(alone + [StepRecord(162, loss=loss[161], grad_norm=40.0)])] == [162]
+
+
+def test_overflow_at_a_loss_scale_the_dynamic_scaler_cannot_reach_fires_at_once():
+    loss = noisy_losses(60)
+    calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
+    clean = [StepRecord(11 + i, loss=loss[10 + i], overflow=False, loss_scale=2.0 ** 22) for i in range(30)]
+    grown = [StepRecord(41, loss=loss[40], overflow=True, loss_scale=2.0 ** 23)]  # a healthy growth, then overflow
+    assert run(calib + clean + grown) == []
+    stale = [StepRecord(41, loss=loss[40], overflow=True, loss_scale=2.0 ** 29)]
+    (ev,) = run(calib + clean + stale)
+    assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("overflow_storm", 41, 41, 2.0 ** 29)
+
+
 def test_overflow_storm_after_calibration_only():
     loss = noisy_losses(60)
     calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
