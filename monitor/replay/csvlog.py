@@ -1,25 +1,32 @@
-"""Parser for CSV logs with named columns: the monitor's own record log, or any trainer's CSV export.
+"""CSV logs with named columns: the monitor's own record log (``records_rank<r>.csv``), or any trainer's CSV
+export. The header row names the columns (the names of :mod:`.fields`); other columns are ignored::
 
-The header row names the columns; recognised names (case-insensitive) map to :class:`StepRecord`
-fields: ``step``/``iteration``/``global_step``, ``loss``/``train_loss``/``lm_loss``, ``grad_norm``/
-``global_norm``, ``loss_scale``, ``overflow``, ``lr``/``learning_rate``, ``step_time_s``, ``data_wait_s``,
-``tokens``, ``rank``, ``timestamp``, ``steps``, ``mfu``. Other columns are ignored; a row that does not
-parse is skipped (and counted).
+    step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu
+    1,10.62,1.53,65536.0,False,1e-05,0.41,0.002,16384,0,1714550400.1,1,
+
+Lines before the header, a repeated header, rows with the wrong number of cells or an unreadable cell are
+skipped (and counted). A row with an empty loss is a step without a loss, as the live run saw it.
 """
 from __future__ import annotations
 
 import csv
 
-from ..record import StepRecord
+from . import base
+from .base import HEADER, NO_STEP
+from .fields import ALIASES, canonical, record  # noqa: F401 (ALIASES: the table, re-exported)
 
 NAME = "csv"
-ALIASES = {"iteration": "step", "global_step": "step", "train_loss": "loss", "lm_loss": "loss",
-           "global_norm": "grad_norm", "learning_rate": "lr"}
-KINDS = {"step": int, "rank": int, "steps": int, "tokens": int, "overflow": lambda v: v.lower() in ("true", "1")}
+
+
+def _cells(line: str) -> list[str]:
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return []
 
 
 def _columns(line: str) -> list[str] | None:
-    names = [ALIASES.get(n.strip().lower(), n.strip().lower()) for n in next(csv.reader([line]), [])]
+    names = [canonical(n) for n in _cells(line)]
     return names if "step" in names and "loss" in names else None
 
 
@@ -28,24 +35,26 @@ def detect(line: str) -> bool:
     return "," in line and _columns(line) is not None
 
 
-class Parser:
+class Parser(base.Parser):
     name = NAME
 
-    def __init__(self):
+    def __init__(self, rank: int = 0):
+        super().__init__(rank)
         self.columns: list[str] | None = None
+        self.header = ""
 
-    def feed(self, line: str):
+    def parse(self, line):
         if self.columns is None:
             self.columns = _columns(line)
-            return None
-        values = next(csv.reader([line]), [])
+            if self.columns is not None:
+                self.header = line.strip()
+                return HEADER
+            return NO_STEP if line.strip() else base.BLANK
+        if not line.strip():
+            return base.BLANK
+        if line.strip() == self.header:
+            return HEADER
+        values = _cells(line)
         if len(values) != len(self.columns):
-            return None
-        fields = {}
-        try:
-            for name, text in zip(self.columns, values):
-                if name in StepRecord.__dataclass_fields__ and text.strip() not in ("", "None"):
-                    fields[name] = KINDS.get(name, float)(text.strip())
-        except ValueError:
-            return None
-        return StepRecord(**fields) if "step" in fields else None
+            return base.CELLS
+        return record(zip(self.columns, (v.strip() for v in values)), self.rank, need_loss=False)

@@ -1,0 +1,132 @@
+"""What every replay parser shares: the parser contract, trainer reports, skip reasons, number parsing.
+
+The contract: ``Parser(rank).feed(line)`` returns
+
+* a :class:`~monitor.record.StepRecord` (a step the trainer logged),
+* a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout), or
+* None, with ``parser.reason`` telling why: one of the skip reasons below, or :data:`MERGED` when the
+  line's values were added to the record returned before (a timing line printed after its step line).
+
+The runner judges a record only when the next record or report arrives (or at the end of the input), so a
+parser may still add to :attr:`Parser.last` from the lines that follow it.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..record import StepRecord
+
+# Why a line gave no record. Each skipped line is counted under exactly one of these.
+BLANK = "blank line"
+NO_STEP = "no step fields"               # an ordinary log line
+NO_LOSS = "step line without loss"       # a step marker but no loss: another metric's line, or cut short
+NUMBER = "unparsable number"
+PROGRESS = "progress bar"
+SUMMARY = "summary or evaluation line"   # epoch averages, validation loss, end-of-training totals
+HEADER = "header"
+DUPLICATE = "duplicate step"             # the very same record twice (a log captured twice)
+REPEATED = "repeated trainer message"    # the same timeout reported again for the same step and rank
+NOT_JSON = "not a JSON object"
+CELLS = "wrong number of cells"
+UNKNOWN_RULE = "unknown rule"           # a report (an event log line) of a rule the rules do not have
+RULE_DISABLED = "rule disabled"          # a report of a rule the rules file turns off
+OTHER_TAG = "other tag"
+MERGED = "merged"                        # not a skip: the line completed the record before it
+
+
+class Report(NamedTuple):
+    """A trainer's own report, published through the rule ``rule`` (``(rule, step, value, message)`` is enough)."""
+
+    rule: str
+    step: int
+    value: float | None
+    message: str
+    rank: int | None = None
+    onset: int | None = None
+    source: str = "trainer"
+    details: str = ""
+
+
+def number(text: str) -> float | None:
+    """``"10.649"``, ``"[2.244/2.244]"`` (first), ``"[0.]"``, ``"103328ms"``, ``"2.8T"``, ``"nan"``,
+    ``"tensor(1.5, device='cuda:0')"`` -> float; anything else (``"[1 31049]"``, ``"abc"``) -> None."""
+    t = text.strip().strip("[]").split("/")[0].strip()
+    if t.startswith("tensor("):
+        t = t[7:].split(",")[0].rstrip(")")
+    t = t.removesuffix("ms").removesuffix("T").rstrip("%").strip()
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+class Parser:
+    """Base of every format's parser. Subclasses implement :meth:`parse`.
+
+    ``parse(line)`` returns a record, a :class:`Report`, a skip reason (str), or None for a line that is not
+    this format's own; with :attr:`messages` on, such a line is then checked for a trainer message
+    (:mod:`.messages`: DeepSpeed overflows, NCCL/HCCL timeouts) before it counts as ``no step fields``.
+    """
+
+    name = ""
+    messages = False
+
+    def __init__(self, rank: int = 0):
+        self.rank = rank
+        self.last: StepRecord | None = None
+        self.reason = ""
+        self.overflow_lines = 0  # overflow messages since the last step line of the format itself
+        self._reported: tuple[int, set] = (-1, set())
+
+    @property
+    def step(self) -> int:
+        """The last step seen (0 before the first)."""
+        return self.last.step if self.last is not None else 0
+
+    def next_step(self) -> int:
+        """The step an overflow message belongs to: the one after the last step seen."""
+        return self.step + 1
+
+    def feed(self, line):
+        item = self.parse(line)
+        if item is None and self.messages:
+            item = messages.match(line, self)
+        if item is None:
+            item = NO_STEP if line.strip() else BLANK
+        cls = item.__class__
+        if cls is str:
+            self.reason = item
+            return None
+        if cls is StepRecord:
+            self.last = item
+        return item
+
+    def parse(self, line):
+        raise NotImplementedError
+
+    def record(self, step: int, **fields) -> StepRecord:
+        return StepRecord(step=step, rank=self.rank, **fields)
+
+    def merge(self, **fields) -> str:
+        """Add ``fields`` (those not None) to the last record; the reason to return for the line."""
+        if self.last is None:
+            return SUMMARY
+        for key, value in fields.items():
+            if value is not None:
+                setattr(self.last, key, value)
+        return MERGED
+
+    def once(self, report: Report) -> Report | str:
+        """``report``, or :data:`REPEATED` when the same rule and rank were already reported at this step."""
+        step, seen = self._reported
+        if step != report.step:
+            seen = set()
+            self._reported = (report.step, seen)
+        key = (report.rule, report.rank)
+        if key in seen:
+            return REPEATED
+        seen.add(key)
+        return report
+
+
+from . import messages  # at the end: messages imports the names above

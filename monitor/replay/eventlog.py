@@ -1,0 +1,47 @@
+"""This project's own event log (``events_rank<r>.jsonl``, written by :class:`monitor.events.EventLog`), one
+event per line, re-reported with its rule, step, onset, value, message, rank and source::
+
+    {"rule": "loss_spike", "step": 151, "onset_step": 151, "value": 4.28, "severity": "critical", "message": "loss 4.28 at step 151 ..", "source": "rule", "actions": ["alert", "rollback"], "rank": 0, "runbook": "runbooks/loss_spike.md", "details": "", "time": 1714550400.1}
+
+The rollback and stop records of the same log (``{"action": "rollback", ..}``) are skipped as summaries.
+Severity and actions come from the rules in force, not from the log.
+"""
+from __future__ import annotations
+
+from . import base
+from .base import NOT_JSON, NUMBER, SUMMARY, Report
+from .jsonl import json_object
+
+NAME = "events"
+
+
+def detect(line: str) -> bool:
+    """True when ``line`` is an event of the monitor's event log."""
+    if '"onset_step"' not in line:
+        return False
+    obj = json_object(line)
+    return obj is not None and "rule" in obj and "onset_step" in obj
+
+
+def _value(v) -> float | None:
+    return None if v is None else float(v)  # NaN/Inf are written as "nan"/"inf"
+
+
+class Parser(base.Parser):
+    name = NAME
+
+    def parse(self, line):
+        obj = json_object(line)
+        if obj is None:
+            return NOT_JSON if line.strip() else base.BLANK
+        if "rule" not in obj:
+            return SUMMARY if "action" in obj else base.NO_STEP
+        try:
+            step, onset = int(obj["step"]), int(obj.get("onset_step", obj["step"]))
+            value = _value(obj.get("value"))
+            rank = int(obj.get("rank", self.rank))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return NUMBER
+        return Report(str(obj["rule"]), step, value,
+                      str(obj.get("message", "")), rank, onset, str(obj.get("source", "rule")),
+                      str(obj.get("details", "")))

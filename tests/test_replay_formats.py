@@ -1,0 +1,331 @@
+"""``monitor replay`` on the formats no shared sample covers. Each input follows the line its trainer prints, as
+read in the trainer's source (cited at each test); the TensorBoard files are written with TensorBoard itself."""
+import math
+
+import pytest
+
+from monitor.replay import (
+    ReplayError,
+    csvlog,
+    hf,
+    jsonl,
+    megatron,
+    replay_file,
+    replay_paths,
+)
+from monitor.replay.base import MERGED, Report
+from monitor.rules import Rules
+
+
+def write(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode())
+    return str(path)
+
+
+def losses(n, spike_at=None, nan_at=None):
+    """A slowly falling, slightly noisy loss per step 1..n, with an optional spike or NaN."""
+    return {s: math.nan if s == nan_at else 9.0 if s == spike_at else 3.0 - 0.001 * s + 0.01 * (s % 3)
+            for s in range(1, n + 1)}
+
+
+# mindspore/python/mindspore/train/callback/_loss_monitor.py: print("epoch: %s step: %s, loss is %s" % ...)
+# (step counted within the epoch) and its NaN stop "In epoch: {} step: {}, loss is NAN or INF, training process
+# cannot continue, terminating training."; _time_monitor.py: "{mode} epoch time: {:5.3f} ms, per step time:
+# {:5.3f} ms" + " (data time: {:5.3f} ms)"; _flops_collector.py: "Train epoch time: .. ms, per step time: .. ms,
+# mfu:0.47% hfu:0.47%" (docstring), 'time_monitor{type="per_step_time"} {} {}' + " mfu:..% hfu:..%", and
+# "{mode} per step time: {:5.3f} ms" + " mfu:..% hfu:..%".
+def test_mindspore_loss_time_and_flops_monitors(tmp_path):
+    lines = []
+    for s, loss in losses(30).items():
+        epoch, step = (s - 1) // 10 + 1, (s - 1) % 10 + 1
+        lines.append(f"epoch: {epoch} step: {step}, loss is {loss}")
+        if step == 10:
+            lines.append("Train epoch time: 5012.345 ms, per step time: 501.234 ms (data time: 2.500 ms)")
+    lines[2] = "epoch: 1 step: 3, loss is Tensor(shape=[], dtype=Float32, value= 2.987)"
+    lines += ["Train per step time: 135.572 ms mfu:0.47% hfu:0.47%",
+              "Eval epoch time: 100.000 ms, per step time: 10.000 ms",
+              "Eval result: epoch 3, metrics: {'acc': 0.9}",
+              'time_monitor{type="per_step_time"} 140.5 1714550400123 mfu:31.25% hfu:33.10%',
+              ("ValueError: In epoch: 4 step: 1, loss is NAN or INF, training process cannot continue, "
+               "terminating training.")]
+    res = replay_file(write(tmp_path, "ms.log", "\n".join(lines) + "\n"))
+    assert res.format == "mindspore" and res.records == 30 and res.merged_lines == 5
+    assert res.skipped == {"summary or evaluation line": 2}
+    assert [(e.rule, e.step, e.source) for e in res.events] == [("nan_inf", 31, "trainer")]
+    # epochs of 10 steps: epoch 3 step 10 is step 30; the time and MFU lines completed it
+    assert (res.last.step, res.last.step_time_s, res.last.mfu) == (30, 0.1405, 0.3125)
+    assert res.last.data_wait_s == 0.0025
+
+
+def test_mindspore_timing_lines_complete_the_step_before(tmp_path):
+    from monitor.replay import mindspore_log as mindspore
+
+    p = mindspore.Parser()
+    rec = p.feed("epoch: 1 step: 4, loss is 2.5")
+    assert p.feed("epoch time: 2000.000 ms, per step time: 500.000 ms") is None and p.reason is MERGED
+    assert rec.step_time_s == 0.5 and rec.mfu is None
+    assert p.feed("Train epoch time: 271.144 ms, per step time: 135.572 ms, mfu:0.47% hfu:0.47%") is None
+    assert rec.step_time_s == pytest.approx(0.135572) and rec.mfu == pytest.approx(0.0047)
+
+
+# Megatron-LM megatron/training/training.py training_log(): " iteration {:8d}/{:8d} |", " consumed samples:
+# {:12d} |", " elapsed time per iteration (ms): {:.1f} |", " learning rate: {:.6E} |", " global batch size:
+# {:5d} |", " {key}: {avg:.6E} |" only `if avg >= 0.0` (so a NaN average is left out), " loss scale: {:.1f} |",
+# " grad norm: {:.3f} |", " number of skipped iterations: {:3d} |", " number of nan iterations: {:3d} |".
+MEGATRON = (" iteration {it:8d}/    1000 | consumed samples: {samples:12d} | elapsed time per iteration (ms): "
+            "300.0 | learning rate: 1.000000E-04 | global batch size:     8 |{loss} loss scale: {scale:.1f} | "
+            "grad norm: 1.500 | number of skipped iterations: {skipped:3d} | number of nan iterations: {nan:3d} |")
+
+
+def megatron_line(it, loss, scale=65536.0, skipped=0, nan=0):
+    return MEGATRON.format(it=it, samples=8 * it, loss="" if loss is None else f" lm loss: {loss:.6E} |",
+                           scale=scale, skipped=skipped, nan=nan)
+
+
+def test_megatron_nan_iterations_without_loss_are_a_nan_report(tmp_path):
+    lines = [megatron_line(10 * s, loss) for s, loss in losses(30).items()]
+    lines.append(megatron_line(310, None, skipped=2, nan=2))  # the loss field dropped, 2 NaN iterations counted
+    res = replay_file(write(tmp_path, "megatron.log", "\n".join(lines) + "\n"))
+    assert res.format == "megatron" and res.records == 30 and res.reports == 1
+    assert [(e.rule, e.step, e.source) for e in res.events] == [("nan_inf", 310, "trainer")]
+    assert "2 iteration(s) with a NaN/Inf loss" in res.events[0].message
+
+
+def test_megatron_missing_loss_without_nan_count_is_a_nan_loss_and_all_skipped_is_no_loss():
+    p = megatron.Parser()
+    p.feed(megatron_line(10, 3.0))
+    bf16_nan = p.feed(megatron_line(20, None))  # bf16 runs do not skip: the NaN average is just left out
+    assert bf16_nan.step == 20 and math.isnan(bf16_nan.loss)
+    all_skipped = p.feed(megatron_line(30, 0.0, scale=32768.0, skipped=10))  # 0 average: no iteration advanced
+    assert all_skipped.loss is None and all_skipped.overflow is True
+    assert p.feed(" iteration       40/    1000 | consumed samples:  320 | elapsed time per ite") is None
+    assert p.reason == "step line without loss"  # cut before its fields
+
+
+# karpathy/nanoGPT train.py: print(f"iter {iter_num}: loss {lossf:.4f}, time {dt*1000:.2f}ms, mfu
+# {running_mfu*100:.2f}%") with running_mfu = -1.0 until measured, and print(f"step {iter_num}: train loss
+# {losses['train']:.4f}, val loss {losses['val']:.4f}").
+def test_nanogpt_iter_lines(tmp_path):
+    lines = ["step 0: train loss 10.9, val loss 10.9"]
+    for s, loss in losses(40, nan_at=38).items():
+        mfu = -100.0 if s < 5 else 31.2
+        lines.append(f"iter {s}: loss {loss:.4f}, time {150 + s % 2:.2f}ms, mfu {mfu:.2f}%")
+    res = replay_file(write(tmp_path, "nano.log", "\n".join(lines) + "\n"))
+    assert res.format == "nanogpt" and res.records == 40 and res.skipped == {"summary or evaluation line": 1}
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 38)]
+    assert res.last.mfu == pytest.approx(0.312) and res.last.step_time_s == pytest.approx(0.150)
+
+
+# KellerJordan/modded-nanogpt records/*/train_gpt2.py: print(f"step:{step+1}/{args.num_iterations}
+# train_loss:{train_loss.item():.4f} train_time:{approx_time:.0f}ms step_avg:{approx_time/timed_steps:.2f}ms")
+# and the validation line "step:{step}/{n} val_loss:{val_loss:.4f} train_time:..ms step_avg:..ms".
+def test_modded_nanogpt_step_lines(tmp_path):
+    lines = [f"step:{s}/3200 train_loss:{loss:.4f} train_time:{120 * s}ms step_avg:120.00ms"
+             for s, loss in losses(40, spike_at=35).items()]
+    lines.insert(20, "step:20/3200 val_loss:4.2000 train_time:2400ms step_avg:120.00ms")
+    res = replay_file(write(tmp_path, "modded.log", "\n".join(lines) + "\n"))
+    assert res.format == "nanogpt" and res.records == 40 and res.skipped == {"summary or evaluation line": 1}
+    assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 35)]
+    assert res.last.step_time_s == pytest.approx(0.12)
+
+
+# transformers src/transformers/trainer_callback.py: ProgressCallback makes tqdm(total=state.max_steps), updates it
+# each step and writes str(logs) through it (PrinterCallback: print(logs)); tqdm separates its redraws with \r.
+def test_hf_trainer_between_progress_bars(tmp_path):
+    def bar(n):
+        return f"{100 * n // 200:3d}%|#         | {n}/200 [00:{n // 60:02d}:{n % 60:02d}<00:50,  3.90it/s]"
+    out = ""
+    for s, loss in losses(60, spike_at=56).items():
+        out += "\r" + bar(s)
+        if s % 2 == 0:  # logging_steps=2
+            out += "\r" + " " * 40 + "\r" + f"{{'loss': {loss:.4f}, 'grad_norm': 1.{s % 7}, 'learning_rate': 5e-05, " \
+                   f"'epoch': {s / 200:.2f}}}\n"
+    out += "\r" + " 50%|#####     | 5/10 [00:01<00:01,  4.00it/s]\n{'eval_loss': 2.3, 'epoch': 0.3}\n"
+    out += "{'train_runtime': 100.0, 'train_samples_per_second': 3.0, 'train_loss': 2.1, 'epoch': 1.0}\n"
+    res = replay_file(write(tmp_path, "hf.log", out))
+    assert res.format == "hf" and res.records == 30
+    assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 56)]  # the bar's count, not the 28th loss line
+    assert res.skipped["summary or evaluation line"] == 2 and res.skipped["progress bar"] == 61
+    assert res.last.step == 60 and res.last.grad_norm == 1.4 and res.last.lr == 5e-05
+
+
+# deepspeed/runtime/fp16/loss_scaler.py update_scale(): f"[deepspeed] OVERFLOW! Rank {rank} Skipping step."
+# + f" Attempted loss scale: {int(cur_scale)}, reducing to {int(next_scale)}", logged right after tqdm's bar
+# (as in a public Trainer+DeepSpeed log), and Exception("Current loss scale already at minimum - cannot
+# decrease scale anymore. Exiting run.").
+def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
+    def bar(n):
+        return f" 14%|#4        | {n}/2724 [13:55:57<86:19:20, 132.41s/it]"
+
+    def overflow(scale):
+        return f"[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 " \
+               f"Skipping step. Attempted loss scale: {scale}, reducing to {scale // 2}\n"
+    text = (f"\r{bar(377)}\r{bar(378)}{overflow(64)}\r{bar(379)}{overflow(32)}\r{bar(380)}\r"
+            "{'loss': 2.0491, 'learning_rate': 0.0001961913563176343, 'epoch': 0.28}\n"
+            f"\r{bar(380)}{overflow(16)}\r{bar(381)}{overflow(8)}"
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
+    res = replay_file(write(tmp_path, "hf_ds.log", text))
+    assert res.format == "hf" and res.records == 4 and res.merged_lines == 1  # the dict completes step 380
+    # the overflows at 379..382 come before any clean step in this excerpt; the scaler giving up is reported
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 382, 8.0)]
+    assert [res.last.step, res.last.overflow, res.last.loss_scale] == [382, True, 8.0]
+
+
+def test_deepspeed_minimum_scale_is_a_collapse_report(tmp_path):
+    text = ("[2023-04-28 06:51:30,648] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            "Skipping step. Attempted loss scale: 2, reducing to 1\n"
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
+    res = replay_file(write(tmp_path, "ds.log", text))
+    assert res.format == "deepspeed" and [(e.rule, e.step, e.value) for e in res.events] == \
+        [("loss_scale_collapse", 1, 2.0)]
+
+
+# JSONL: the names are read through the alias table the CSV reader uses (monitor/replay/fields.py).
+def test_jsonl_named_fields_share_the_csv_aliases(tmp_path):
+    assert jsonl.canonical is csvlog.canonical and csvlog.ALIASES is __import__(
+        "monitor.replay.fields", fromlist=["ALIASES"]).ALIASES
+    rows = [f'{{"iteration": {s}, "train/loss": {loss if not math.isnan(loss) else "NaN"}, "learning_rate": 3e-4, '
+            f'"grad-norm": 1.0}}' for s, loss in losses(30, nan_at=25).items()]
+    rows[3] = '{"step": 4, "eval_loss": 2.0}'
+    rows.append("not json at all")
+    res = replay_file(write(tmp_path, "metrics.jsonl", "\n".join(rows) + "\n"))
+    assert res.format == "jsonl" and res.records == 29
+    assert res.skipped == {"step line without loss": 1, "not a JSON object": 1}
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 25)]
+    assert res.last.lr == 3e-4 and res.last.grad_norm == 1.0
+
+
+# torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout(): logPrefix() + "Watchdog caught
+# collective operation timeout: " + work + " ran for " + ms + " milliseconds before timing out." (lines as
+# printed with PyTorch's [rankN]: prefix); Ascend CANN error codes EI0002 ("The wait execution of the Notify
+# register times out.") and EI0006 ("Getting socket times out."), and the HCCL plog "wait socket establish
+# timeout". They are read in any text format, here a MindFormers log.
+def test_collective_timeouts_are_stall_reports(tmp_path):
+    from tests.test_replay import mf_log
+
+    nccl = ("[rank{r}]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600061 milliseconds before timing out.\n")
+    text = (mf_log(5) + nccl.format(r=0, seq=7753) + nccl.format(r=0, seq=7754) + nccl.format(r=3, seq=7753)
+            + "EI0002: [PID: 13075] 2025-06-25-10:45:23.586.187 The wait execution of the Notify register times "
+              "out. Reason: The Notify register has not received the Notify record from remote rank: [unknown]. "
+              "group information: [group:[hccl_world_group], user define information[], rankSize[8], rankId[6].]\n"
+            + "        Possible Cause: 1. An exception occurs during the execution on some NPUs in the cluster.\n"
+            + "EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times out. Reason: Remote Rank did "
+              "not send the data in time. Please check the reason for the rank being stuck\n")
+    res = replay_file(write(tmp_path, "rank_5.log", text))
+    assert res.format == "mindformers" and res.records == 5
+    stalls = [(e.rule, e.step, e.rank, e.value) for e in res.events]
+    assert stalls == [("stall", 5, 0, 600.061), ("stall", 5, 3, 600.061), ("stall", 5, 6, None), ("stall", 5, 5, None)]
+    assert res.skipped["repeated trainer message"] == 1  # rank 0's second pending collective
+    assert "ALLREDUCE" in res.events[0].message and "EI0002" in res.events[2].message
+
+
+def test_hccl_socket_wait_and_a_timeout_only_log(tmp_path):
+    text = ("[ERROR] HCCL(3977573,all_reduce_test):2025-11-22-17:37:04.447.996 [hccl_socket_manager.cc:816] "
+            "[3977663][Wait][LinkEstablish]wait socket establish timeout, role[0] rank[2] timeout[120 s]\n")
+    res = replay_file(write(tmp_path, "plog.log", text))  # no step lines at all: the fallback format reads it
+    assert res.format == "deepspeed" and [(e.rule, e.rank, e.value) for e in res.events] == [("stall", 2, 120.0)]
+
+
+# monitor/events.py EventLog: one JSON object per event (Event.to_dict(), NaN as "nan") plus the callback's
+# {"action": "rollback"|"stop", ...} records (callbacks/training_monitor.py).
+def test_own_event_log_is_re_reported(tmp_path):
+    text = ('{"action": "rollback", "at_step": 151, "to_step": 125, "rank": 0, "time": 1.0}\n'
+            '{"rule": "loss_spike", "step": 151, "onset_step": 149, "value": 4.28, "severity": "critical", '
+            '"message": "loss 4.28 at step 151", "source": "rule", "actions": ["alert", "rollback"], "rank": 1, '
+            '"runbook": "runbooks/loss_spike.md", "details": "", "time": 1.0}\n'
+            '{"rule": "nan_inf", "step": 194, "onset_step": 194, "value": "nan", "severity": "critical", '
+            '"message": "loss is nan at step 194", "source": "rule", "actions": [], "rank": 0, "runbook": "", '
+            '"details": "", "time": 2.0}\n'
+            '{"rule": "no_such_rule", "step": 1, "onset_step": 1, "value": null, "message": "x"}\n')
+    res = replay_file(write(tmp_path, "events_rank0.jsonl", text))
+    assert res.format == "events" and res.reports == 2
+    assert [(e.rule, e.step, e.onset_step, e.rank, e.source) for e in res.events] == \
+        [("loss_spike", 151, 149, 1, "rule"), ("nan_inf", 194, 194, 0, "rule")]
+    assert math.isnan(res.events[1].value) and res.events[0].actions == ["alert", "rollback"]
+    assert res.skipped == {"summary or evaluation line": 1, "unknown rule": 1}
+
+
+# TensorBoard event files, written with TensorBoard's own writers: tensorboard.summary.Writer (TF2-style scalar
+# tensors; Megatron's and MindFormers' tag names, with their "vs samples" copies) and EventFileWriter with
+# simple_value (tensorboardX / PyTorch style; Hugging Face's tag names).
+def test_tensorboard_event_files(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary import Writer
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    run = tmp_path / "tb" / "rank_2"
+    w = Writer(str(run))
+    for s, loss in losses(40, spike_at=35).items():
+        w.add_scalar("lm loss", loss, s)
+        w.add_scalar("lm loss vs samples", loss, 8 * s)
+        w.add_scalar("loss-scale", 65536.0, s)
+        w.add_scalar("grad-norm", 1.5, s)
+        w.add_scalar("learning-rate", 1e-4, s)
+        w.add_scalar("iteration-time", 0.3, s)
+    w.close()
+    hf_dir = tmp_path / "hf"
+    fw = EventFileWriter(str(hf_dir))
+    for s, loss in losses(30, nan_at=22).items():
+        values = [summary_pb2.Summary.Value(tag=t, simple_value=v)
+                  for t, v in (("train/loss", loss), ("train/grad_norm", 2.0), ("train/learning_rate", 5e-5),
+                               ("train/epoch", s / 30))]
+        fw.add_event(event_pb2.Event(step=s, wall_time=1700000000.0 + s, summary=summary_pb2.Summary(value=values)))
+    fw.close()
+    megatron_res, hf_res = replay_paths([str(tmp_path / "tb"), str(hf_dir)])
+    assert megatron_res.format == "tensorboard" and megatron_res.records == 40 and megatron_res.ranks == {2}
+    assert megatron_res.skipped == {"other tag": 41}  # the file_version event and the 40 "vs samples" copies
+    assert [(e.rule, e.step) for e in megatron_res.events] == [("loss_spike", 35)]
+    last = megatron_res.last
+    assert (last.loss_scale, last.grad_norm, last.lr, last.step_time_s) == (65536.0, 1.5, pytest.approx(1e-4),
+                                                                              pytest.approx(0.3))
+    assert hf_res.records == 30 and [(e.rule, e.step) for e in hf_res.events] == [("nan_inf", 22)]
+    assert hf_res.last.timestamp == 1700000030.0
+
+
+def test_tensorboard_file_under_another_name_is_recognised_by_content(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.summary import Writer
+
+    w = Writer(str(tmp_path / "tb"))
+    for s, loss in losses(5).items():
+        w.add_scalar("loss", loss, s)
+    w.close()
+    renamed = tmp_path / "run.bin"
+    next((tmp_path / "tb").iterdir()).rename(renamed)
+    res = replay_file(str(renamed))
+    assert res.format == "tensorboard" and res.records == 5
+
+
+def test_tensorboard_missing_package_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    path = tmp_path / "events.out.tfevents.1.host"
+    path.write_bytes(b"\x18\x00\x00\x00\x00\x00\x00\x00brain.Event:2")
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    with pytest.raises(ReplayError, match=r"pip install 'training-monitor\[replay\]'"):
+        replay_file(str(path))
+
+
+def test_every_parser_keeps_the_feed_contract():
+    """feed() gives a record, a report tuple, or None with the reason in ``parser.reason``."""
+    from monitor.record import StepRecord
+    from monitor.replay import PARSERS
+
+    for name, mod in PARSERS.items():
+        p = mod.Parser()
+        for line in ("", "   \n", "hello world\n", "{'loss': 1.0}\n", '{"step": 1, "loss": 2}\n', "step,loss\n"):
+            item = p.feed(line) if name != "tensorboard" else p.feed("other tag")
+            assert item is None and p.reason or isinstance(item, (StepRecord, Report, tuple)), (name, line)
+    assert hf.Parser().feed("{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}").step == 1
+
+
+def test_rules_file_turning_a_rule_off_drops_its_trainer_reports(tmp_path):
+    from tests.test_replay import DATA
+
+    rules = Rules({"grad_norm_spike": {"enabled": False}})
+    res = replay_file(str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"), rules)
+    assert [e.rule for e in res.events] == ["loss_degenerate"] and res.skipped["rule disabled"] == 2
