@@ -10,7 +10,8 @@ import click
 from loguru import logger
 
 from .faults import Fault
-from .replay import ReplayError, replay_file
+from .replay import ReplayError, replay_paths
+from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
 from .rules import Rules, RulesError
 
@@ -101,28 +102,23 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *PARSERS]),
-              help="Log format, or auto to detect.")
+              help="Log format, or auto to detect (the format most of the first 5000 lines have).")
 @click.option("--rules", "rules_path", type=click.Path(), help="Rules YAML (default: the shipped rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def replay(paths, fmt, rules_path, as_json):
-    """Run logged training runs (PATH...) through the rules and report the anomalies."""
+    """Run logged training runs through the rules and report the anomalies.
+
+    PATHS are log files (gzip too), folders of per-rank logs (output/log/ with rank_N/ folders), or - for
+    standard input. Each log is replayed through its own engine per rank.
+    """
     try:
         rules = Rules.load(rules_path)
-        results = [replay_file(p, rules, fmt) for p in paths]
+        results = replay_paths(paths, rules, fmt)
     except (ReplayError, RulesError) as exc:
         _fail(str(exc))
-    if as_json:
-        anomalies = [{**e, "file": r.path} for r in results for e in r.to_dict()["anomalies"]]
-        click.echo(json.dumps({"format": results[0].format if len(results) == 1 else [r.format for r in results],
-                               "records": sum(r.records for r in results),
-                               "skipped_lines": sum(r.skipped_lines for r in results),
-                               "anomalies": anomalies, "files": [r.to_dict() for r in results]}))
-        return
-    for r in results:
-        click.echo(f"{r.path}: {r.format}, {r.records} records, {r.skipped_lines} other lines skipped, "
-                   f"{len(r.events)} anomalies")
-        for e in r.events:
-            click.echo(f"  step {e.step:>7} onset {e.onset_step:>7}  {e.severity:<8} {e.rule:<16} {e.message}")
+    click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
+
+
 @main.group()
 def dashboards():
     """Grafana dashboards built from code."""
@@ -153,7 +149,7 @@ def dashboards_generate(out):
 def dashboards_push(url, folder, overwrite, runbook_base, timeout):
     """Upload the dashboards to Grafana with the API token in the environment variable GRAFANA_TOKEN
     (a service-account token with the Editor role)."""
-    from .dashboards import PushError, push
+    from .grafana import PushError, push
 
     token = os.environ.get("GRAFANA_TOKEN", "")
     if not token.strip():
