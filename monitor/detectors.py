@@ -195,12 +195,15 @@ class OverflowStorm(Detector):
     restored from another state, a stale scaler.
 
     Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
-    halves down from its initial value; those never count. The onset is the window's first overflow.
+    halves down from its initial value; those never count, up to ``max_calibration`` of them (24 by
+    default: from 2^32, DeepSpeed's initial scale, down to 2^8): a start-up that keeps overflowing past
+    that is a storm, not calibration. The onset is the window's first overflow.
     """
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.calibrated = False
+        self.calibration = 0  # overflows before the first clean step
         self.overflow_steps: deque[int] = deque()
         self.prev_scale: float | None = None
 
@@ -212,7 +215,10 @@ class OverflowStorm(Detector):
             self.calibrated = True
             return None
         if not self.calibrated:
-            return None
+            self.calibration += 1
+            if self.calibration <= self.max_calibration:
+                return None
+            self.calibrated = True
         if prev and rec.loss_scale and rec.loss_scale > self.max_growth * prev:
             return (rec.loss_scale, rec.step, f"overflow at loss scale {rec.loss_scale:.6g}, {rec.loss_scale / prev:.6g}x "
                                               f"the previous step's {prev:.6g}: not the dynamic scaler's doing")

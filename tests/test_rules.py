@@ -93,6 +93,15 @@ def test_grad_norm_spike_with_the_loss_up_on_the_same_step_needs_no_confirmation
     assert [e.step for e in run(alone + [StepRecord(162, loss=loss[161], grad_norm=40.0)])] == [162]
 
 
+def test_a_start_up_that_never_stops_overflowing_is_a_storm_not_calibration():
+    loss = noisy_losses(40)
+    endless = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=max(2.0 ** (32 - i), 1.0)) for i in range(40)]
+    (ev,) = run(endless[:30])
+    # 24 overflows are calibration; the 25th starts counting and the third counted one is the storm
+    assert (ev.rule, ev.step, ev.onset_step) == ("overflow_storm", 27, 25)
+    assert run(endless[:24]) == []
+
+
 def test_overflow_at_a_loss_scale_the_dynamic_scaler_cannot_reach_fires_at_once():
     loss = noisy_losses(60)
     calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
