@@ -262,15 +262,18 @@ class TrainingMonitor(Callback):
         if self.record_log is not None:
             self.record_log.write(rec)
         self._watch_model_checkpoints(step)
-        if not events:
+        # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
+        # does not): then checkpoints since its onset are suspect, else this step counts as clean
+        onset = Engine.rollback_onset(events)
+        if onset is None:
             if self.ledger.observe(step):
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
             if self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0:
                 self._save(cb, step)
-            return
-        onset = Engine.rollback_onset(events)
-        action = "alerted"
-        if onset is not None:  # a rule that distrusts the model state: checkpoints since its onset are suspect
+            if not events:
+                return
+            action = "alerted"
+        else:
             self.ledger.anomaly(onset)
             action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
         extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
