@@ -49,7 +49,7 @@ class Alert:
             runbook = f"{runbook_base.rstrip('/')}/{event.rule}.md"
         return cls(rule=event.rule, severity=event.severity, summary=event.message, run=run, rank=event.rank,
                    step=event.step, onset_step=event.onset_step, value=event.value, action=action,
-                   runbook=runbook, dashboard=dashboard.format(run=run) if dashboard else "", starts_at=now)
+                   runbook=runbook, dashboard=dashboard.replace("{run}", run), starts_at=now)
 
     @classmethod
     def from_alertmanager(cls, alert: dict, dashboard: str = "") -> "Alert":
@@ -68,7 +68,7 @@ class Alert:
                    summary=notes.get("summary") or notes.get("description") or labels.get("alertname", ""),
                    run=run, rank=int(rank) if str(rank).isdigit() else None,
                    value=_float(notes.get("value")), runbook=notes.get("runbook_url", ""),
-                   dashboard=notes.get("dashboard_url") or (dashboard.format(run=run) if dashboard else "")
+                   dashboard=notes.get("dashboard_url") or dashboard.replace("{run}", run)
                    or alert.get("generatorURL", ""),
                    status=alert.get("status", "firing"), starts_at=_unix(alert.get("startsAt")))
 
