@@ -12,6 +12,22 @@ class ConfigError(ValueError):
     """A bad monitor setting; the message names the source and the key."""
 
 
+def read_yaml(path: str | Path, key: str):
+    """The YAML document at ``path``; its ``key`` mapping when it has one at top level (``monitor:``,
+    ``alerts:``), else the whole document.
+
+    Raises:
+        ConfigError: unreadable file or invalid YAML, naming the file.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return data[key] if isinstance(data, dict) and isinstance(data.get(key), dict) else data
+
+
 def did_you_mean(name: str, known) -> str:
     """``"did you mean 'x'? "`` for the known name closest to a mistyped ``name``, else ``""``."""
     close = difflib.get_close_matches(str(name), list(known), n=1)
@@ -128,14 +144,7 @@ class MonitorConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "MonitorConfig":
         """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key)."""
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if isinstance(data, dict) and isinstance(data.get("monitor"), dict):
-            data = data["monitor"]
+        data = read_yaml(path, "monitor")
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of settings")
         return cls.from_dict(data, str(path))

@@ -1,9 +1,10 @@
 """Shared helpers: tiny real MindSpore training runs on CPU, and loguru capture."""
 import os
-import shutil
 
 import pytest
 from loguru import logger
+
+from services import binary
 
 
 @pytest.fixture
@@ -28,9 +29,10 @@ def require(module: str):
 @pytest.fixture
 def promtool():
     """Path of Prometheus' promtool (Debian package ``prometheus``); required under CI."""
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool not installed: .ci/run / dev.sh test must install Debian's prometheus")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return path
+    return binary("promtool")
+
+
+@pytest.fixture
+def amtool():
+    """Path of Alertmanager's amtool (Debian package ``prometheus-alertmanager``); required under CI."""
+    return binary("amtool")

@@ -28,7 +28,7 @@ def binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         if os.environ.get("CI"):
-            pytest.fail(f"{name} not installed: dev.sh test must install it (Debian prometheus, prometheus-alertmanager)")
+            pytest.fail(f"{name} not installed: dev.sh test installs it (Debian prometheus, prometheus-alertmanager)")
         pytest.skip(f"{name} not installed")
     return path
 
@@ -203,38 +203,36 @@ class Process:
         self.log.close()
 
 
+def start_server(folder, exe_name: str, config: dict, args: list[str], ready_path: str,
+                 port: int | None = None) -> tuple[Process, str]:
+    """Run ``exe_name`` (a Debian package's server) with ``config`` written to ``folder`` and on a free
+    port (``{port}`` and ``{url}`` in ``args`` are filled in); wait until ``ready_path`` answers."""
+    exe = binary(exe_name)
+    port = port or free_port()
+    path = os.path.join(folder, f"{exe_name}.yml")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    url = f"http://127.0.0.1:{port}"
+    proc = Process([exe, f"--config.file={path}", *(a.format(port=port, url=url, folder=folder) for a in args)],
+                   os.path.join(folder, f"{exe_name}.log"))
+    try:
+        wait_until(lambda: http_json(url + ready_path), 30, f"{exe_name} to start")
+    except AssertionError:
+        proc.stop()
+        raise AssertionError(f"{exe_name} did not start:\n{proc.output()}") from None
+    return proc, url
+
+
 def start_alertmanager(folder, config: dict) -> tuple[Process, str]:
     """Run Debian's ``prometheus-alertmanager`` with ``config`` on a free port; return it and its URL."""
-    exe = binary("prometheus-alertmanager")
-    port, cluster = free_port(), free_port()
-    path = os.path.join(folder, "alertmanager.yml")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    url = f"http://127.0.0.1:{port}"
-    proc = Process([exe, f"--config.file={path}", f"--storage.path={folder}/am-data",
-                    f"--web.listen-address=127.0.0.1:{port}", f"--cluster.listen-address=127.0.0.1:{cluster}",
-                    f"--web.external-url={url}"], os.path.join(folder, "alertmanager.log"))
-    try:
-        wait_until(lambda: http_json(f"{url}/api/v2/status"), 20, "Alertmanager to start")
-    except AssertionError:
-        proc.stop()
-        raise AssertionError(f"Alertmanager did not start:\n{proc.output()}") from None
-    return proc, url
+    return start_server(folder, "prometheus-alertmanager", config, [
+        "--storage.path={folder}/am-data", "--web.listen-address=127.0.0.1:{port}", "--web.external-url={url}",
+        f"--cluster.listen-address=127.0.0.1:{free_port()}"], "/api/v2/status")
 
 
-def start_prometheus(folder, config: dict) -> tuple[Process, str]:
-    """Run Debian's ``prometheus`` with ``config`` on a free port; return it and its URL."""
-    exe = binary("prometheus")
-    port = free_port()
-    path = os.path.join(folder, "prometheus.yml")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    url = f"http://127.0.0.1:{port}"
-    proc = Process([exe, f"--config.file={path}", f"--storage.tsdb.path={folder}/prom-data",
-                    f"--web.listen-address=127.0.0.1:{port}"], os.path.join(folder, "prometheus.log"))
-    try:
-        wait_until(lambda: http_json(f"{url}/api/v1/status/buildinfo"), 30, "Prometheus to start")
-    except AssertionError:
-        proc.stop()
-        raise AssertionError(f"Prometheus did not start:\n{proc.output()}") from None
-    return proc, url
+def start_prometheus(folder, config: dict, *args: str) -> tuple[Process, str]:
+    """Run Debian's ``prometheus`` with ``config`` (and extra command-line ``args``) on a free port; return
+    it and its URL."""
+    return start_server(folder, "prometheus", config, [
+        "--storage.tsdb.path={folder}/prom-data", "--web.listen-address=127.0.0.1:{port}", *args],
+        "/api/v1/status/buildinfo")

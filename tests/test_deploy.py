@@ -1,7 +1,6 @@
 """deploy/: the Prometheus and Alertmanager configuration passes the real tools (promtool, amtool), the
 alert rules pass their unit tests (and those tests catch a broken rule), every alert links a runbook page
 that exists, and a real Prometheus renders the runbook links from the configured external label."""
-import os
 import re
 import shutil
 import subprocess
@@ -19,17 +18,6 @@ AM = ROOT / "deploy" / "alertmanager"
 RUNBOOKS = ROOT / "runbooks"
 # how every runbook_url starts: the external label runbook_base, or the repository folder without it
 BASE = "{{ with $externalLabels.runbook_base }}{{ . }}{{ else }}runbooks{{ end }}/"
-
-
-@pytest.fixture
-def amtool():
-    """Path of Alertmanager's amtool (Debian package ``prometheus-alertmanager``); required under CI."""
-    path = shutil.which("amtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("amtool not installed: .ci/run / dev.sh test must install Debian's prometheus-alertmanager")
-        pytest.skip("amtool not installed (apt-get install prometheus-alertmanager)")
-    return path
 
 
 def run(*args, cwd=None) -> subprocess.CompletedProcess:

@@ -20,9 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from ..config import ConfigError, did_you_mean
+from ..config import ConfigError, did_you_mean, read_yaml
 from ..rules import SEVERITIES
 from .platforms import PLATFORMS
 
@@ -74,15 +72,7 @@ class AlertsConfig:
             ConfigError: unreadable file, unknown key or sink type, bad value; the message names the source.
         """
         if isinstance(data, (str, Path)):
-            source = str(data)
-            try:
-                data = yaml.safe_load(Path(data).read_text())
-            except OSError as exc:
-                raise ConfigError(f"{source}: cannot read: {exc.strerror}") from None
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-            if isinstance(data, dict) and isinstance(data.get("alerts"), dict):
-                data = data["alerts"]
+            source, data = str(data), read_yaml(data, "alerts")
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: alerts: expected a mapping")
         _known(data, KEYS, f"{source}: alerts")
