@@ -113,6 +113,15 @@ def test_overflow_at_a_loss_scale_the_dynamic_scaler_cannot_reach_fires_at_once(
     assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("overflow_storm", 41, 41, 2.0 ** 29)
 
 
+def test_a_sustained_loss_shift_too_small_for_a_spike_is_a_loss_spike_with_its_onset():
+    loss = noisy_losses(140)
+    shifted = [StepRecord(i + 1, loss=x + (0.3 if i >= 120 else 0.0)) for i, x in enumerate(loss)]  # +10 %, ~5 sigma
+    ev = run(shifted)[0]
+    assert (ev.rule, ev.onset_step) == ("loss_spike", 121) and 121 < ev.step <= 126
+    assert "loss level" in ev.message
+    assert run(shifted, Rules({"loss_spike": {"shift_steps": 0}})) == []
+
+
 def test_overflow_storm_after_calibration_only():
     loss = noisy_losses(60)
     calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]
