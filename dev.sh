@@ -39,6 +39,7 @@ case "$cmd" in
   test)
     setup_venv
     command -v promtool >/dev/null || apt_install prometheus; command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null || apt_install prometheus-alertmanager
+    command -v chromium >/dev/null || apt_install chromium  # the HTML report test renders it headless
     exec .venv/bin/python -m pytest "$@" ;;
   *)
     echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2

@@ -5,15 +5,19 @@ import contextlib
 import json
 import os
 import sys
+from datetime import datetime
 
 import click
 from loguru import logger
 
+from .config import MonitorConfig
 from .faults import Fault
 from .replay import ReplayError, replay_paths
 from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
 from .rules import Rules, RulesError
+
+PLOT_RANKS = 16  # ranks plotted in the --html report, all logs together (the others are in its tables)
 
 
 def _fail(message: str) -> None:
@@ -99,23 +103,94 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
         _fail(summary["stop_reason"])
 
 
+def _start_time(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither Unix seconds nor an ISO 8601 date-time") from None
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *PARSERS]),
               help="Log format, or auto to detect (the format most of the first 5000 lines have).")
 @click.option("--rules", "rules_path", type=click.Path(), help="Rules YAML (default: the shipped rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def replay(paths, fmt, rules_path, as_json):
-    """Run logged training runs through the rules and report the anomalies.
+@click.option("--checkpoint-every", default=MonitorConfig.checkpoint_every, show_default=True, type=click.IntRange(0),
+              help="Would-be rollbacks: the run saved a checkpoint every N steps (0: not known, the target is "
+                   "only bounded).")
+@click.option("--healthy-after", default=MonitorConfig.healthy_after, show_default=True, type=click.IntRange(0),
+              help="Would-be rollbacks: clean steps after a checkpoint before it is healthy.")
+@click.option("--rollback-margin", default=MonitorConfig.rollback_margin, show_default=True, type=click.IntRange(0),
+              help="Would-be rollbacks: the target checkpoint is at least this many steps before the onset.")
+@click.option("--lr-factor", default=MonitorConfig.lr_factor, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True), help="Would-be rollbacks: LR multiplier per rollback.")
+@click.option("--max-rollbacks", default=MonitorConfig.max_rollbacks, show_default=True, type=click.IntRange(0),
+              help="Would-be rollbacks: the one after these would have stopped the run.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML report (plots, anomalies, would-be rollbacks) to this file.")
+@click.option("--openmetrics", "om_path", type=click.Path(dir_okay=False),
+              help="Write the series as OpenMetrics text with timestamps, for "
+                   "'promtool tsdb create-blocks-from openmetrics FILE DATA_DIR'.")
+@click.option("--run", "run_label", help="OpenMetrics: the run label (default: each log's file name stem).")
+@click.option("--start-time", callback=_start_time, metavar="TIME",
+              help="OpenMetrics: start of runs whose lines carry no time (Unix seconds or ISO 8601; "
+                   "default: now minus the run's duration).")
+@click.option("--scrape-interval", default=15.0, show_default=True, type=click.FloatRange(0),
+              help="OpenMetrics: seconds of run time between two points of the counters and histograms "
+                   "(0: every step; gauges are written at every step).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal or the input is over 1 GiB).")
+def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rollback_margin, lr_factor,
+           max_rollbacks, html_path, om_path, run_label, start_time, scrape_interval, progress):
+    """Run logged training runs through the rules and report the anomalies, what the rollback policy would
+    have done, and step time / TPS / MFU.
 
     PATHS are log files (gzip too), folders of per-rank logs (output/log/ with rank_N/ folders), or - for
     standard input. Each log is replayed through its own engine per rank.
     """
+    from .replay.runner import ReplayOptions
+
+    if html_path:
+        try:
+            import plotly  # noqa: F401
+        except ImportError:
+            _fail("--html needs plotly: pip install 'training-monitor[replay]'")
+    writer = None
     try:
         rules = Rules.load(rules_path)
-        results = replay_paths(paths, rules, fmt)
+        if om_path:
+            from .openmetrics import OpenMetricsWriter
+
+            writer = OpenMetricsWriter(om_path, scrape_interval, start_time, rules.rules)
+        options = ReplayOptions(checkpoint_every, healthy_after, rollback_margin, lr_factor, max_rollbacks,
+                                plot_ranks=PLOT_RANKS if html_path else 0, openmetrics=writer, run=run_label)
+        results = replay_paths(paths, rules, fmt, options, progress)
+        if writer is not None:
+            done, writer = writer.close(), None
+            click.echo(f"wrote {done['path']}: {done['samples']} samples of {done['series']} series, "
+                       f"{done['bytes']} bytes; load it with: promtool tsdb create-blocks-from openmetrics "
+                       f"{done['path']} DATA_DIR", err=True)
+        if html_path:
+            from .report import write_html
+
+            size = write_html(results, html_path, {"checkpoint every": checkpoint_every or "not known",
+                                                   "healthy after": healthy_after, "LR factor": lr_factor,
+                                                   "max rollbacks": max_rollbacks, "margin": rollback_margin})
+            click.echo(f"wrote {html_path}: {size} bytes", err=True)
     except (ReplayError, RulesError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or html_path or om_path}: cannot write: {exc.strerror or exc}")
+    finally:
+        if writer is not None:
+            writer.discard()
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
 
 

@@ -99,6 +99,8 @@ class Parser:
             return None
         if cls is StepRecord:
             self.last = item
+            if item.timestamp is None and line.__class__ is str:
+                item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
 
     def parse(self, line):
@@ -130,3 +132,4 @@ class Parser:
 
 
 from . import messages  # at the end: messages imports the names above
+from .clock import line_time

@@ -1,8 +1,11 @@
 """Read logs, pick their format, feed records and trainer reports to one :class:`~monitor.engine.Engine` per rank.
 
 Every line read is counted once: as a record, a trainer report, a line merged into the record before it, or
-a skipped line under its reason. Memory stays bounded whatever the input size: lines are streamed, and a
-result keeps counts, the events and the last record.
+a skipped line under its reason. Each judged record then goes, per rank, to the would-be rollback policy
+(:mod:`.policy`), to the log's step-time/TPS/MFU quantiles (:mod:`.tracks`), and, when asked for, to the plot
+series of the HTML report and to the OpenMetrics backfill (:mod:`monitor.openmetrics`). Memory stays bounded
+whatever the input size: lines are streamed, and a result keeps counts, the events (up to :data:`MAX_EVENTS`),
+bounded samples and the last record.
 """
 from __future__ import annotations
 
@@ -12,12 +15,17 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..config import MonitorConfig
 from ..engine import Engine
+from ..openmetrics import default_run
 from ..record import StepRecord
 from ..rules import Rules
 from . import csvlog, deepspeed, eventlog, hf, jsonl, megatron, mindformers, mindspore_log, nanogpt, tensorboard
 from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
+from .policy import WouldBeRollbacks
+from .progress import EVERY, Progress
 from .sources import STDIN, Source, SourceError, expand, first_bytes, open_text, rank_of
+from .tracks import Stats, Track
 
 PARSERS = {m.NAME: m for m in (mindformers, mindspore_log, megatron, hf, nanogpt, deepspeed, jsonl, csvlog, eventlog,
                                tensorboard)}
@@ -32,6 +40,34 @@ _RANK_STARTS = "[default"
 
 class ReplayError(Exception):
     """A log that cannot be replayed; the message names the file (and line) and the reason."""
+
+
+@dataclass
+class ReplayOptions:
+    """What a replay does besides judging (``monitor replay``'s options), shared by all the logs of one replay.
+
+    ``checkpoint_every`` (0: not known), ``healthy_after``, ``rollback_margin``, ``lr_factor``,
+    ``max_rollbacks``: the would-be rollback policy (:class:`~.policy.WouldBeRollbacks`), defaults as the
+    live monitor's (:class:`~monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
+    this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
+    :class:`~monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
+    stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None.
+    """
+
+    checkpoint_every: int = MonitorConfig.checkpoint_every
+    healthy_after: int = MonitorConfig.healthy_after
+    rollback_margin: int = MonitorConfig.rollback_margin
+    lr_factor: float = MonitorConfig.lr_factor
+    max_rollbacks: int = MonitorConfig.max_rollbacks
+    plot_ranks: int = 0
+    openmetrics: object = None
+    run: str | None = None
+    progress: Progress | None = None
+    plotted: int = 0  # ranks given plot series so far
+
+    def policy(self) -> WouldBeRollbacks:
+        return WouldBeRollbacks(self.checkpoint_every, self.healthy_after, self.rollback_margin, self.lr_factor,
+                                self.max_rollbacks)
 
 
 @dataclass
@@ -51,6 +87,24 @@ class ReplayResult:
     events_dropped: int = 0
     files: list = field(default_factory=list)
     error: str = ""  # why a log found in a folder was not replayed
+    policies: dict = field(default_factory=dict)  # rank -> WouldBeRollbacks
+    stats: Stats = field(default_factory=Stats)
+    tracks: dict = field(default_factory=dict)  # rank -> Track (plot series), with ReplayOptions.plot_ranks
+
+    def would_be_rollbacks(self) -> list[dict]:
+        """Each rank's would-be rollbacks, ``rank`` added, in step order."""
+        return sorted(({**r, "rank": rank} for rank, p in self.policies.items() for r in p.rollbacks),
+                      key=lambda r: (r["at_step"], r["rank"]))
+
+    def would_stop(self) -> list[dict]:
+        """Each rank's would-be stop (``{"at_step", "reason", "rank"}``), in step order; empty when none."""
+        return sorted(({**p.stop, "rank": rank} for rank, p in self.policies.items() if p.stop),
+                      key=lambda r: (r["at_step"], r["rank"]))
+
+    def rollbacks_without_checkpoint(self) -> list[dict]:
+        """Rollbacks asked for when no checkpoint was healthy yet (``checkpoint_every`` known), ``rank`` added."""
+        return sorted(({**r, "rank": rank} for rank, p in self.policies.items() for r in p.missed),
+                      key=lambda r: (r["at_step"], r["rank"]))
 
     @property
     def lines(self) -> int:
@@ -63,6 +117,8 @@ class ReplayResult:
                 "last_step": self.last.step if self.last else None, "reports": self.reports,
                 "merged_lines": self.merged_lines, "lines": self.lines, "skipped": dict(self.skipped.most_common()),
                 "ranks": sorted(self.ranks), "anomalies_not_kept": self.events_dropped, "files": self.files,
+                "would_be_rollbacks": self.would_be_rollbacks(), "would_stop": self.would_stop(),
+                "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "stats": self.stats.to_dict(),
                 **({"error": self.error} if self.error else {})}
 
 
@@ -87,13 +143,27 @@ def detect(lines) -> str | None:
     return ranked[0] if ranked else None
 
 
-class _Run:
-    """One log's replay state: a parser per rank seen in it (with its record not yet judged), an engine per rank."""
+class _Rank:
+    """What one rank of a log feeds: its engine, would-be rollback policy, plot series and backfill series."""
 
-    def __init__(self, result: ReplayResult, module, rules: Rules, rank: int):
+    __slots__ = ("engine", "policy", "track", "feed")
+
+    def __init__(self, engine, policy, track, feed):
+        self.engine, self.policy, self.track, self.feed = engine, policy, track, feed
+
+
+class _Run:
+    """One log's replay state: a parser per rank seen in it (with its record not yet judged), a :class:`_Rank`
+    per rank."""
+
+    def __init__(self, result: ReplayResult, module, rules: Rules, rank: int, options: ReplayOptions | None = None):
         self.result, self.module, self.rules, self.rank = result, module, rules, rank
+        self.options = options or ReplayOptions()
         self.parsers: dict[int, list] = {}  # line rank -> [parser, pending record]
-        self.engines: dict[int, Engine] = {}
+        self.ranks: dict[int, _Rank] = {}
+        self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
+        self.progress = self.options.progress
+        self.countdown = EVERY
 
     def feed(self, line, line_rank=None) -> None:
         r = self.result
@@ -123,12 +193,19 @@ class _Run:
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
 
-    def _engine(self, rank: int) -> Engine:
-        engine = self.engines.get(rank)
-        if engine is None:
-            engine = self.engines[rank] = Engine(self.rules)
-            self.result.ranks.add(rank)
-        return engine
+    def _rank(self, rank: int) -> _Rank:
+        st = self.ranks.get(rank)
+        if st is None:
+            o, r = self.options, self.result
+            track = None
+            if o.plotted < o.plot_ranks:
+                track = r.tracks[rank] = Track()
+                o.plotted += 1
+            feed = o.openmetrics.feed(self.run_label, rank) if o.openmetrics is not None else None
+            st = self.ranks[rank] = _Rank(Engine(self.rules), o.policy(), track, feed)
+            r.policies[rank] = st.policy
+            r.ranks.add(rank)
+        return st
 
     def _keep(self, engine: Engine) -> None:
         r = self.result
@@ -138,10 +215,23 @@ class _Run:
         engine.events.clear()
 
     def _observe(self, rec: StepRecord) -> None:
-        engine = self._engine(rec.rank)
-        if engine.observe(rec):
-            self._keep(engine)
+        st = self.ranks.get(rec.rank) or self._rank(rec.rank)
+        events = st.engine.observe(rec)
+        policy = st.policy
+        policy.after_step(rec.step, events)
+        self.result.stats.add(rec)
+        if st.track is not None:
+            st.track.add(rec)
+        if st.feed is not None:
+            st.feed.step(rec, events, policy.last_healthy)
+        if events:
+            self._keep(st.engine)
         self.result.last = rec
+        self.countdown -= 1
+        if not self.countdown:
+            self.countdown = EVERY
+            if self.progress is not None:
+                self.progress.tick()
 
     def _report(self, rep: Report, slot: list, key: int) -> None:
         r = self.result
@@ -154,10 +244,14 @@ class _Run:
             self._observe(slot[1])
             slot[1] = None
         rank = key if rep.rank is None else rep.rank
-        event = self._engine(rank).report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details)
+        st = self._rank(rank)
+        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details)
         if rep.onset is not None:
             event.onset_step = min(rep.onset, event.step)
-        self._keep(self.engines[rank])
+        st.policy.after_report(event)
+        if st.feed is not None:
+            st.feed.event(event)
+        self._keep(st.engine)
         r.reports += 1
 
     def finish(self) -> None:
@@ -168,16 +262,22 @@ class _Run:
                 slot[1] = None
 
 
-def _files(source: Source, first, head: list):
+def _files(source: Source, first, head: list, progress: Progress | None):
     """(path, lines) of each file of ``source``; ``head`` was read from ``first`` already."""
+    if progress is not None:
+        progress.reading(source.paths[0], first)
     yield source.paths[0], itertools.chain(head, first)
     for path in source.paths[1:]:
         with open_text(path) as fh:
+            if progress is not None:
+                progress.reading(path, fh)
             yield path, fh
 
 
-def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto") -> ReplayResult:
-    """Replay one log (a file, a file and its rotated backups, or stdin) through fresh engines.
+def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
+                  options: ReplayOptions | None = None) -> ReplayResult:
+    """Replay one log (a file, a file and its rotated backups, or stdin) through fresh engines, doing what
+    ``options`` asks besides (default :class:`ReplayOptions`: the would-be policy with the live defaults).
 
     Raises:
         ReplayError: missing, empty, binary or unreadable file; no known format (``fmt="auto"``); unknown
@@ -191,7 +291,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto")
                                                                                                 first_bytes(first)):
         if first == STDIN:
             raise ReplayError("TensorBoard event files are read by path, not from standard input")
-        return _replay_tensorboard(source, rules)
+        return _replay_tensorboard(source, rules, options)
     try:
         fh = open_text(first)
     except SourceError as exc:
@@ -207,10 +307,10 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto")
                 raise ReplayError(f"{source.name}: no known training-log format in its first {len(head)} lines "
                                   f"(known: {', '.join(PARSERS)}; force one with --format)")
         result = ReplayResult(source.name, fmt, files=list(source.paths))
-        run = _Run(result, PARSERS[fmt], rules, source.rank)
+        run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         path, lineno, feed = first, 0, run.feed
         try:
-            for path, lines in _files(source, fh, head):
+            for path, lines in _files(source, fh, head, run.progress):
                 lineno = 0
                 for lineno, line in enumerate(lines, 1):
                     if line.startswith(_RANK_STARTS):
@@ -230,10 +330,12 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto")
     return result
 
 
-def _replay_tensorboard(source: Source, rules: Rules) -> ReplayResult:
+def _replay_tensorboard(source: Source, rules: Rules, options: ReplayOptions | None) -> ReplayResult:
     result = ReplayResult(source.name, tensorboard.NAME, files=list(source.paths))
-    run = _Run(result, tensorboard, rules, source.rank)
+    run = _Run(result, tensorboard, rules, source.rank, options)
     for path in source.paths:
+        if run.progress is not None:
+            run.progress.reading(path)
         n = 0
         try:
             for n, item in enumerate(tensorboard.read(path), 1):
@@ -249,13 +351,17 @@ def _replay_tensorboard(source: Source, rules: Rules) -> ReplayResult:
     return result
 
 
-def replay_file(path: str, rules: Rules | None = None, fmt: str = "auto") -> ReplayResult:
+def replay_file(path: str, rules: Rules | None = None, fmt: str = "auto",
+                options: ReplayOptions | None = None) -> ReplayResult:
     """Replay one log file (or ``-`` for stdin) through fresh engines with ``rules``; see :func:`replay_source`."""
-    return replay_source(Source(path, [path], 0 if path == STDIN else rank_of(path) or 0), rules, fmt)
+    return replay_source(Source(path, [path], 0 if path == STDIN else rank_of(path) or 0), rules, fmt, options)
 
 
-def replay_paths(paths, rules: Rules | None = None, fmt: str = "auto") -> list[ReplayResult]:
-    """Replay every log the paths name (files, folders of per-rank logs, ``-``), each through its own engines.
+def replay_paths(paths, rules: Rules | None = None, fmt: str = "auto", options: ReplayOptions | None = None,
+                 progress: bool | None = False) -> list[ReplayResult]:
+    """Replay every log the paths name (files, folders of per-rank logs, ``-``), each through its own engines,
+    with ``options`` (see :class:`ReplayOptions`); ``progress``: a progress bar on stderr (None: when stderr is
+    a terminal or the input is large, see :class:`~.progress.Progress`).
 
     A log named on its own that cannot be replayed raises ReplayError; one found in a folder gives a result
     with ``error`` set, and the others are replayed.
@@ -265,14 +371,22 @@ def replay_paths(paths, rules: Rules | None = None, fmt: str = "auto") -> list[R
     except SourceError as exc:
         raise ReplayError(str(exc)) from None
     rules = rules or Rules.load()
+    options = options or ReplayOptions()
+    if progress is not False:
+        options.progress = Progress([p for s in sources for p in s.paths], progress)
     results = []
-    for source in sources:
-        try:
-            results.append(replay_source(source, rules, fmt))
-        except ReplayError as exc:
-            if not source.found:
-                raise
-            results.append(ReplayResult(source.name, "", files=list(source.paths), error=str(exc)))
+    try:
+        for source in sources:
+            try:
+                results.append(replay_source(source, rules, fmt, options))
+            except ReplayError as exc:
+                if not source.found:
+                    raise
+                results.append(ReplayResult(source.name, "", files=list(source.paths), error=str(exc)))
+    finally:
+        if options.progress is not None:
+            options.progress.close()
+            options.progress = None
     if all(r.error for r in results):
         raise ReplayError(f"no log could be replayed; {results[0].error}")
     return results

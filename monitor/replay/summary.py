@@ -3,25 +3,78 @@ from __future__ import annotations
 
 from collections import Counter
 
+# field -> (label, unit, scale) of the step-time / TPS / MFU lines
+_STATS = {"step_time_s": ("step time", "s", 1.0), "tokens_per_second": ("TPS", "tokens/s", 1.0),
+          "mfu": ("MFU", "%", 100.0)}
+
 
 def as_dict(results) -> dict:
-    """All logs together (``format`` is a list when there are several) and each in ``files``."""
+    """All logs together (``format`` is a list when there are several) and each in ``files``.
+
+    Besides the counts and ``anomalies``: ``would_be_rollbacks`` (what the live rollback policy would have done:
+    ``at_step``, ``onset_step``, ``to_step`` (None when the checkpoint interval is not known), ``before_step``,
+    ``lr_multiplier``, ``rules``, ``rank``), ``would_stop`` (the would-be stops, ``at_step``, ``reason``,
+    ``rank``; empty when the run would have gone on) and ``rollbacks_without_checkpoint``, each with ``file``;
+    per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``, ``p95``, ``count``).
+    """
     skipped = Counter()
     for r in results:
         skipped.update(r.skipped)
+    files = [r.to_dict() for r in results]
+
+    def each(key):
+        return [{**x, "file": r.path} for r, d in zip(results, files) for x in d.get(key, ())]
+
     return {"format": results[0].format if len(results) == 1 else [r.format for r in results],
             "records": sum(r.records for r in results),
             "skipped_lines": sum(r.skipped_lines for r in results),
-            "anomalies": [{**e, "file": r.path} for r in results for e in r.to_dict()["anomalies"]],
-            "files": [r.to_dict() for r in results],
+            "anomalies": each("anomalies"),
+            "files": files,
             "reports": sum(r.reports for r in results),
             "merged_lines": sum(r.merged_lines for r in results),
             "lines": sum(r.lines for r in results),
-            "skipped": dict(skipped.most_common())}
+            "skipped": dict(skipped.most_common()),
+            "would_be_rollbacks": each("would_be_rollbacks"),
+            "would_stop": each("would_stop"),
+            "rollbacks_without_checkpoint": each("rollbacks_without_checkpoint")}
+
+
+def stats_lines(stats: dict) -> list[str]:
+    """``step time  median 1.756 s  p5 1.752  p95 1.758  (5 records)`` for each field of ``Stats.to_dict()``."""
+    out = []
+    for name, (label, unit, scale) in _STATS.items():
+        s = stats.get(name)
+        if s:
+            sampled = f", quantiles of {s['sampled']} evenly spaced" if s["sampled"] < s["count"] else ""
+            out.append(f"{label:<10} median {s['median'] * scale:.4g} {unit}  p5 {s['p5'] * scale:.4g}  "
+                       f"p95 {s['p95'] * scale:.4g}  ({s['count']} records{sampled})")
+    return out
+
+
+def rollback_lines(result) -> list[str]:
+    """The would-be rollbacks and stops of one log, in words."""
+    many = len(result.ranks) > 1
+    out = []
+    factor = next((f"LR x{p.lr_factor:g} " for p in result.policies.values()), "")
+    for rb in result.would_be_rollbacks():
+        who = f" (rank {rb['rank']})" if many else ""
+        to = (f"the checkpoint at step {rb['to_step']}" if rb["to_step"] is not None else
+              f"the newest healthy checkpoint before step {rb['before_step']} (checkpoint interval not given)")
+        out.append(f"would roll back at step {rb['at_step']} to {to}, {factor}(now x{rb['lr_multiplier']:g} of the "
+                   f"schedule): {', '.join(rb['rules'])} from step {rb['onset_step']}{who}")
+    for m in result.rollbacks_without_checkpoint():
+        who = f" (rank {m['rank']})" if many else ""
+        out.append(f"would not roll back at step {m['at_step']}: no healthy checkpoint before step "
+                   f"{m['before_step']}{who}")
+    for stop in result.would_stop():
+        who = f" (rank {stop['rank']})" if many else ""
+        out.append(f"would have stopped the run at step {stop['at_step']}: {stop['reason']}{who}")
+    return out
 
 
 def as_text(results) -> str:
-    """Per log: format, ranks, counts, skipped lines by reason; then each anomaly with its onset and step."""
+    """Per log: format, ranks, counts, skipped lines by reason; each anomaly with its onset and step; what the
+    rollback policy would have done. Then, for the logs that give them, step time / TPS / MFU quantiles."""
     out = []
     for r in results:
         if r.error:
@@ -37,4 +90,12 @@ def as_text(results) -> str:
         for e in r.events:
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
             out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}")
+        out.extend(f"  {line}" for line in rollback_lines(r))
+    perf = [(r.path, stats_lines(r.stats.to_dict())) for r in results if not r.error]
+    if any(lines for _, lines in perf):
+        out.append("step time, TPS, MFU (median, 5th and 95th percentile over each log's records):")
+        for path, lines in perf:
+            if lines:
+                out.append(f"  {path}")
+                out.extend(f"    {line}" for line in lines)
     return "\n".join(out)
