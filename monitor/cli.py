@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from datetime import datetime
+from importlib import import_module
 
 import click
 from loguru import logger
@@ -159,7 +160,7 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
 
     if html_path:
         try:
-            import plotly  # noqa: F401
+            import_module("plotly")
         except ImportError:
             _fail("--html needs plotly: pip install 'training-monitor[replay]'")
     writer = None

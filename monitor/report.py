@@ -117,11 +117,13 @@ def _figure(r):
     for e in [e for e in r.events if e.rank in r.tracks][:MAX_MARKS]:
         row = RULE_ROW.get(e.rule, rows[0])
         marks[row if row in rows else rows[0]].append(e)
+    span = max((x for xs, _ in points.values() for x in xs[-1:]), default=1) - \
+        min((x for xs, _ in points.values() for x in xs[:1]), default=0)
     for row, events in marks.items():
         i = rows.index(row) + 1
         fig.add_trace(go.Scatter(
             x=[e.step for e in events], y=[_y(e, row, points) for e in events], mode="markers+text",
-            text=[e.rule for e in events], textposition="top center", name="anomalies", showlegend=False,
+            text=_labels(events, span), textposition="top center", name="anomalies", showlegend=False,
             marker={"symbol": "x", "size": 11, "color": "crimson"}, textfont={"color": "crimson"},
             hovertext=[f"{e.rule} (rank {e.rank}): onset step {e.onset_step}, detected at step {e.step}<br>"
                        f"{html.escape(e.message)}" for e in events], hoverinfo="text"), row=i, col=1)
@@ -146,6 +148,19 @@ def _figure(r):
     fig.update_layout(height=230 * len(rows) + 90, margin={"l": 60, "r": 20, "t": 50, "b": 40},
                       template="plotly_white", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
     return fig
+
+
+def _labels(events, span: float) -> list[str]:
+    """Each mark's rule name, left out where the same rule was named less than 8 % of the x range before
+    (a cluster of firings would print over itself; the hover text names every one)."""
+    last: dict[str, float] = {}
+    out = []
+    for e in events:
+        near = e.rule in last and abs(e.step - last[e.rule]) < 0.08 * span
+        out.append("" if near else e.rule)
+        if not near:
+            last[e.rule] = e.step
+    return out
 
 
 def _y(e, row: str, points: dict) -> float:

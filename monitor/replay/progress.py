@@ -60,6 +60,10 @@ class Progress:
             self.bar.update(position - self.bar.n)
 
     def close(self) -> None:
+        """All read: show the bar full, then clear it."""
         if self.bar is not None:
+            if self.total:
+                self._to(self.total)
+                self.bar.refresh()
             self.bar.close()
             self.bar = None

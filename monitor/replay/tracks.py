@@ -108,7 +108,8 @@ class Envelope:
         self.count = 0
         if len(self.done) >= self.buckets:
             d = self.done
-            self.done = [(a[0], min(a[1], b[1], key=_y), max(a[2], b[2], key=_y), b[3]) for a, b in zip(d[::2], d[1::2])]
+            self.done = [(a[0], min(a[1], b[1], key=_y), max(a[2], b[2], key=_y), b[3])
+                         for a, b in zip(d[::2], d[1::2])]
             if len(d) % 2:
                 self.done.append(d[-1])
             self.width *= 2
