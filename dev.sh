@@ -38,8 +38,11 @@ case "$cmd" in
     exec .venv/bin/monitor demo "$@" ;;
   test)
     setup_venv
-    command -v promtool >/dev/null || apt_install prometheus; command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null || apt_install prometheus-alertmanager
-    command -v chromium >/dev/null || apt_install chromium  # the HTML report test renders it headless
+    # real servers and tools the tests run: Prometheus and promtool, Alertmanager and amtool (the tests
+    # start the servers themselves, on free ports, with the configs in deploy/), Chromium for the HTML report
+    command -v promtool >/dev/null || apt_install prometheus
+    { command -v amtool && command -v prometheus-alertmanager; } >/dev/null || apt_install prometheus-alertmanager
+    command -v chromium >/dev/null || apt_install chromium
     exec .venv/bin/python -m pytest "$@" ;;
   *)
     echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
