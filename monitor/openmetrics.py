@@ -55,6 +55,8 @@ def default_run(path: str) -> str:
 
 
 def _num(v) -> str:
+    if v.__class__ is float and v - v == 0:  # finite
+        return repr(v)
     if isinstance(v, int):
         return str(v)
     if v != v:
@@ -100,7 +102,8 @@ class OpenMetricsWriter:
             feed = self.feeds[(run, rank)] = Feed(self, run, rank)
         return feed
 
-    def add(self, family: str, labels: str, relative: bool, line: str, kind: str = "gauge", doc: str = "") -> None:
+    def slot(self, family: str, labels: str, relative: bool, kind: str = "gauge", doc: str = "") -> list:
+        """The line buffer of the labelset ``labels`` of ``family`` (made on first use); see :meth:`added`."""
         key = (family, labels)
         i = self.ids.get(key)
         if i is None:
@@ -109,9 +112,12 @@ class OpenMetricsWriter:
             self.buffers[i] = []
             if relative:
                 self.relative.add(i)
-        self.buffers[i].append(line)
-        self.buffered += 1
-        self.samples += 1
+        return self.buffers[i]
+
+    def added(self, n: int) -> None:
+        """``n`` lines were appended to the slots: spool them when too many are held."""
+        self.buffered += n
+        self.samples += n
         if self.buffered >= BUFFERED:
             self._flush()
 
@@ -180,6 +186,7 @@ class Feed:
         self.t: float | None = None  # time of the last record (seconds; from start_time when relative)
         self.next_scrape = -math.inf
         self.scraped: float | None = None
+        self.slots: dict = {}  # sample name and label values -> (line buffer, line start)
 
     def _time(self, rec) -> float:
         if self.relative is None:
@@ -208,9 +215,13 @@ class Feed:
         if healthy is not None:
             m.set_healthy(healthy)
         m.values[_TIME_VALUED] = t
-        add, labels, rel, ts = self.w.add, self.labels, self.relative, f" {t:.3f}\n"
+        slots, ts = self.slots, f" {t:.3f}\n"
         for name, value in m.values.items():
-            add(name, labels, rel, f"{name}{labels} {_num(value)}{ts}")
+            slot = slots.get(name)
+            if slot is None:
+                slot = slots[name] = (self.w.slot(name, self.labels, self.relative), f"{name}{self.labels} ")
+            slot[0].append(slot[1] + _num(value) + ts)
+        self.w.added(len(m.values))
         if t >= self.next_scrape:
             self._scrape(t)
 
@@ -224,11 +235,17 @@ class Feed:
 
     def _scrape(self, t: float) -> None:
         self.scraped, self.next_scrape = t, t + self.w.scrape_interval
-        ts = f" {t:.3f}\n"
+        ts, slots, n = f" {t:.3f}\n", self.slots, 0
         for fam in self.metrics.collect():
             if fam.type == "gauge":
                 continue
             for s in fam.samples:
-                key = _labels({k: v for k, v in s.labels.items() if k != "le"})
-                self.w.add(fam.name, key, self.relative, f"{s.name}{_labels(s.labels)} {_num(s.value)}{ts}",
-                           fam.type, fam.documentation)
+                key = (s.name, *s.labels.values())
+                slot = slots.get(key)
+                if slot is None:
+                    labels = _labels({k: v for k, v in s.labels.items() if k != "le"})
+                    slot = slots[key] = (self.w.slot(fam.name, labels, self.relative, fam.type, fam.documentation),
+                                         f"{s.name}{_labels(s.labels)} ")
+                slot[0].append(slot[1] + _num(s.value) + ts)
+                n += 1
+        self.w.added(n)

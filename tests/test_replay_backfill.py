@@ -19,6 +19,7 @@ from monitor.dashboards import DASHBOARDS, expressions
 from monitor.metrics import STEP_BUCKETS, Metrics
 from monitor.record import StepRecord
 from monitor.replay import megatron, mindformers
+from monitor.replay.clock import line_time
 from monitor.rules import Rules
 from services import http_json, start_prometheus
 
@@ -202,6 +203,33 @@ def test_promtool_backfills_it_and_prometheus_answers_the_logged_values(backfill
         assert healthy["value"][1] == "30"  # checkpoints every 10 steps, healthy 5 clean steps after
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("line, when", [
+    ("2025-04-07 15:34:27,308 - [mindformers/core/callback/callback.py:529] - INFO - { Epoch:[  1/  2], step:[    1/"
+     "   19], loss: 10.649, per_step_time: 103328ms", (2025, 4, 7, 15, 34, 27, 308)),  # MindFormers console
+    ("[INFO] 2025-04-07 15:34:27,308 [mindformers/core/callback/callback.py:529] print_output_info: { Epoch:[  1/  2], "
+     "step:[    1/   19], loss: 10.649", (2025, 4, 7, 15, 34, 27, 308)),  # MindFormers' file handler
+    (" [2024-05-30 10:21:44] iteration      100/    5000 | consumed samples:          800 | elapsed time per "
+     "iteration (ms): 296.8 | lm loss: 9.729805E+00 |", (2024, 5, 30, 10, 21, 44, 0)),  # Megatron-LM since 2024
+    ("[2023-04-12 10:53:24,519] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=8, lr=[0.0001], mom=[(0.9,"
+     " 0.95)]", (2023, 4, 12, 10, 53, 24, 519)),  # DeepSpeed
+    ("[WARNING] ME(2134:281473,MainProcess):2025-04-07-15:34:27.308.123 [mindspore/train/callback/_loss_monitor.py:"
+     "90] epoch: 1 step: 1, loss is 10.6", (2025, 4, 7, 15, 34, 27, 308)),  # MindSpore
+])
+def test_line_times_of_the_trainers_prefixes(line, when):
+    *date, ms = when
+    assert line_time(line) == pytest.approx(datetime(*date).timestamp() + ms / 1000)  # local time, as printed
+    assert line_time(" iteration      100/    5000 | consumed samples: 800 | lm loss: 9.7 |") is None
+
+
+def test_a_megatron_line_with_its_time_prefix_is_timed_by_it():
+    p = megatron.Parser()
+    rec = p.feed(" [2024-05-30 10:21:44] iteration      100/    5000 | consumed samples:          800 | elapsed time "
+                 "per iteration (ms): 296.8 | learning rate: 3.937E-06 | global batch size:     8 | lm loss: "
+                 "9.729805E+00 | loss scale: 131072.0 | grad norm: 5.703 | number of skipped iterations:   0 | "
+                 "number of nan iterations:   0 |")
+    assert rec.loss == pytest.approx(9.729805) and rec.timestamp == datetime(2024, 5, 30, 10, 21, 44).timestamp()
 
 
 def test_spooling_gives_the_same_file_whatever_the_buffer(tmp_path, monkeypatch):

@@ -92,6 +92,19 @@ def test_a_logged_spike_is_one_would_be_rollback_and_json_keeps_its_old_keys(tmp
         [(29050, 29050), (29070, 29050)]
 
 
+def test_the_would_be_ledger_stays_bounded_on_a_long_run():
+    from monitor.events import Event
+    from monitor.replay.policy import MAX_CHECKPOINTS, WouldBeRollbacks
+
+    policy = WouldBeRollbacks(checkpoint_every=1, healthy_after=5)
+    for step in range(1, 30_001):
+        policy.after_step(step, [])
+    assert len(policy.ledger.entries) <= MAX_CHECKPOINTS + 1 and policy.last_healthy == 29_995
+    nan = Event("nan_inf", 30_001, 30_001, math.nan, "critical", "loss is nan", actions=["alert", "rollback"])
+    policy.after_step(30_001, [nan])
+    assert [(r["at_step"], r["to_step"]) for r in policy.rollbacks] == [(30_001, 29_995)]
+
+
 # --- step time / TPS / MFU ----------------------------------------------------------------------------------
 
 def test_step_time_quantiles_of_a_megatron_log():

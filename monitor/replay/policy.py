@@ -61,16 +61,20 @@ class WouldBeRollbacks:
         onset = Engine.rollback_onset(events) if events else None
         if onset is None:
             if clean_step:
-                if self.ledger.observe(step):
-                    self.last_healthy = self.ledger.last_healthy_step
+                promoted = self.ledger.observe(step)
+                if promoted:
+                    top = max(e.step for e in promoted)
+                    self.last_healthy = top if self.last_healthy is None else max(top, self.last_healthy)
                 if self.every and step % self.every == 0:
                     self.ledger.add(step, f"step {step}")
                     if len(self.ledger.entries) > MAX_CHECKPOINTS:
                         self._prune()
-        elif self._rolled_back_at is not None and onset <= self._rolled_back_at:
-            self.ledger.anomaly(onset)  # the excursion already rolled back, firing again
         else:
-            self._rollback(step, onset, events)
+            if self._rolled_back_at is not None and onset <= self._rolled_back_at:
+                self.ledger.anomaly(onset)  # the excursion already rolled back, firing again
+            else:
+                self._rollback(step, onset, events)
+            self.last_healthy = self.ledger.last_healthy_step
         if self.stop is None and any("stop" in e.actions for e in events):
             self.stop = {"at_step": step, "reason": f"rule {events[0].rule} asks to stop at step {step}"}
 
