@@ -79,13 +79,16 @@ class OpenMetricsWriter:
         scrape_interval: seconds of run time between two points of the counters and histograms (0: every record).
         start_time: Unix time at which runs without times of their own started (None: now minus the longest).
         rules: rule ids, each with a ``train_anomalies_total`` series from the start, as live.
+        buffered: lines held in memory before the spool files are appended to.
 
     Raises:
         OSError: the folder of ``path`` is not writable (at construction), or writing fails.
     """
 
-    def __init__(self, path: str, scrape_interval: float = 15.0, start_time: float | None = None, rules=()):
+    def __init__(self, path: str, scrape_interval: float = 15.0, start_time: float | None = None, rules=(),
+                 buffered: int = BUFFERED):
         self.path, self.scrape_interval, self.start_time, self.rules = path, scrape_interval, start_time, list(rules)
+        self.max_buffered = buffered
         self.spool = tempfile.mkdtemp(prefix=".openmetrics-", dir=os.path.dirname(os.path.abspath(path)))
         self.families: dict[str, list] = {}  # name -> [type, help, [labelset ids]]
         self.ids: dict[tuple, int] = {}  # (family, labels) -> labelset id
@@ -118,7 +121,7 @@ class OpenMetricsWriter:
         """``n`` lines were appended to the slots: spool them when too many are held."""
         self.buffered += n
         self.samples += n
-        if self.buffered >= BUFFERED:
+        if self.buffered >= self.max_buffered:
             self._flush()
 
     def _flush(self) -> None:

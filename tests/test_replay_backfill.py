@@ -232,17 +232,16 @@ def test_a_megatron_line_with_its_time_prefix_is_timed_by_it():
     assert rec.loss == pytest.approx(9.729805) and rec.timestamp == datetime(2024, 5, 30, 10, 21, 44).timestamp()
 
 
-def test_spooling_gives_the_same_file_whatever_the_buffer(tmp_path, monkeypatch):
-    def write(path):
-        w = openmetrics.OpenMetricsWriter(str(path), scrape_interval=0, rules=["loss_spike"])
+def test_spooling_gives_the_same_file_whatever_the_buffer(tmp_path):
+    def write(path, buffered=openmetrics.BUFFERED):
+        w = openmetrics.OpenMetricsWriter(str(path), scrape_interval=0, rules=["loss_spike"], buffered=buffered)
         for rank in (0, 1):
             feed = w.feed("r", rank)
             for s in range(1, 30):  # ranks interleaved, as in a torchrun log
                 feed.step(StepRecord(s, 3.0 - s / 100, rank=rank, step_time_s=0.5, timestamp=1000.0 + s), [])
         return w.close()
     whole = write(tmp_path / "whole.om")
-    monkeypatch.setattr(openmetrics, "BUFFERED", 7)
-    small = write(tmp_path / "small.om")
+    small = write(tmp_path / "small.om", buffered=7)
     assert (tmp_path / "whole.om").read_text() == (tmp_path / "small.om").read_text()
     assert whole["samples"] == small["samples"] > 2 * 29 * 3
     assert not list(tmp_path.glob(".openmetrics-*"))  # the spool folder is gone
