@@ -10,6 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from bisect import bisect_left, insort
 from collections import deque
+from math import isfinite
 
 from .record import StepRecord
 from .rules import RuleConfig
@@ -20,6 +21,7 @@ class Detector(ABC):
 
     def __init__(self, cfg: RuleConfig):
         self.cfg = cfg
+        self.warmup_steps = cfg.warmup_steps
         self.__dict__.update(cfg.params)
 
     @abstractmethod
@@ -34,9 +36,9 @@ class NanInf(Detector):
     """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
 
     def update(self, rec):
-        if rec.loss is not None and not math.isfinite(rec.loss):
+        if rec.loss is not None and not isfinite(rec.loss):
             return rec.loss, rec.step, f"loss is {rec.loss} at step {rec.step}"
-        if rec.grad_norm is not None and not math.isfinite(rec.grad_norm) and not rec.overflow:
+        if rec.grad_norm is not None and not isfinite(rec.grad_norm) and not rec.overflow:
             return rec.grad_norm, rec.step, f"grad norm is {rec.grad_norm} at step {rec.step} without an overflow"
         return None
 
@@ -50,6 +52,8 @@ def median(sorted_values: list[float]) -> float:
 class SortedWindow:
     """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median)."""
 
+    __slots__ = ("items", "size", "sorted")
+
     def __init__(self, size: int):
         self.size = size
         self.items: deque[tuple[int, float]] = deque()
@@ -59,13 +63,17 @@ class SortedWindow:
         return len(self.items)
 
     def add(self, step: int, x: float) -> None:
-        self.items.append((step, x))
-        insort(self.sorted, x)
-        if len(self.items) > self.size:
-            del self.sorted[bisect_left(self.sorted, self.items.popleft()[1])]
+        items, values = self.items, self.sorted
+        items.append((step, x))
+        insort(values, x)
+        if len(items) > self.size:
+            del values[bisect_left(values, items.popleft()[1])]
 
     def median(self) -> float:
-        return median(self.sorted)
+        values = self.sorted
+        n = len(values)
+        mid = n // 2
+        return values[mid] if n % 2 else 0.5 * (values[mid - 1] + values[mid])
 
     def sigma(self, m: float) -> float:
         """Robust standard deviation around ``m``: the MAD times 1.4826 (normal-consistent; Rousseeuw &
@@ -76,6 +84,40 @@ class SortedWindow:
         """Drop the values of steps after ``step``."""
         while self.items and self.items[-1][0] > step:
             del self.sorted[bisect_left(self.sorted, self.items.pop()[1])]
+
+
+class LazySortedWindow(SortedWindow):
+    """A :class:`SortedWindow` of finite values that sorts them only when asked, for a window read now and
+    then: adding is an append. Same median and sigma (the same values, sorted)."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.items = deque(maxlen=size)
+        self.stale = False
+
+    def add(self, step: int, x: float) -> None:
+        self.items.append((step, x))
+        self.stale = True
+
+    def _sort(self) -> None:
+        if self.stale:
+            self.sorted = sorted([v for _, v in self.items])
+            self.stale = False
+
+    def median(self) -> float:
+        self._sort()
+        return super().median()
+
+    def sigma(self, m: float) -> float:
+        self._sort()
+        return super().sigma(m)
+
+    def rewind(self, step: int) -> None:
+        while self.items and self.items[-1][0] > step:
+            self.items.pop()
+            self.stale = True
 
 
 class RobustSpike(Detector):
@@ -99,19 +141,24 @@ class RobustSpike(Detector):
         super().__init__(cfg)
         self.history = SortedWindow(self.window)
         self.pending = None  # (event, soft bound) of a value over the bound awaiting confirmation
+        self._ratio, self._least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
 
     def update(self, rec):
         x = getattr(rec, self.field)
-        if x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
+        if x is None or rec.step <= self.warmup_steps or not isfinite(x) or rec.overflow:
             return None
+        return self._spike(rec, x)
+
+    def _spike(self, rec, x):
+        """Judge and learn ``x``, the finite value of a record past the warm-up that did not overflow."""
         out, pending, self.pending = None, self.pending, None
         hist = self.history
         if pending is not None and x > pending[1]:
             out = pending[0]
-        elif len(hist) >= self.min_history:
+        elif len(hist.items) >= self.min_history:
             m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
-            if x > (1.0 + self.min_ratio) * m and x > m + self.threshold * self.min_sigma_ratio * abs(m):
+            if x > self._ratio * m and x > m + self._least * abs(m):
                 s = max(hist.sigma(m), self.min_sigma_ratio * abs(m))
                 if x > m + self.threshold * s:
                     event = self._event(rec.step, x, m, s)
@@ -151,25 +198,30 @@ class LossSpike(RobustSpike):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.recent: deque[tuple[int, float]] = deque(maxlen=max(self.shift_steps, 1))
+        self.recent = SortedWindow(max(self.shift_steps, 1))  # the last shift_steps losses
 
     def update(self, rec):
-        out = super().update(rec)
-        x, k = rec.loss, self.shift_steps
-        if not k or x is None or rec.step <= self.cfg.warmup_steps or not math.isfinite(x) or rec.overflow:
-            return out
-        recent = self.recent
-        recent.append((rec.step, x))
-        if out is not None or len(recent) < k or len(self.history) < self.min_history + k:
-            return out
-        level, m = median(sorted(v for _, v in recent)), self.history.median()
-        if level <= m:  # cheap test first: a falling or flat loss never shifts up
+        x = rec.loss
+        if x is None or rec.step <= self.warmup_steps or not isfinite(x) or rec.overflow:
             return None
-        s = max(self.history.sigma(m), self.min_sigma_ratio * abs(m))
+        out, k = self._spike(rec, x), self.shift_steps
+        if not k:
+            return out
+        recent, hist = self.recent, self.history
+        recent.add(rec.step, x)
+        if out is not None or len(recent.items) < k or len(hist.items) < self.min_history + k:
+            return out
+        level, m = recent.median(), hist.median()
+        if level <= m:  # cheap tests first: a falling or flat loss never shifts up...
+            return None
+        floor = self.min_sigma_ratio * abs(m)
+        if level <= m + self.shift_sigma * floor:  # ...nor one under the bound at the floor of s (s >= floor)
+            return None
+        s = max(hist.sigma(m), floor)
         if level <= m + self.shift_sigma * s:
             return None
         soft, onset = m + 0.5 * self.shift_sigma * s, rec.step
-        for step, v in reversed(recent):
+        for step, v in reversed(recent.items):
             if v <= soft:
                 break
             onset = step
@@ -178,8 +230,7 @@ class LossSpike(RobustSpike):
 
     def rewind(self, step):
         super().rewind(step)
-        while self.recent and self.recent[-1][0] > step:
-            self.recent.pop()
+        self.recent.rewind(step)
 
 
 class GradNormSpike(RobustSpike):
@@ -197,7 +248,8 @@ class GradNormSpike(RobustSpike):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.losses = SortedWindow(self.window)
+        self.losses = LazySortedWindow(self.window)  # read only to corroborate a spike
+        self._climb_every = max(self.climb_window // 2, 1)
 
     def _corroborated(self, rec):
         losses = self.losses
@@ -211,11 +263,12 @@ class GradNormSpike(RobustSpike):
         self.losses.rewind(step)
 
     def update(self, rec):
-        out = super().update(rec)
-        if rec.loss is not None and math.isfinite(rec.loss) and not rec.overflow and rec.step > self.cfg.warmup_steps:
-            self.losses.add(rec.step, rec.loss)
+        out = RobustSpike.update(self, rec)
+        loss = rec.loss
+        if loss is not None and isfinite(loss) and not rec.overflow and rec.step > self.warmup_steps:
+            self.losses.add(rec.step, loss)
         hist, k = self.history, self.climb_window
-        if out is None and len(hist) == self.window and rec.step % max(k // 2, 1) == 0:
+        if out is None and len(hist.items) == self.window and rec.step % self._climb_every == 0:
             recent = [hist.items[i] for i in range(len(hist) - k, len(hist))]
             base, new = hist.median(), median(sorted(v for _, v in recent))
             if new > self.climb_ratio * base:
@@ -289,10 +342,11 @@ class LossScaleCollapse(Detector):
         scale = rec.loss_scale
         if scale is None:
             return None
-        prev, self.prev, self.highest = self.prev, scale, max(self.highest, scale)
-        calibrated = self.calibrated  # the fall into the first clean step is still calibration
-        self.calibrated = calibrated or rec.overflow is False
-        if not calibrated:
+        prev, self.prev = self.prev, scale
+        if scale > self.highest:  # as max(self.highest, scale), without a call per step
+            self.highest = scale
+        if not self.calibrated:  # the fall into the first clean step is still calibration
+            self.calibrated = rec.overflow is False
             return None
         q = self.drops
         if prev is not None and scale < prev:
@@ -321,7 +375,7 @@ class LossDegenerate(Detector):
 
     def update(self, rec):
         x = rec.loss
-        if x is None or not math.isfinite(x) or rec.step <= self.cfg.warmup_steps:
+        if x is None or not isfinite(x) or rec.step <= self.warmup_steps:
             return None
         if abs(x) < self.zero_below:
             return x, rec.step, f"loss is {x:g} at step {rec.step}"
@@ -347,7 +401,7 @@ class LossPlateau(Detector):
 
     def update(self, rec):
         x = rec.loss
-        if x is None or not math.isfinite(x) or rec.step <= self.cfg.warmup_steps or rec.step > self.until_step:
+        if rec.step > self.until_step or x is None or not isfinite(x) or rec.step <= self.warmup_steps:
             return None
         q = self.losses
         q.append((rec.step, x))
@@ -394,9 +448,9 @@ class BelowRollingMedian(SustainedLow):
 
     def update(self, rec):
         x = getattr(rec, self.field)
-        if x is None or rec.step <= self.cfg.warmup_steps:
+        if x is None or rec.step <= self.warmup_steps:
             return None
-        if len(self.values) < self.min_history:
+        if len(self.values.items) < self.min_history:
             self.values.add(rec.step, x)
             return None
         m = self.values.median()
@@ -422,7 +476,7 @@ class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
 
     def update(self, rec):
-        if rec.mfu is None or rec.step <= self.cfg.warmup_steps:
+        if rec.mfu is None or rec.step <= self.warmup_steps:
             return None
         if rec.mfu >= self.floor:
             self.low_since = None

@@ -37,15 +37,16 @@ class Engine:
 
     def observe(self, rec: StepRecord) -> list[Event]:
         """Judge one record; return the events it raised (usually none)."""
-        if self.last_step is not None and rec.step <= self.last_step:
-            self.rewind(rec.step - 1)
-        self.last_step = rec.step
+        step = rec.step
+        if self.last_step is not None and step <= self.last_step:
+            self.rewind(step - 1)
+        self.last_step = step
         fired = []
         for det in self.detectors:
             hit = det.update(rec)
-            if hit is not None and rec.step > self._quiet_until.get(det.cfg.id, -1):
+            if hit is not None and step > self._quiet_until.get(det.cfg.id, -1):
                 value, onset, message = hit
-                fired.append(self._publish(det.cfg.id, rec.step, onset, value, message, "rule", rec.rank))
+                fired.append(self._publish(det.cfg.id, step, onset, value, message, "rule", rec.rank))
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,

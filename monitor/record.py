@@ -24,6 +24,8 @@ class StepRecord:
         mfu: model FLOPs utilisation of the step, 0..1 (:mod:`monitor.flops`); None when unknown.
     """
 
+    # the order of the fields is relied upon: callbacks.TrainingMonitor and the MindFormers log reader
+    # (monitor/replay/mindformers.py) build records positionally, the cheapest way per step
     step: int
     loss: float | None = None
     grad_norm: float | None = None

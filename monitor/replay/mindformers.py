@@ -59,20 +59,20 @@ class Parser(base.Parser):
     messages = True
 
     def parse(self, line):
+        f = _FAST.search(line)
+        if f is not None:
+            epoch, _, step_in_epoch, per_epoch, loss, ms, lr, overflow, scale, norm = f.groups()
+            per_epoch = int(per_epoch)
+            step = (int(epoch) - 1) * per_epoch + int(step_in_epoch)
+            last = self.last
+            gap = step - last.step if last is not None else step
+            try:  # positional, in StepRecord's field order (keywords cost a third of the line's parsing)
+                return StepRecord(step, float(loss), float(norm) if norm else None, float(scale), overflow == "True",
+                                  float(lr), int(ms) / 1000.0, None, None, self.rank, None,
+                                  gap if 0 < gap <= per_epoch else 1)
+            except ValueError:
+                pass  # the general reader below says which field
         if "step:[" in line:
-            f = _FAST.search(line)
-            if f is not None:
-                epoch, _, step_in_epoch, per_epoch, loss, ms, lr, overflow, scale, norm = f.groups()
-                per_epoch = int(per_epoch)
-                step = (int(epoch) - 1) * per_epoch + int(step_in_epoch)
-                gap = step - self.step
-                try:
-                    return StepRecord(step=step, loss=float(loss), grad_norm=float(norm) if norm else None,
-                                      loss_scale=float(scale), overflow=overflow == "True", lr=float(lr),
-                                      step_time_s=int(ms) / 1000.0, rank=self.rank,
-                                      steps=gap if 0 < gap <= per_epoch else 1)
-                except ValueError:
-                    pass  # the general reader below says which field
             m = _STEP.search(line)
             if m is not None:
                 return self._record(line, m)
