@@ -12,6 +12,7 @@ parser may still add to :attr:`Parser.last` from the lines that follow it.
 """
 from __future__ import annotations
 
+import abc
 from typing import NamedTuple
 
 from ..record import StepRecord
@@ -60,7 +61,7 @@ def number(text: str) -> float | None:
         return None
 
 
-class Parser:
+class Parser(abc.ABC):
     """Base of every format's parser. Subclasses implement :meth:`parse`.
 
     ``parse(line)`` returns a record, a :class:`Report`, a skip reason (str), or None for a line that is not
@@ -103,8 +104,9 @@ class Parser:
                 item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
 
+    @abc.abstractmethod
     def parse(self, line):
-        raise NotImplementedError
+        """This format's reading of one line (see the class docstring)."""
 
     def record(self, step: int, **fields) -> StepRecord:
         return StepRecord(step=step, rank=self.rank, **fields)
