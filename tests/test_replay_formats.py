@@ -329,3 +329,27 @@ def test_rules_file_turning_a_rule_off_drops_its_trainer_reports(tmp_path):
     rules = Rules({"grad_norm_spike": {"enabled": False}})
     res = replay_file(str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"), rules)
     assert [e.rule for e in res.events] == ["loss_degenerate"] and res.skipped["rule disabled"] == 2
+
+
+def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_reading():
+    # the 1.3+ step line is read by one regular expression (the fast path); any other shape, field by field
+    import random
+
+    from monitor.replay import mindformers
+
+    rng = random.Random(0)
+    numbers = ["10.649", "2.0", "0.0", "-0.0", "nan", "inf", "1e-05", "9.981987e-06", "65536.0", "1_0", " 3.5"]
+    for _ in range(2000):
+        epochs, per_epoch = rng.randint(1, 3), rng.randint(1, 99999)
+        epoch, step = rng.randint(1, epochs), rng.randint(1, per_epoch)
+        loss, lr, scale, norm = (rng.choice(numbers).strip() for _ in range(4))
+        line = (f"2025-04-07 15:34:29,173 - [mindformers/core/callback/callback.py:529] - INFO - {{ Epoch:[{epoch:3d}/"
+                f"{epochs:3d}], step:[{step:5d}/{per_epoch:5d}], loss: {loss}, per_step_time: {rng.randint(0, 10 ** 6)}ms,"
+                f" lr: {lr}, overflow cond: {rng.choice(['True', 'False'])}, loss_scale: {scale}, global_norm: "
+                f"[{rng.choice([norm, ''])}], train_throughput_per_npu: 2.896T")
+        fast, general = mindformers.Parser(3), mindformers.Parser(3)
+        fast.last = general.last = mindformers.StepRecord(rng.randint(0, 300000))
+        assert mindformers._FAST.search(line) is not None
+        got = fast.parse(line)
+        want = general._record(line, mindformers._STEP.search(line))
+        assert repr(got) == repr(want), line
