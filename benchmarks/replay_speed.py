@@ -1,7 +1,7 @@
 """How fast ``monitor replay`` reads a long MindFormers log, against ``awk`` pulling the loss out of the same file.
 
 1. ``generate`` (once; cached under ``--out``, by default ``$TMPDIR/replay-speed``): a MindFormers 1.x
-   ``MFLossMonitor`` log of a 1,000,000-step pretraining run (~270 MB), every step line in the shape and
+   ``MFLossMonitor`` log of a 1,000,000-step pretraining run (282 MB), every step line in the shape and
    number formats the callback prints, behind the logger prefix of
    ``tests/data/mindformers_llama2_13b_normal_01.log``::
 
@@ -12,12 +12,13 @@
    and a slow step at each checkpoint, a dynamic loss scale (65536, x2 after 1000 clean steps, halved on
    each overflow, so it overflows every ~1000 steps as it grows), a progress line every 100 steps and a
    checkpoint line every 5000 (MindFormers versions that print the progress line after every step line
-   give a file ~60 % larger; the ~270 MB of the brief is the step lines). Injected faults, each a real
-   way a run goes wrong:
+   give a file ~60 % larger, with lines that replay skips at once). Injected faults, each a real way a
+   run goes wrong:
 
    * step 300000: a bad batch region, the loss x1.8 decaying back over ~10 steps (``loss_spike``);
    * step 650000: a NaN loss; MindFormers prints its NaN termination line and the run resumes from the
-     step-645000 checkpoint, so steps 645001.. appear twice (``nan_inf``; the engine rewinds);
+     step-645000 checkpoint, so steps 645001-650000 appear twice (1,005,000 step lines; ``nan_inf``; the
+     engine rewinds);
    * step 820000: the LR x30 for 3 steps (a schedule edit), the grad norm and then the loss surge
      (``grad_norm_spike``);
    * step 900000: 12 overflows in a row, the loss scale halving at each (``overflow_storm``,
