@@ -49,6 +49,11 @@ def median(sorted_values: list[float]) -> float:
     return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
 
 
+def _sigmas(d: float, s: float) -> str:
+    """``d / s`` for a message; a window of identical values (a loss stuck at 0) has ``s == 0``."""
+    return f"{d / s:.1f}" if s > 0 else "inf"
+
+
 class SortedWindow:
     """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median)."""
 
@@ -176,7 +181,7 @@ class RobustSpike(Detector):
                 break
             onset = prev
         return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
-                          f"of the last {len(self.history)} steps ({(x - m) / s:.1f} robust sigma)")
+                          f"of the last {len(self.history)} steps ({_sigmas(x - m, s)} robust sigma)")
 
     def _corroborated(self, rec) -> bool:
         """True when the same step's other evidence confirms a spike at once (no waiting for the next step)."""
@@ -226,7 +231,7 @@ class LossSpike(RobustSpike):
                 break
             onset = step
         return (level, onset, f"loss level {level:.4g} over the last {k} steps vs median {m:.4g} of the last "
-                              f"{len(self.history)} ({(level - m) / s:.1f} robust sigma)")
+                              f"{len(self.history)} ({_sigmas(level - m, s)} robust sigma)")
 
     def rewind(self, step):
         super().rewind(step)

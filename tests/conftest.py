@@ -6,6 +6,11 @@ from loguru import logger
 
 from services import binary
 
+try:  # MindSpore's generated protobuf modules fail to load after TensorBoard's ("Descriptors cannot be
+    import mindspore  # noqa: F401  created directly"); loading MindSpore first, as training programs do, works
+except ImportError:
+    pass
+
 
 @pytest.fixture
 def log_lines():

@@ -122,6 +122,14 @@ def test_a_sustained_loss_shift_too_small_for_a_spike_is_a_loss_spike_with_its_o
     assert run(shifted, Rules({"loss_spike": {"shift_steps": 0}})) == []
 
 
+def test_a_loss_back_from_exactly_zero_is_judged_without_dividing_by_zero():
+    recs = [StepRecord(i + 1, loss=0.0) for i in range(40)] + [StepRecord(41, loss=2.5)]
+    events = run(recs)
+    spike = [e for e in events if e.rule == "loss_spike"]
+    assert [e.step for e in spike] == [41] and "inf robust sigma" in spike[0].message
+    assert "loss_degenerate" in {e.rule for e in events}
+
+
 def test_overflow_storm_after_calibration_only():
     loss = noisy_losses(60)
     calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]

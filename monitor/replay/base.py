@@ -72,8 +72,9 @@ class Parser(abc.ABC):
     name = ""
     messages = False
 
-    def __init__(self, rank: int = 0):
+    def __init__(self, rank: int = 0, times: bool = True):
         self.rank = rank
+        self.times = times  # read a step line's time prefix (only a backfill needs it: ~10 % of a replay)
         self.last: StepRecord | None = None
         self.reason = ""
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
@@ -100,7 +101,7 @@ class Parser(abc.ABC):
             return None
         if cls is StepRecord:
             self.last = item
-            if item.timestamp is None and line.__class__ is str:
+            if self.times and item.timestamp is None and line.__class__ is str:
                 item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
 

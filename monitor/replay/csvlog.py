@@ -38,8 +38,8 @@ def detect(line: str) -> bool:
 class Parser(base.Parser):
     name = NAME
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.columns: list[str] | None = None
         self.header = ""
 

@@ -33,8 +33,8 @@ class Parser(base.Parser):
     name = NAME
     messages = True
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.skipped = None  # DeepSpeed's skipped count at the progress line before
 
     def parse(self, line):

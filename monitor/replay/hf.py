@@ -38,8 +38,8 @@ class Parser(base.Parser):
     name = NAME
     messages = True
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.bar, self.bar_total = 0, None  # training bar's count and total
 
     def next_step(self) -> int:

@@ -43,8 +43,8 @@ class Parser(base.Parser):
     name = NAME
     messages = True
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.iteration, self.scale, self.tokens = 0, None, None  # of the line before
 
     def parse(self, line):

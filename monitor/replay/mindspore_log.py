@@ -53,8 +53,8 @@ class Parser(base.Parser):
     name = NAME
     messages = True
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.epoch, self.offset, self.in_epoch = 0, 0, 0  # current epoch, steps before it, its last step
 
     def _global(self, epoch: int, step_in_epoch: int) -> int:

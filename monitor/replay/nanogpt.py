@@ -38,8 +38,8 @@ class Parser(base.Parser):
     name = NAME
     messages = True
 
-    def __init__(self, rank: int = 0):
-        super().__init__(rank)
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
         self.train_ms = None  # modded-nanogpt's running train_time at the line before
 
     def parse(self, line):

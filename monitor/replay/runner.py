@@ -170,7 +170,7 @@ class _Run:
         key = self.rank if line_rank is None else line_rank
         slot = self.parsers.get(key)
         if slot is None:
-            slot = self.parsers[key] = [self.module.Parser(key), None]
+            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
         parser = slot[0]
         item = parser.feed(line)
         if item is None:
