@@ -12,7 +12,7 @@ Reported: median and p95 of the training loop's wall time per step (between cons
 calls of a timing callback placed after the monitor, so the monitor's own work and any time its sender
 threads take from the training thread are included), each set-up's ratio to ``no sink``, and the sink's
 counters at the end (sent, failed, dropped, retries). The queue holds 100 alerts; the rest are dropped
-and counted.
+and counted. Last, the training thread's own cost per alert: ``AlertSender.send`` timed alone.
 
 Run: ``.venv/bin/python benchmarks/alert_delivery.py [--steps N] [--rounds R]``; prints a Markdown table.
 """
@@ -115,6 +115,28 @@ def main():
         c = counters.get(name)
         shown = "" if c is None else ", ".join(f"{k} {c[k]}" for k in ("sent", "failed", "dropped", "retries"))
         print(f"| {name} | {med * 1e3:.2f} | {p95 * 1e3:.2f} | {med / base:.3f}x | {shown} |")
+    print()
+    print(send_cost(setups["sink hangs"]))
+
+
+def send_cost(url: str, calls: int = 20000) -> str:
+    """What the training thread pays per alert: ``AlertSender.send`` timed alone, the sink's queue having
+    room and then full (its sender thread stuck on the hung endpoint)."""
+    from monitor.alerts import Alert, AlertsConfig, AlertSender
+
+    sender = AlertSender(AlertsConfig.load({"queue_size": calls // 2, "sinks": [
+        {"name": "bench", "type": "webhook", "url": url, "timeout_s": 30.0}]})[0])
+    alert = Alert("low_mfu", "warning", "MFU below the floor", run="bench", step=1)
+    laps = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        sender.send([alert])
+        laps.append(time.perf_counter() - t)
+    half = calls // 2
+    room, full = statistics.median(laps[:half]), statistics.median(laps[half:])
+    sender.close(0.1)
+    return (f"AlertSender.send on the training thread, median of {half} calls each: {room * 1e6:.1f} µs with room "
+            f"in the queue, {full * 1e6:.1f} µs with the queue full (dropped and counted)")
 
 
 if __name__ == "__main__":
