@@ -87,8 +87,9 @@ def _fresh_output_dir(out: Path) -> Path:
 
 def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400, data: str | None = None,
              output_dir: str = "demo_output", use_mindformers: bool | None = None, seed: int = 0,
-             checkpoint_every: int = 25) -> dict:
-    """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object).
+             checkpoint_every: int = 25, alerts: str | None = None) -> dict:
+    """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object). ``alerts``: a
+    YAML file of alert settings (see :class:`monitor.alerts.AlertsConfig`), or None.
 
     ``output_dir`` is cleared first when an earlier demo made it (see :func:`_fresh_output_dir`).
 
@@ -114,7 +115,7 @@ def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400
     scale = nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 200)
     monitor = TrainingMonitor(run="demo", output_dir=str(out), metrics_port=port,
                               checkpoint_every=checkpoint_every, healthy_after=20,
-                              tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False)
+                              tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False, alerts=alerts)
     callbacks = [FaultInjector(list(faults), source, schedule), monitor]
     if use_mindformers:
         train = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=scale)

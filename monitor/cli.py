@@ -68,8 +68,10 @@ def _parse_fault(ctx, param, values):
 @click.option("--output-dir", default="demo_output", show_default=True, help="Event log, ledger, checkpoints.")
 @click.option("--mindformers/--no-mindformers", "use_mf", default=None,
               help="Train through MindFormers' MFTrainOneStepCell (default: when mindformers is installed).")
+@click.option("--alerts", "alerts_path", type=click.Path(exists=True, dir_okay=False),
+              help="YAML file with alert settings (sinks): the demo's events are sent there too.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome on stdout.")
-def demo(steps, faults, port, data, output_dir, use_mf, as_json):
+def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
     """Train a small decoder-only LM on CPU with real MindSpore, monitored, and show detection -> rollback."""
     late = [f"{f.kind}@{f.step}" for f in faults if f.step > steps]
     if late:
@@ -81,7 +83,7 @@ def demo(steps, faults, port, data, output_dir, use_mf, as_json):
     try:
         with _stdout_to_stderr():  # MindFormers logs to stdout: keep stdout for the result
             summary = run_demo(steps=steps, faults=faults, port=port, data=data, output_dir=output_dir,
-                               use_mindformers=use_mf)
+                               use_mindformers=use_mf, alerts=alerts_path)
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     if as_json:
@@ -181,7 +183,7 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
         if html_path:
             from .report import write_html
 
-            size = write_html(results, html_path, {"checkpoint every": checkpoint_every or "not known",
+            size = write_html(results, html_path, {"checkpoint interval": checkpoint_every or "not given",
                                                    "healthy after": healthy_after, "LR factor": lr_factor,
                                                    "max rollbacks": max_rollbacks, "margin": rollback_margin})
             click.echo(f"wrote {html_path}: {size} bytes", err=True)
@@ -193,6 +195,11 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
         if writer is not None:
             writer.discard()
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
+    history = rules.rules["loss_spike"].params["min_history"]
+    for r in results:
+        if 0 < r.records <= history:
+            click.echo(f"note: {r.path} has {r.records} step records; loss_spike judges a step only after "
+                       f"{history} earlier ones (lower min_history with --rules to judge a short excerpt)", err=True)
 
 
 @main.group()

@@ -60,7 +60,8 @@ class Relay:
         if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
             return HTTPStatus.BAD_REQUEST, {"error": "expected an Alertmanager webhook payload with an alerts list"}
         try:
-            alerts = [Alert.from_alertmanager(a, self.config.dashboard_url) for a in payload["alerts"]]
+            alerts = [Alert.from_alertmanager(a, self.config.dashboard_url, self.config.runbook_base)
+                      for a in payload["alerts"]]
         except ValueError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
         if not self.sender.send(alerts, sink):
@@ -89,7 +90,8 @@ def _handler(relay: Relay):
         def do_GET(self):
             if self.path.rstrip("/") == "/healthz":
                 return self._answer(HTTPStatus.OK, relay.sender.stats())
-            self._answer(HTTPStatus.NOT_FOUND, {"error": "GET /healthz"})
+            self._answer(HTTPStatus.NOT_FOUND, {"error": f"no GET {self.path}: the relay answers GET /healthz "
+                                                         "and POST /alerts or /alerts/<sink>"})
 
         def _answer(self, status: HTTPStatus, body: dict) -> None:
             data = json.dumps(body).encode()

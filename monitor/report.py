@@ -39,7 +39,8 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#666;font-size:13px}p
 def write_html(results, path: str, settings: dict | None = None) -> int:
     """Write the report of ``results`` (:class:`~monitor.replay.runner.ReplayResult`, plot series kept with
     ``ReplayOptions.plot_ranks``) to ``path``; return its size in bytes. ``settings``: shown as given (the
-    rollback policy's options). Raises ImportError without plotly, OSError when ``path`` cannot be written."""
+    rollback policy's options). Raises ImportError without plotly, OSError (naming ``path``) when it cannot
+    be written."""
     import plotly.offline
 
     tmp = f"{path}.tmp"
@@ -59,6 +60,8 @@ def write_html(results, path: str, settings: dict | None = None) -> int:
                     out.write(_section(r))
             out.write("</body></html>\n")
         os.replace(tmp, path)
+    except OSError as exc:  # name the file asked for, not the temporary one beside it
+        raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

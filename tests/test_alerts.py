@@ -77,12 +77,12 @@ def test_rate_limit_groups_into_a_digest_instead_of_dropping(receiver):
     receiver.wait_for("/wecom", 1)
     rules = ["loss_spike", "grad_norm_spike", "overflow_storm", "throughput_drop"]
     for rule in rules:
-        s.send([Alert(rule, "warning", f"{rule} happened", run="r1", step=40)])
+        s.send([Alert(rule, "warning", f"{rule} happened", run="r1", step=40, action=f"{rule} handled")])
     got = receiver.wait_for("/wecom", 2)
     stats = s.close(3)["w"]
     assert stats["sent"] == 5 and stats["dropped"] == 0 and len(receiver.delivered("/wecom")) == 2
     digest = text_of(got[1])
-    assert "4 training alerts on r1" in digest and all(r in digest for r in rules)
+    assert "4 training alerts on r1" in digest and all(f"{r} happened -> {r} handled" in digest for r in rules)
 
 
 def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once(receiver, log_lines):
@@ -127,6 +127,10 @@ def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
         assert a["annotations"]["step"] == "31" and a["annotations"]["value"] == "nan"
         assert a["annotations"]["runbook_url"] == "https://git.example/runbooks/nan_inf.md"
         assert a["status"]["state"] == "active"
+        back = Alert.from_alertmanager(a)  # what monitor relay makes of it: the same facts
+        sent = nan_alert()
+        assert (back.rule, back.rank, back.step, back.onset_step, back.action, back.runbook, back.dashboard) == (
+            sent.rule, sent.rank, sent.step, sent.onset_step, sent.action, sent.runbook, sent.dashboard)
         s.close(1)
     finally:
         proc.stop()
@@ -170,7 +174,8 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
 
     from monitor.relay import Relay
 
-    cfg, _ = AlertsConfig.load({"sinks": [{"name": "team", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K"},
+    cfg, _ = AlertsConfig.load({"runbook_base": "https://x/runbooks",
+                                "sinks": [{"name": "team", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K"},
                                           {"name": "other", "type": "slack", "url": f"{receiver.url}/slack/x"}]})
     relay = Relay(cfg, port=0).start()
     base = f"http://127.0.0.1:{relay.port}"
@@ -178,13 +183,15 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
         {"status": "firing", "labels": {"alertname": "TrainingRankStraggler", "run": "r7", "rank": str(r),
                                         "severity": "warning"},
          "annotations": {"summary": f"rank {r} is 40% slower than the median",
-                         "runbook_url": "https://x/runbooks/rank_straggler.md"},
+                         "runbook_url": "runbooks/rank_straggler.md", "step": "1200", "onset_step": "1150",
+                         "action": "alerted", "value": "1.4"},
          "startsAt": "2026-11-30T14:00:00Z"} for r in (3, 5)]}
     try:
         assert http_json(f"{base}/alerts/team", payload) == {"queued": 2}
         (msg,) = receiver.wait_for("/wecom")
         text = text_of(msg)
         assert "2 training alerts on r7" in text and "rank 3" in text and "rank 5" in text
+        assert "step 1200 (onset 1150)" in text and "value 1.4" in text and "-> alerted" in text
         assert "https://x/runbooks/rank_straggler.md" in text and not receiver.delivered("/slack")
         for path, body, code in (("/alerts/nope", payload, 404), ("/alerts", {"no": "alerts"}, 400),
                                  ("/other", payload, 404)):

@@ -52,8 +52,11 @@ class Alert:
                    runbook=runbook, dashboard=dashboard.replace("{run}", run), starts_at=now)
 
     @classmethod
-    def from_alertmanager(cls, alert: dict, dashboard: str = "") -> "Alert":
-        """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4).
+    def from_alertmanager(cls, alert: dict, dashboard: str = "", runbook_base: str = "") -> "Alert":
+        """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
+        the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
+        ``runbook_url``, ``dashboard_url``) are read back; a relative ``runbook_url`` (the shipped
+        ``runbooks/<page>.md``) is put under ``runbook_base`` when one is given.
 
         Raises:
             ValueError: the entry is not a mapping with a ``labels`` mapping.
@@ -61,13 +64,16 @@ class Alert:
         if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
             raise ValueError("an alert without a labels mapping")
         labels, notes = alert["labels"], alert.get("annotations") or {}
-        rank = labels.get("rank")
         run = labels.get("run", "")
+        runbook = notes.get("runbook_url", "")
+        if runbook and runbook_base and "://" not in runbook:
+            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}"
         return cls(rule=labels.get("rule") or labels.get("alertname", "alert"),
                    severity=labels.get("severity", "warning"),
                    summary=notes.get("summary") or notes.get("description") or labels.get("alertname", ""),
-                   run=run, rank=int(rank) if str(rank).isdigit() else None,
-                   value=_float(notes.get("value")), runbook=notes.get("runbook_url", ""),
+                   run=run, rank=_int(labels.get("rank")), step=_int(notes.get("step")),
+                   onset_step=_int(notes.get("onset_step")), action=notes.get("action", ""),
+                   value=_float(notes.get("value")), runbook=runbook,
                    dashboard=notes.get("dashboard_url") or dashboard.replace("{run}", run)
                    or alert.get("generatorURL", ""),
                    status=alert.get("status", "firing"), starts_at=_unix(alert.get("startsAt")))
@@ -103,6 +109,10 @@ class Alert:
         if self.dashboard:
             out.append(("dashboard", self.dashboard))
         return out
+
+
+def _int(text) -> int | None:
+    return int(text) if str(text).isdigit() else None
 
 
 def _float(text) -> float | None:

@@ -63,9 +63,12 @@ class Platform(abc.ABC):
             return "\n".join(lines)
         lines = [self.bold.format(self.title(alerts))]
         for a in alerts[:MAX_LINES]:
-            where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step"))
+            where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
+            action = f" -> {a.action}" if a.action else ""
             runbook = f" ({self.link.format(url=a.runbook, text='runbook')})" if a.runbook else ""
-            lines.append(f"- {a.title()} {where}: {a.summary}{runbook}")
+            lines.append(f"- {a.title()} {where}: {a.summary}{action}{runbook}")
+        dashboards = sorted({a.dashboard for a in alerts[:MAX_LINES] if a.dashboard})
+        lines += [f"dashboard: {self.link.format(url=d, text=d)}" for d in dashboards]
         if len(alerts) > MAX_LINES:
             lines.append(f"... and {len(alerts) - MAX_LINES} more")
         return "\n".join(lines)
