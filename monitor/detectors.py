@@ -284,6 +284,26 @@ class GradNormSpike(RobustSpike):
         return out
 
 
+class RecentSteps(deque):
+    """Steps at which something happened (an overflow, a halving), kept while within ``window`` steps of
+    the latest; ``self[0]`` is the oldest kept."""
+
+    def __init__(self, window: int):
+        super().__init__()
+        self.window = window
+
+    def add(self, step: int, times: int = 1) -> int:
+        """Record ``times`` occurrences at ``step``, forget those ``window`` steps old; return how many are kept."""
+        self.extend([step] * times)
+        while self and self[0] <= step - self.window:
+            self.popleft()
+        return len(self)
+
+    def rewind(self, step: int) -> None:
+        while self and self[-1] > step:
+            self.pop()
+
+
 class OverflowStorm(Detector):
     """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration;
     or, at once, an overflow at a loss scale more than ``max_growth`` times the previous step's, which a
@@ -300,7 +320,7 @@ class OverflowStorm(Detector):
         super().__init__(cfg)
         self.calibrated = False
         self.calibration = 0  # overflows before the first clean step
-        self.overflow_steps: deque[int] = deque()
+        self.overflow_steps = RecentSteps(self.window)
         self.prev_scale: float | None = None
 
     def update(self, rec):
@@ -319,17 +339,13 @@ class OverflowStorm(Detector):
             return (rec.loss_scale, rec.step, f"overflow at loss scale {rec.loss_scale:.6g}, {rec.loss_scale / prev:.6g}x "
                                               f"the previous step's {prev:.6g}: not the dynamic scaler's doing")
         q = self.overflow_steps
-        q.append(rec.step)
-        while q[0] <= rec.step - self.window:
-            q.popleft()
-        if len(q) >= self.max_overflows:
+        if q.add(rec.step) >= self.max_overflows:
             return (float(len(q)), q[0], f"{len(q)} overflowed steps within {self.window} steps "
                                          f"(loss scale {rec.loss_scale})")
         return None
 
     def rewind(self, step):
-        while self.overflow_steps and self.overflow_steps[-1] > step:
-            self.overflow_steps.pop()
+        self.overflow_steps.rewind(step)
         self.prev_scale = None
 
 
@@ -341,7 +357,7 @@ class LossScaleCollapse(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.calibrated, self.prev, self.highest = False, None, 0.0
-        self.drops: deque[int] = deque()
+        self.drops = RecentSteps(self.window)
 
     def update(self, rec):
         scale = rec.loss_scale
@@ -354,10 +370,7 @@ class LossScaleCollapse(Detector):
             self.calibrated = rec.overflow is False
             return None
         q = self.drops
-        if prev is not None and scale < prev:
-            q.extend([rec.step] * max(1, round(math.log2(prev / scale))))
-        while q and q[0] <= rec.step - self.window:
-            q.popleft()
+        q.add(rec.step, max(1, round(math.log2(prev / scale))) if prev is not None and scale < prev else 0)
         if scale <= self.floor < self.highest:
             return scale, q[0] if q else rec.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if len(q) >= self.max_halvings:
@@ -365,8 +378,7 @@ class LossScaleCollapse(Detector):
         return None
 
     def rewind(self, step):
-        while self.drops and self.drops[-1] > step:
-            self.drops.pop()
+        self.drops.rewind(step)
         self.prev = None
 
 
