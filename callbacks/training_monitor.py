@@ -78,8 +78,9 @@ class TrainingMonitor(Callback):
     rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and
     last). A rule whose actions include ``skip_batches`` also skips its ``skip_extra_batches`` further
     batches ahead of the data reader when the dataset is fed by a :class:`callbacks.SkippableSource`
-    (found in the pipeline by itself); the event log records the skipped positions. Past ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with
-    ``exit_on_stop``, the process exits with status 1 and that reason once ``Model.train`` has wound
+    (found in the pipeline by itself); the event log records the skipped positions. Past
+    ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
+    process exits with status 1 and that reason once ``Model.train`` has wound
     down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
     (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. With more than one rank, the step values
