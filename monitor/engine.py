@@ -6,6 +6,7 @@ from typing import Callable
 
 from loguru import logger
 
+from .detectors import Judge
 from .events import Event
 from .record import StepRecord
 from .rules import Rules
@@ -28,25 +29,32 @@ class Engine:
 
     def __init__(self, rules: Rules | None = None, sinks: list[Sink] | None = None):
         self.rules = rules or Rules.load()
-        self.detectors = self.rules.detectors()
+        self.judge = Judge(self.rules.detectors())
         self.sinks = list(sinks or [])
         self.events: list[Event] = []
-        self.last_step: int | None = None
         self._quiet_until: dict[str, int] = {}
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
 
+    @property
+    def last_step(self) -> int | None:
+        """Step of the last record judged (or rewound to); None before the first."""
+        return self.judge.last_step
+
     def observe(self, rec: StepRecord) -> list[Event]:
         """Judge one record; return the events it raised (usually none)."""
-        step = rec.step
-        if self.last_step is not None and step <= self.last_step:
-            self.rewind(step - 1)
-        self.last_step = step
-        fired = []
-        for det in self.detectors:
-            hit = det.update(rec)
-            if hit is not None and step > self._quiet_until.get(det.cfg.id, -1):
-                value, onset, message = hit
-                fired.append(self._publish(det.cfg.id, step, onset, value, message, "rule", rec.rank))
+        return self.judged(rec, self.judge.observe(rec))
+
+    def judged(self, rec: StepRecord, hits: list | None) -> list[Event]:
+        """Publish what :attr:`judge` found on ``rec`` (``hits``, see :class:`~monitor.detectors.Judge`),
+        outside each rule's cooldown; return the events. For feeds that run the judge themselves."""
+        if self.judge.went_back:
+            self._quiet_until.clear()
+        if hits is None:
+            return []
+        step, fired = rec.step, []
+        for rule, (value, onset, message) in hits:
+            if step > self._quiet_until.get(rule, -1):
+                fired.append(self._publish(rule, step, onset, value, message, "rule", rec.rank))
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,
@@ -57,10 +65,8 @@ class Engine:
 
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
-        for det in self.detectors:
-            det.rewind(step)
+        self.judge.rewind(step)
         self._quiet_until.clear()
-        self.last_step = step
 
     @staticmethod
     def rollback_onset(events: list[Event]) -> int | None:

@@ -69,6 +69,11 @@ class Ledger:
             self._save()
         return promoted
 
+    @property
+    def next_promotion(self) -> int | None:
+        """The first step at which :meth:`observe` promotes a checkpoint; None when none is pending."""
+        return self._pending[0].step + self.healthy_after if self._pending else None
+
     def anomaly(self, onset_step: int) -> None:
         """An excursion began at ``onset_step``: quarantine checkpoints not yet proven before it."""
         changed = False

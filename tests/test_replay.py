@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from monitor.replay import ReplayError, replay_file, replay_paths
-from monitor.replay.runner import PARSERS
+from monitor.replay.runner import PARSERS, ReplayOptions
 from monitor.rules import Rules
 
 DATA = Path(__file__).parent / "data"
@@ -253,16 +253,29 @@ def test_damaged_text_never_crashes_and_every_line_is_counted(tmp_path):
 
 
 def test_an_error_names_the_file_and_line(tmp_path, monkeypatch):
-    from monitor.replay import mindformers
+    from monitor.replay import mindformers, runner
 
     def broken(self, line):
         if "step:[    3/" in line:
             raise RuntimeError("parser bug")
     monkeypatch.setattr(mindformers.Parser, "parse", broken)
     path = tmp_path / "x.log"
-    path.write_text(mf_log(5))
+    path.write_text(mf_log(5).replace(", per_step_time", ",  per_step_time"))  # not the fast path's shape
     with pytest.raises(ReplayError, match=rf"{path}:5: cannot replay this line: RuntimeError\('parser bug'\)"):
         replay_file(str(path), fmt="mindformers")
+    monkeypatch.undo()
+
+    # the same from inside the compiled fast path: step 3 is judged when the line of step 4 (line 7) comes
+    judged = runner._Run._judged
+
+    def failing(self, st, rec, hits):
+        if rec.step == 3:
+            raise RuntimeError("bug after judging")
+        judged(self, st, rec, hits)
+    monkeypatch.setattr(runner._Run, "_judged", failing)
+    path.write_text(mf_log(5))
+    with pytest.raises(ReplayError, match=rf"{path}:7: cannot replay this line: RuntimeError\('bug after judging'\)"):
+        replay_file(str(path), options=ReplayOptions(checkpoint_every=1))  # every step due: each goes to the run
 
 
 def test_memory_stays_bounded(tmp_path):

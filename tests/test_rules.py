@@ -242,30 +242,36 @@ def test_low_mfu_only_when_known_and_sustained():
     assert fired(recs, "low_mfu") == [(150, 101)]
 
 
-def test_sorted_windows_match_a_fresh_sort_through_adds_and_rewinds():
-    # the detectors' windows keep their values sorted as they go (SortedWindow) or sort them when read
-    # (LazySortedWindow): either way the median and sigma are those of the window's values sorted afresh
+def test_window_matches_a_fresh_sort_through_adds_and_rewinds():
+    # the detectors' window keeps its values sorted as they go (eager) or sorts them when read (lazy); its
+    # median and sigma are those of the window's values sorted afresh, through adds, evictions and rewinds,
+    # with ties and -0.0
     import random
 
-    from monitor.detectors import LazySortedWindow, SortedWindow, median
+    from monitor.detectors import Window, median
 
-    rng = random.Random(0)
-    eager, lazy, items, step = SortedWindow(7), LazySortedWindow(7), [], 0
+    for lazy in (False, True):
+        check_window(Window(7, lazy=lazy), random.Random(0))
+
+
+def check_window(window, rng):
+    from monitor.detectors import median
+
+    items, step = [], 0
     for _ in range(3000):
         if rng.random() < 0.05:
             step = max(0, step - rng.randint(0, 5))
-            eager.rewind(step)
-            lazy.rewind(step)
+            window.rewind(step)
             items = [(s, v) for s, v in items if s <= step]
         else:
             step += 1
             x = rng.choice([rng.gauss(3.0, 1.0), 0.0, -0.0, 2.0, 1e300])
-            eager.add(step, x)
-            lazy.add(step, x)
+            window.add(step, x)
             items = (items + [(step, x)])[-7:]
-        assert list(eager.items) == list(lazy.items) == items
+        assert window.pairs() == items and len(window) == len(items)
         if items:
             values = sorted(v for _, v in items)
             m = median(values)
-            assert eager.median() == lazy.median() == m
-            assert eager.sigma(m) == lazy.sigma(m) == 1.4826 * median(sorted(abs(v - m) for v in values))
+            assert window.sorted_values() == values
+            assert window.median() == m
+            assert window.sigma(m) == 1.4826 * median(sorted(abs(v - m) for v in values))

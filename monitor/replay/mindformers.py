@@ -34,6 +34,7 @@ import re
 from ..record import StepRecord
 from . import base
 from .base import NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
+from .scan import fast_record
 
 NAME = "mindformers"
 
@@ -41,9 +42,6 @@ _STEP = re.compile(r"Epoch:\[\s*(\d+)/\s*(\d+)\],\s*step:\[\s*(\d+)/\s*(\d+)\]")
 _FIELDS = re.compile(
     r"\b(?P<key>loss|per_step_time|time|lr|overflow cond|loss_scale|global_norm|train_throughput_per_npu)\b"
     r"\s*:?\s*(?P<val>\[[^\]]*\]|[^,\s]+(?:\s*ms)?)")
-# the 1.3+ line as printed, read in one match (the general reader above takes every other shape)
-_FAST = re.compile(_STEP.pattern + r", loss: ([^,\[]+), per_step_time: (\d+)ms, lr: ([^,]+), overflow cond: "
-                   r"(True|False), loss_scale: ([^,]+), global_norm: \[([^\] ]*)\]")
 _NORM_LINE = re.compile(r"Current global norm \[([^\]]*)\] of step (\d+) has been (\d+) consecutive times greater "
                         r"than threshold:? ?([\d.eE+-]+)(.*)")
 _NAN = re.compile(r"There is (nan|inf) in (\w+)|(\w+) is \[?(-?(?:nan|inf))\b", re.IGNORECASE)
@@ -59,19 +57,9 @@ class Parser(base.Parser):
     messages = True
 
     def parse(self, line):
-        f = _FAST.search(line)
-        if f is not None:
-            epoch, _, step_in_epoch, per_epoch, loss, ms, lr, overflow, scale, norm = f.groups()
-            per_epoch = int(per_epoch)
-            step = (int(epoch) - 1) * per_epoch + int(step_in_epoch)
-            last = self.last
-            gap = step - last.step if last is not None else step
-            try:  # positional, in StepRecord's field order (keywords cost a third of the line's parsing)
-                return StepRecord(step, float(loss), float(norm) if norm else None, float(scale), overflow == "True",
-                                  float(lr), int(ms) / 1000.0, None, None, self.rank, None,
-                                  gap if 0 < gap <= per_epoch else 1)
-            except ValueError:
-                pass  # the general reader below says which field
+        rec = fast_record(line, self.last, self.rank)  # the 1.3+ line as printed, read in C
+        if rec is not None:
+            return rec
         if "step:[" in line:
             m = _STEP.search(line)
             if m is not None:

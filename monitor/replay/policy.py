@@ -5,6 +5,7 @@ from ..engine import Engine
 from ..ledger import HEALTHY, QUARANTINED, Ledger
 
 MAX_CHECKPOINTS = 4096  # ledger entries kept; see WouldBeRollbacks
+FAR = 1 << 62  # a step never reached
 
 
 class WouldBeRollbacks:
@@ -40,17 +41,31 @@ class WouldBeRollbacks:
         self.stop: dict | None = None
         self.last_healthy: int | None = None  # newest healthy checkpoint's step
         self._multiplier = 1.0
-        self._last_step: int | None = None
+        self._last_step: int | None = None  # step of the last after_step
         self._rolled_back_at: int | None = None  # step of the last would-be rollback, until the log goes back
 
-    def after_step(self, step: int, events: list) -> None:
-        """The engine judged ``step`` and raised ``events`` (usually none)."""
+    def after_step(self, step: int, events: list, went_back: bool = False) -> None:
+        """The engine judged ``step`` and raised ``events`` (usually none); ``went_back``: the step is not
+        after the one before it (the engine rewound: a real rollback or a resume)."""
         if self.stop is not None:
             return
-        if self._last_step is not None and step <= self._last_step:
-            self._rolled_back_at = None  # the run went back (a real rollback or a resume)
+        if went_back:
+            self._rolled_back_at = None
         self._last_step = step
         self._judge(step, events, clean_step=True)
+
+    @property
+    def due(self) -> int:
+        """The first step whose :meth:`after_step` without events, not going back, would change anything (a
+        checkpoint to add or to promote); a feed may leave out such calls for the steps before it (replay's
+        compiled fast path, :mod:`.scan`). Before the first step: every step is due."""
+        if self.stop is not None or not self.every:
+            return FAR
+        if self._last_step is None:
+            return -FAR
+        nxt = (self._last_step // self.every + 1) * self.every
+        promote = self.ledger.next_promotion
+        return nxt if promote is None else min(nxt, promote)
 
     def after_report(self, event) -> None:
         """A trainer's own report (judged outside the detectors): only a rollback or stop it asks for counts."""

@@ -24,12 +24,14 @@ from . import csvlog, deepspeed, eventlog, hf, jsonl, megatron, mindformers, min
 from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
-from .sources import STDIN, Source, SourceError, expand, first_bytes, open_text, rank_of
+from .scan import Scanner
+from .sources import STDIN, Source, SourceError, expand, first_bytes, open_bytes, rank_of, text, text_lines
 from .tracks import Stats, Track
 
 PARSERS = {m.NAME: m for m in (mindformers, mindspore_log, megatron, hf, nanogpt, deepspeed, jsonl, csvlog, eventlog,
                                tensorboard)}
 DETECT_LINES = 5000
+BLOCK = 1 << 18  # bytes read at a time by the fast path
 MAX_EVENTS = 10000  # per log; more are counted, not kept
 
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
@@ -165,12 +167,17 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
 
-    def feed(self, line, line_rank=None) -> None:
-        r = self.result
-        key = self.rank if line_rank is None else line_rank
+    def slot(self, key: int) -> list:
+        """``[parser, pending record]`` of the lines of rank ``key``."""
         slot = self.parsers.get(key)
         if slot is None:
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
+        return slot
+
+    def feed(self, line, line_rank=None) -> None:
+        r = self.result
+        key = self.rank if line_rank is None else line_rank
+        slot = self.parsers.get(key) or self.slot(key)
         parser = slot[0]
         item = parser.feed(line)
         if item is None:
@@ -216,16 +223,21 @@ class _Run:
 
     def _observe(self, rec: StepRecord) -> None:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
-        events = st.engine.observe(rec)
+        self._judged(st, rec, st.engine.judge.observe(rec))
+
+    def _judged(self, st: _Rank, rec: StepRecord, hits) -> None:
+        """``rec`` was judged by ``st``'s judge (``hits``: what fired, or None): publish, and feed the rest."""
+        engine = st.engine
+        events = engine.judged(rec, hits)
         policy = st.policy
-        policy.after_step(rec.step, events)
+        policy.after_step(rec.step, events, engine.judge.went_back)
         self.result.stats.add(rec)
         if st.track is not None:
             st.track.add(rec)
         if st.feed is not None:
             st.feed.step(rec, events, policy.last_healthy)
         if events:
-            self._keep(st.engine)
+            self._keep(engine)
         self.result.last = rec
         self.countdown -= 1
         if not self.countdown:
@@ -263,15 +275,77 @@ class _Run:
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):
-    """(path, lines) of each file of ``source``; ``head`` was read from ``first`` already."""
+    """(path, binary stream, lines read from it already) of each file of ``source``; ``head`` was read from
+    ``first``."""
     if progress is not None:
         progress.reading(source.paths[0], first)
-    yield source.paths[0], itertools.chain(head, first)
+    yield source.paths[0], first, head
     for path in source.paths[1:]:
-        with open_text(path) as fh:
+        with open_bytes(path) as raw:
             if progress is not None:
-                progress.reading(path, fh)
-            yield path, fh
+                progress.reading(path, raw)
+            yield path, raw, []
+
+
+def _feed_line(run: _Run, line: str) -> None:
+    if line.startswith(_RANK_STARTS):
+        rank, line = _split_rank(line)
+        run.feed(line, rank)
+    else:
+        run.feed(line)
+
+
+def _feed_lines(run: _Run, raw, head: list, at: list) -> None:
+    """Feed ``run`` the text lines of ``head`` (lines of ``raw`` read already) then of ``raw``, one at a time;
+    ``at[0]``: the line number."""
+    stream = text(raw)
+    try:
+        for at[0], line in enumerate(itertools.chain((t for b in head for t in text_lines(b)), stream), 1):
+            _feed_line(run, line)
+    finally:
+        stream.detach()  # closing raw is its opener's
+
+
+def _blocks(raw, head: list):
+    """The bytes of ``head`` then of ``raw`` in blocks of whole lines: ``(data, end)``, the block being
+    ``data[:end]`` (the last may lack its newline)."""
+    for i in range(0, len(head), 1024):
+        data = b"".join(head[i:i + 1024])
+        yield data, len(data)
+    rest = b""
+    while chunk := raw.read(BLOCK):
+        if rest:
+            chunk = rest + chunk
+        cut = chunk.rfind(b"\n") + 1
+        rest = chunk[cut:]
+        if cut:
+            yield chunk, cut
+    if rest:
+        yield rest, len(rest)
+
+
+def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
+    """As :func:`_feed_lines`, through the compiled fast path (:class:`.scan.Scanner`), which takes the lines it
+    can and hands the others to ``run.feed`` (as text)."""
+    scanner, progress = Scanner(run), run.progress
+    for block, end in _blocks(raw, head):
+        pos = 0
+        while pos < end:
+            try:
+                pos, taken = scanner.scan(block, pos, end)
+            except Exception:
+                at[0] += scanner.taken + 1
+                raise
+            at[0] += taken
+            if pos < end:
+                nl = block.find(b"\n", pos, end)
+                nxt = end if nl < 0 else nl + 1
+                for line in text_lines(block[pos:nxt]):
+                    at[0] += 1
+                    _feed_line(run, line)
+                pos = nxt
+        if progress is not None:
+            progress.tick()
 
 
 def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
@@ -293,37 +367,33 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             raise ReplayError("TensorBoard event files are read by path, not from standard input")
         return _replay_tensorboard(source, rules, options)
     try:
-        fh = open_text(first)
+        raw = open_bytes(first)
     except SourceError as exc:
         raise ReplayError(str(exc)) from None
-    with fh:
+    with raw:
         try:
-            head = list(itertools.islice(fh, DETECT_LINES))
+            head = list(itertools.islice(raw, DETECT_LINES))
         except (EOFError, OSError, zlib.error) as exc:
             raise ReplayError(f"{first}: cannot read: {exc}") from None
         if fmt == "auto":
-            fmt = detect(head)
+            fmt = detect(t for b in head for t in text_lines(b))
             if fmt is None:
                 raise ReplayError(f"{source.name}: no known training-log format in its first {len(head)} lines "
                                   f"(known: {', '.join(PARSERS)}; force one with --format)")
         result = ReplayResult(source.name, fmt, files=list(source.paths))
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
-        path, lineno, feed = first, 0, run.feed
+        path, at = first, [0]
+        feed = _feed_blocks if run.module is mindformers and run.options.openmetrics is None else _feed_lines
         try:
-            for path, lines in _files(source, fh, head, run.progress):
-                lineno = 0
-                for lineno, line in enumerate(lines, 1):
-                    if line.startswith(_RANK_STARTS):
-                        rank, line = _split_rank(line)
-                        feed(line, rank)
-                    else:
-                        feed(line)
+            for path, stream, lines in _files(source, raw, head, run.progress):
+                at[0] = 0
+                feed(run, stream, lines, at)
         except SourceError as exc:
             raise ReplayError(str(exc)) from None
         except (EOFError, OSError, zlib.error) as exc:
-            raise ReplayError(f"{path}:{lineno + 1}: cannot read on (truncated or corrupt file?): {exc}") from None
+            raise ReplayError(f"{path}:{at[0] + 1}: cannot read on (truncated or corrupt file?): {exc}") from None
         except Exception as exc:  # a parser bug must name the line, not end in a traceback
-            raise ReplayError(f"{path}:{lineno}: cannot replay this line: {exc!r}") from None
+            raise ReplayError(f"{path}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
     if result.records == 0 and result.reports == 0:
         raise ReplayError(f"{source.name}: no {fmt} step lines found in {result.lines} lines")

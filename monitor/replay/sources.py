@@ -90,9 +90,9 @@ def _binary(head: bytes) -> bool:
     return b"\x00" in head or sum(b < 9 or 13 < b < 32 and b != 27 for b in head) > len(head) // 10
 
 
-def open_text(path: str):
-    """A text stream of ``path`` (stdin for ``-``; gzip undone): UTF-8 with bad bytes replaced, any newline
-    convention (``\\n``, ``\\r\\n``, a lone ``\\r`` of a progress bar).
+def open_bytes(path: str):
+    """A buffered binary stream of ``path`` (stdin for ``-``; gzip undone), checked to hold text: read it as
+    :func:`text` says.
 
     Raises:
         SourceError: missing, unreadable, empty, binary or corrupt gzip input.
@@ -119,7 +119,20 @@ def open_text(path: str):
         if path != STDIN:
             raw.close()
         raise SourceError(f"{name}: {problem}")
+    return raw
+
+
+def text(raw) -> io.TextIOWrapper:
+    """The text of a stream from :func:`open_bytes`: UTF-8 with bad bytes replaced, any newline convention
+    (``\\n``, ``\\r\\n``, a lone ``\\r`` of a progress bar)."""
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+
+
+def text_lines(line: bytes) -> list[str]:
+    """The lines of :func:`text` in ``line``, one line of the binary stream (up to and with its ``\\n``): one,
+    or more where a lone ``\\r`` ends some."""
+    decoded = line.decode("utf-8", "replace")
+    return list(io.StringIO(decoded, newline=None)) if "\r" in decoded else [decoded]
 
 
 def first_bytes(path: str) -> bytes:

@@ -1,51 +1,17 @@
 """Bounded summaries of a replayed series: quantiles for the terminal summary, plot points for the HTML report.
 
-Whatever the log's length, memory stays fixed: :class:`Sample` holds at most ``size`` values and
-:class:`Envelope` at most 4 points per bucket of ``buckets``.
+Whatever the log's length, memory stays fixed: :class:`~.scan.Sample` (compiled, for replay's fast path)
+holds at most ``size`` values and :class:`Envelope` at most 4 points per bucket of ``buckets``.
 """
 from __future__ import annotations
 
 import math
 
-SAMPLE_SIZE = 4096
+from .scan import Sample
+
 PLOT_BUCKETS = 1000
 STATS = ("step_time_s", "tokens_per_second", "mfu")  # what the summary gives median, p5 and p95 of
 PLOTTED = ("loss", "grad_norm", "loss_scale", "tokens_per_second", "mfu", "step_time_s")
-
-
-class Sample:
-    """An evenly spaced sample of a stream, for quantiles: every value until ``size`` are held; then, each time
-    the sample is full, every other held value is dropped and only every 2nd, 4th, ... value is taken. The
-    quantiles are exact up to ``size`` values and, beyond, exact quantiles of a systematic sample spread over
-    the whole stream (deterministic: the same log gives the same numbers)."""
-
-    __slots__ = ("values", "size", "stride", "skip", "count")
-
-    def __init__(self, size: int = SAMPLE_SIZE):
-        self.values: list[float] = []
-        self.size, self.stride, self.skip, self.count = size, 1, 1, 0
-
-    def add(self, value: float) -> None:
-        self.count += 1
-        self.skip -= 1
-        if self.skip:
-            return
-        self.skip = self.stride
-        values = self.values
-        values.append(value)
-        if len(values) >= self.size:
-            del values[1::2]
-            self.stride *= 2
-
-    def quantiles(self, *qs: float) -> list[float]:
-        """The ``qs`` (0..1) quantiles, linearly interpolated between the sampled values (numpy's default)."""
-        v = sorted(self.values)
-        out = []
-        for q in qs:
-            pos = q * (len(v) - 1)
-            i = int(pos)
-            out.append(v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (pos - i))
-        return out
 
 
 class Stats:

@@ -1,0 +1,795 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Detectors: one per rule id, compiled (Cython), the one implementation behind the live callback and replay.
+
+Every detector sees the records of one rank in step order and answers, per record, either nothing or
+``(value, onset_step, message)``. Detectors hold only bounded state (a window of recent values), so the
+same detector serves a live run and a million-line replay. :class:`Judge` runs a rank's detectors over a
+record: from Python (:meth:`Judge.observe`, a :class:`~monitor.record.StepRecord`; the engine's way) or from
+C (``Judge.judge``, a ``Rec``; ``monitor/replay/scan.pyx`` reads MindFormers step lines into one without
+making Python objects). The arithmetic is that of the Python formulas in the docstrings, in IEEE doubles
+compiled without contraction (``-ffp-contract=off``, see ``setup.py``), so every platform decides alike.
+"""
+from libc.math cimport fabs, isfinite, log2, nearbyint, NAN
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.limits cimport LLONG_MIN
+from libc.string cimport memmove
+
+cdef long long NONE = LLONG_MIN  # a step that is not there
+
+
+cdef int rec_from(Rec* r, object rec) except -1:
+    """Fill ``r`` from a StepRecord (or any object with its attributes)."""
+    r.step = rec.step
+    v = rec.loss
+    r.has_loss = v is not None
+    if r.has_loss:
+        r.loss = v
+    v = rec.grad_norm
+    r.has_grad_norm = v is not None
+    if r.has_grad_norm:
+        r.grad_norm = v
+    v = rec.loss_scale
+    r.has_loss_scale = v is not None
+    if r.has_loss_scale:
+        r.loss_scale = v
+    v = rec.overflow
+    r.overflow = -1 if v is None else (1 if v else 0)
+    v = rec.mfu
+    r.has_mfu = v is not None
+    if r.has_mfu:
+        r.mfu = v
+    v = rec.tokens_per_second if rec.tokens else None
+    r.has_tps = v is not None
+    if r.has_tps:
+        r.tps = v
+    return 0
+
+
+cdef inline object opt(bint has, double x):
+    return x if has else None
+
+
+cdef int _cmp(const void* a, const void* b) noexcept nogil:
+    cdef double x = (<const double*>a)[0], y = (<const double*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef double _median(double* v, Py_ssize_t n) noexcept:
+    """Median of ``n`` sorted values (NaN for none)."""
+    if n == 0:
+        return NAN
+    cdef Py_ssize_t mid = n // 2
+    return v[mid] if n % 2 else 0.5 * (v[mid - 1] + v[mid])
+
+
+def median(sorted_values) -> float:
+    """Median of a sorted sequence (the middle value, or the mean of the two middle ones)."""
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
+
+
+cdef class Window:
+    """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median).
+
+    Eager (the default), the values are kept sorted as they come: a new value goes after the equal ones held
+    (``bisect.insort``), and the value leaving is removed at its first equal (``bisect_left``), with ``<``
+    comparisons only, as Python's ``bisect`` does. ``lazy``: for a window read now and then, adding is a
+    write into the ring and the values are sorted when read; the same median and sigma.
+    """
+
+    def __cinit__(self, Py_ssize_t size, bint lazy=False):
+        self.size, self.lazy = max(size, 1), lazy
+        self.n = self.head = 0
+        self.stale = False
+        self.steps = <long long*>malloc(self.size * sizeof(long long))
+        self.values = <double*>malloc(self.size * sizeof(double))
+        self.ordered = <double*>malloc((self.size + 1) * sizeof(double))
+        if not self.steps or not self.values or not self.ordered:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.values)
+        free(self.ordered)
+
+    def __len__(self):
+        return self.n
+
+    cdef double value(self, Py_ssize_t i) noexcept:
+        """The ``i``-th oldest value."""
+        return self.values[(self.head + i) % self.size]
+
+    cdef long long step_of(self, Py_ssize_t i) noexcept:
+        return self.steps[(self.head + i) % self.size]
+
+    cdef Py_ssize_t _right(self, double x, Py_ssize_t count) noexcept:
+        """``bisect_right`` of ``x`` in the first ``count`` sorted values."""
+        cdef Py_ssize_t lo = 0, hi = count, mid
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if x < self.ordered[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    cdef Py_ssize_t _left(self, double x, Py_ssize_t count) noexcept:
+        """``bisect_left`` of ``x`` in the first ``count`` sorted values."""
+        cdef Py_ssize_t lo = 0, hi = count, mid
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.ordered[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    cdef void _insert(self, double x) noexcept:
+        cdef Py_ssize_t j = self._right(x, self.n)
+        memmove(self.ordered + j + 1, self.ordered + j, (self.n - j) * sizeof(double))
+        self.ordered[j] = x
+
+    cdef void _remove(self, double x, Py_ssize_t count) noexcept:
+        """Remove ``x`` from the first ``count`` sorted values (at ``bisect_left``)."""
+        cdef Py_ssize_t i = self._left(x, count)
+        if i < count:
+            memmove(self.ordered + i, self.ordered + i + 1, (count - i - 1) * sizeof(double))
+
+    cdef void _replace(self, double old, double x) noexcept:
+        """``_insert(x)`` then ``_remove(old)``, moving each value at most once."""
+        cdef Py_ssize_t i, j
+        if old != old or x != x:  # NaN: bisect's placements are not an order; do it in two steps
+            self._insert(x)
+            self._remove(old, self.n + 1)
+            return
+        i, j = self._left(old, self.n), self._right(x, self.n)
+        if j > i:  # x >= old: the values between shift down
+            memmove(self.ordered + i, self.ordered + i + 1, (j - 1 - i) * sizeof(double))
+            self.ordered[j - 1] = x
+        else:  # x < old: they shift up
+            memmove(self.ordered + j + 1, self.ordered + j, (i - j) * sizeof(double))
+            self.ordered[j] = x
+
+    cpdef void add(self, long long step, double x) noexcept:
+        cdef Py_ssize_t tail
+        if self.n == self.size:  # the oldest leaves: its slot takes the new pair
+            if self.lazy:
+                self.stale = True
+            else:
+                self._replace(self.values[self.head], x)
+            self.steps[self.head], self.values[self.head] = step, x
+            self.head = (self.head + 1) % self.size
+        else:
+            if self.lazy:
+                self.stale = True
+            else:
+                self._insert(x)
+            tail = (self.head + self.n) % self.size
+            self.steps[tail], self.values[tail] = step, x
+            self.n += 1
+
+    cdef void _sort(self) noexcept:
+        cdef Py_ssize_t i
+        if self.stale:
+            for i in range(self.n):
+                self.ordered[i] = self.value(i)
+            qsort(self.ordered, self.n, sizeof(double), _cmp)
+            self.stale = False
+
+    cpdef double median(self) noexcept:
+        self._sort()
+        return _median(self.ordered, self.n)
+
+    cpdef double sigma(self, double m) noexcept:
+        """Robust standard deviation around ``m``: the MAD times 1.4826 (normal-consistent; Rousseeuw &
+        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``."""
+        cdef double* dev = <double*>malloc(max(self.n, 1) * sizeof(double))
+        cdef Py_ssize_t i
+        cdef double out
+        self._sort()
+        for i in range(self.n):
+            dev[i] = fabs(self.ordered[i] - m)
+        qsort(dev, self.n, sizeof(double), _cmp)
+        out = 1.4826 * _median(dev, self.n)
+        free(dev)
+        return out
+
+    cdef double median_of(self, Py_ssize_t start, Py_ssize_t count) noexcept:
+        """Median of the ``count`` values from the ``start``-th oldest on."""
+        cdef double* v = <double*>malloc(max(count, 1) * sizeof(double))
+        cdef Py_ssize_t i
+        cdef double out
+        for i in range(count):
+            v[i] = self.value(start + i)
+        qsort(v, count, sizeof(double), _cmp)
+        out = _median(v, count)
+        free(v)
+        return out
+
+    cpdef void rewind(self, long long step) noexcept:
+        """Drop the pairs of steps after ``step``."""
+        cdef Py_ssize_t tail
+        while self.n:
+            tail = (self.head + self.n - 1) % self.size
+            if self.steps[tail] <= step:
+                break
+            if self.lazy:
+                self.stale = True
+            else:
+                self._remove(self.values[tail], self.n)
+            self.n -= 1
+
+    def pairs(self) -> list:
+        """The ``(step, value)`` pairs held, oldest first."""
+        return [(self.step_of(i), self.value(i)) for i in range(self.n)]
+
+    def sorted_values(self) -> list:
+        self._sort()
+        return [self.ordered[i] for i in range(self.n)]
+
+
+cdef class Steps:
+    """Steps at which something happened (an overflow, a halving), kept while within ``window`` steps of
+    the latest; ``first()`` is the oldest kept."""
+
+    cdef long long window
+    cdef long long* buf
+    cdef Py_ssize_t cap, head, n
+
+    def __cinit__(self, long long window):
+        self.window, self.cap, self.head, self.n = window, 16, 0, 0
+        self.buf = <long long*>malloc(self.cap * sizeof(long long))
+        if not self.buf:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    cdef int _grow(self) except -1:
+        cdef long long* buf = <long long*>malloc(2 * self.cap * sizeof(long long))
+        cdef Py_ssize_t i
+        if not buf:
+            raise MemoryError()
+        for i in range(self.n):
+            buf[i] = self.buf[(self.head + i) % self.cap]
+        free(self.buf)
+        self.buf, self.head, self.cap = buf, 0, 2 * self.cap
+        return 0
+
+    cdef Py_ssize_t add(self, long long step, long long times) except -1:
+        """Record ``times`` occurrences at ``step``, forget those ``window`` steps old; return how many are kept."""
+        cdef long long k
+        for k in range(times):
+            if self.n == self.cap:
+                self._grow()
+            self.buf[(self.head + self.n) % self.cap] = step
+            self.n += 1
+        while self.n and self.buf[self.head] <= step - self.window:
+            self.head = (self.head + 1) % self.cap
+            self.n -= 1
+        return self.n
+
+    cdef long long first(self) noexcept:
+        return self.buf[self.head]
+
+    cdef void rewind_to(self, long long step) noexcept:
+        while self.n and self.buf[(self.head + self.n - 1) % self.cap] > step:
+            self.n -= 1
+
+
+def _sigmas(double d, double s) -> str:
+    """``d / s`` for a message; a window of identical values (a loss stuck at 0) has ``s == 0``."""
+    return f"{d / s:.1f}" if s > 0 else "inf"
+
+
+cdef class Detector:
+    """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
+    forgets what was seen after ``step`` (the run went back to it: rollback or resume). A subclass reads its
+    rule's settings (``cfg.params``) in ``__init__``."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.warmup_steps = cfg.warmup_steps
+
+    cdef object update(self, Rec* r):
+        return None
+
+    cdef void forget(self, long long step) noexcept:
+        pass
+
+    def rewind(self, step):
+        self.forget(step)
+
+
+cdef class NanInf(Detector):
+    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
+
+    cdef object update(self, Rec* r):
+        if r.has_loss and not isfinite(r.loss):
+            return r.loss, r.step, f"loss is {r.loss} at step {r.step}"
+        if r.has_grad_norm and not isfinite(r.grad_norm) and r.overflow != 1:
+            return r.grad_norm, r.step, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
+        return None
+
+
+cdef class RobustSpike(Detector):
+    """Upward spike of one field against the median and MAD of its last ``window`` finite values.
+
+    Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
+    MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
+    ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
+    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
+    nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
+    when the next value is still over ``m + threshold * s / 2`` (a one-batch outlier that clipping
+    absorbs is not an event); the event then carries the first step.
+    """
+
+    cdef Window history
+    cdef Py_ssize_t window, min_history
+    cdef long long confirm_steps
+    cdef double threshold, min_sigma_ratio, ratio, least
+    cdef object pending  # the event of a value over the bound awaiting confirmation
+    cdef double pending_bound  # ... and the soft bound the next value must exceed
+    cdef str label
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.window, self.min_history, self.threshold = p["window"], p["min_history"], p["threshold"]
+        self.min_sigma_ratio, self.confirm_steps = p["min_sigma_ratio"], p["confirm_steps"]
+        self.history = Window(self.window)
+        self.pending = None
+        self.ratio, self.least = 1.0 + p["min_ratio"], self.threshold * self.min_sigma_ratio
+
+    cdef object spike(self, Rec* r, double x):
+        """Judge and learn ``x``, the finite value of a record past the warm-up that did not overflow."""
+        cdef double m, s
+        cdef Window hist = self.history
+        out, pending, self.pending = None, self.pending, None
+        if pending is not None and x > self.pending_bound:
+            out = pending
+        elif hist.n >= self.min_history:
+            m = hist.median()
+            # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
+            if x > self.ratio * m and x > m + self.least * fabs(m):
+                s = max(hist.sigma(m), self.min_sigma_ratio * fabs(m))
+                if x > m + self.threshold * s:
+                    event = self.event(r.step, x, m, s)
+                    if self.confirm_steps > 1 and not self.corroborated(r):
+                        self.pending, self.pending_bound = event, m + 0.5 * self.threshold * s
+                    else:
+                        out = event
+        hist.add(r.step, x)
+        return out
+
+    cdef object event(self, long long step, double x, double m, double s):
+        cdef double soft = m + 0.5 * self.threshold * s
+        cdef long long onset = step
+        cdef Window hist = self.history
+        cdef Py_ssize_t i
+        for i in range(hist.n - 1, -1, -1):
+            if hist.value(i) <= soft:
+                break
+            onset = hist.step_of(i)
+        return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
+                          f"of the last {hist.n} steps ({_sigmas(x - m, s)} robust sigma)")
+
+    cdef bint corroborated(self, Rec* r):
+        """True when the same step's other evidence confirms a spike at once (no waiting for the next step)."""
+        return False
+
+    cdef void forget(self, long long step) noexcept:
+        self.history.rewind(step)
+        self.pending = None
+
+
+cdef class LossSpike(RobustSpike):
+    """Loss spike (see :class:`RobustSpike`), plus a level shift: the median of the last ``shift_steps``
+    losses above the window's median by ``shift_sigma`` robust sigmas (floored as for the spike). An LR
+    surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not (on
+    the curves of ``benchmarks/detection_quality.py`` the statistic stays under 2.1 sigma on healthy runs
+    and reaches 3.2-7.8 within five steps of an LR surge). Onset: the first step of the shift."""
+
+    cdef Window recent
+    cdef Py_ssize_t shift_steps
+    cdef double shift_sigma
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.label = "loss"
+        self.shift_steps, self.shift_sigma = cfg.params["shift_steps"], cfg.params["shift_sigma"]
+        self.recent = Window(max(self.shift_steps, 1))  # the last shift_steps losses
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.loss, level, m, floor, s, soft
+        cdef Py_ssize_t k = self.shift_steps, i
+        cdef long long onset
+        if not r.has_loss or r.step <= self.warmup_steps or not isfinite(x) or r.overflow == 1:
+            return None
+        out = self.spike(r, x)
+        if not k:
+            return out
+        recent, hist = self.recent, self.history
+        recent.add(r.step, x)
+        if out is not None or recent.n < k or hist.n < self.min_history + k:
+            return out
+        level, m = recent.median(), hist.median()
+        if level <= m:  # cheap tests first: a falling or flat loss never shifts up...
+            return None
+        floor = self.min_sigma_ratio * fabs(m)
+        if level <= m + self.shift_sigma * floor:  # ...nor one under the bound at the floor of s (s >= floor)
+            return None
+        s = max(hist.sigma(m), floor)
+        if level <= m + self.shift_sigma * s:
+            return None
+        soft, onset = m + 0.5 * self.shift_sigma * s, r.step
+        for i in range(recent.n - 1, -1, -1):
+            if recent.value(i) <= soft:
+                break
+            onset = recent.step_of(i)
+        return (level, onset, f"loss level {level:.4g} over the last {k} steps vs median {m:.4g} of the last "
+                              f"{hist.n} ({_sigmas(level - m, s)} robust sigma)")
+
+    cdef void forget(self, long long step) noexcept:
+        RobustSpike.forget(self, step)
+        self.recent.rewind(step)
+
+
+cdef class GradNormSpike(RobustSpike):
+    """Grad-norm spike (see :class:`RobustSpike`), plus a sustained climb: the median of the last
+    ``climb_window`` norms above ``climb_ratio`` x the median of the whole window, which often precedes a
+    loss spike (checked every ``climb_window // 2`` steps once the window is full).
+
+    A spike needs no confirmation by the next step when the same step's loss is also above the median of
+    its last ``window`` finite values by ``confirm_loss_sigma`` robust sigmas: a damaging update (an LR
+    surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was (on the
+    curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
+    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off."""
+
+    cdef Window losses
+    cdef Py_ssize_t climb_window
+    cdef long long climb_every
+    cdef double climb_ratio, confirm_loss_sigma
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.label = "grad norm"
+        self.climb_window, self.climb_ratio = p["climb_window"], p["climb_ratio"]
+        self.confirm_loss_sigma = p["confirm_loss_sigma"]
+        self.losses = Window(self.window, lazy=True)  # read only to corroborate a spike
+        self.climb_every = max(self.climb_window // 2, 1)
+
+    cdef bint corroborated(self, Rec* r):
+        cdef Window losses = self.losses
+        cdef double m
+        if not self.confirm_loss_sigma or not r.has_loss or losses.n < self.min_history:
+            return False
+        m = losses.median()
+        return r.loss > m + self.confirm_loss_sigma * max(losses.sigma(m), 1e-6 * fabs(m))
+
+    cdef void forget(self, long long step) noexcept:
+        RobustSpike.forget(self, step)
+        self.losses.rewind(step)
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.grad_norm, base, new, rise
+        cdef Window hist = self.history
+        cdef Py_ssize_t k = min(self.climb_window, self.window), i
+        cdef long long onset
+        out = None
+        if r.has_grad_norm and r.step > self.warmup_steps and isfinite(x) and r.overflow != 1:
+            out = self.spike(r, x)
+        if r.has_loss and isfinite(r.loss) and r.overflow != 1 and r.step > self.warmup_steps:
+            self.losses.add(r.step, r.loss)
+        if out is None and hist.n == self.window and r.step % self.climb_every == 0:
+            base, new = hist.median(), hist.median_of(hist.n - k, k)
+            if new > self.climb_ratio * base:
+                rise = base * (1.0 + self.climb_ratio) / 2  # half way up: where the climb began
+                onset = r.step
+                for i in range(hist.n - k, hist.n):
+                    if hist.value(i) > rise:
+                        onset = hist.step_of(i)
+                        break
+                out = (new, onset, f"grad norm climbing: median {new:.4g} over the last {k} steps vs {base:.4g} "
+                                   f"over the last {hist.n} ({new / base:.1f}x)")
+        return out
+
+
+cdef class OverflowStorm(Detector):
+    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration;
+    or, at once, an overflow at a loss scale more than ``max_growth`` times the previous step's, which a
+    dynamic loss scaler (growing by at most its factor, 2, per step) cannot have produced: a scale
+    restored from another state, a stale scaler.
+
+    Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
+    halves down from its initial value; those never count, up to ``max_calibration`` of them (24 by
+    default: from 2^32, DeepSpeed's initial scale, down to 2^8): a start-up that keeps overflowing past
+    that is a storm, not calibration. The onset is the window's first overflow.
+    """
+
+    cdef bint calibrated, has_prev
+    cdef long long calibration, max_calibration, window, max_overflows
+    cdef double prev_scale, max_growth
+    cdef Steps overflow_steps
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.window, self.max_overflows = p["window"], p["max_overflows"]
+        self.max_growth, self.max_calibration = p["max_growth"], p["max_calibration"]
+        self.calibrated, self.calibration, self.has_prev = False, 0, False  # overflows before the first clean step
+        self.overflow_steps = Steps(self.window)
+
+    cdef object update(self, Rec* r):
+        cdef bint had = self.has_prev
+        cdef double prev = self.prev_scale, scale = r.loss_scale
+        cdef Py_ssize_t n
+        if r.overflow == -1:
+            return None
+        self.has_prev, self.prev_scale = r.has_loss_scale, scale
+        if r.overflow == 0:
+            self.calibrated = True
+            return None
+        if not self.calibrated:
+            self.calibration += 1
+            if self.calibration <= self.max_calibration:
+                return None
+            self.calibrated = True
+        if had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
+            return (scale, r.step, f"overflow at loss scale {scale:.6g}, {scale / prev:.6g}x "
+                                   f"the previous step's {prev:.6g}: not the dynamic scaler's doing")
+        n = self.overflow_steps.add(r.step, 1)
+        if n >= self.max_overflows:
+            return (float(n), self.overflow_steps.first(),
+                    f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)})")
+        return None
+
+    cdef void forget(self, long long step) noexcept:
+        self.overflow_steps.rewind_to(step)
+        self.has_prev = False
+
+
+cdef class LossScaleCollapse(Detector):
+    """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
+    steps, after calibration (the halvings before the first clean step). A scale that never moved (static
+    scaling, or bf16 with a scale of 1) is not judged. A fall from ``prev`` to ``scale`` counts
+    ``max(1, round(log2(prev / scale)))`` halvings (1 for a fall to 0 or below). Onset: the first halving of
+    the fall."""
+
+    cdef bint calibrated, has_prev
+    cdef double prev, highest, floor
+    cdef long long window, max_halvings
+    cdef Steps drops
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.floor, self.window, self.max_halvings = p["floor"], p["window"], p["max_halvings"]
+        self.calibrated, self.has_prev, self.highest = False, False, 0.0
+        self.drops = Steps(self.window)
+
+    cdef object update(self, Rec* r):
+        cdef double scale = r.loss_scale, prev = self.prev
+        cdef bint had = self.has_prev
+        cdef long long times = 0
+        cdef Py_ssize_t n
+        if not r.has_loss_scale:
+            return None
+        self.has_prev, self.prev = True, scale
+        if scale > self.highest:
+            self.highest = scale
+        if not self.calibrated:  # the fall into the first clean step is still calibration
+            self.calibrated = r.overflow == 0
+            return None
+        if had and scale < prev:  # (a fall from inf counts as many halvings as a double's range holds)
+            times = <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
+        n = self.drops.add(r.step, times)
+        if scale <= self.floor < self.highest:
+            return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
+        if n >= self.max_halvings:
+            return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"
+        return None
+
+    cdef void forget(self, long long step) noexcept:
+        self.drops.rewind_to(step)
+        self.has_prev = False
+
+
+cdef class LossDegenerate(Detector):
+    """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
+    (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
+
+    cdef double zero_below, last
+    cdef long long frozen_steps, same_since
+    cdef bint has_last
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.zero_below, self.frozen_steps = cfg.params["zero_below"], cfg.params["frozen_steps"]
+        self.has_last = False
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.loss
+        if not r.has_loss or not isfinite(x) or r.step <= self.warmup_steps:
+            return None
+        if fabs(x) < self.zero_below:
+            return x, r.step, f"loss is {x:g} at step {r.step}"
+        if not self.has_last or x != self.last:
+            self.same_since, self.last, self.has_last = r.step, x, True
+            return None
+        if r.step - self.same_since + 1 >= self.frozen_steps:
+            return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
+        return None
+
+    cdef void forget(self, long long step) noexcept:
+        self.has_last = False
+
+
+cdef class LossPlateau(Detector):
+    """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
+    ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
+    every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
+
+    cdef Window losses
+    cdef Py_ssize_t window
+    cdef long long until_step, every
+    cdef double min_improvement
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.window, self.until_step, self.min_improvement = p["window"], p["until_step"], p["min_improvement"]
+        self.losses = Window(self.window, lazy=True)  # only read through median_of
+        self.every = max(self.window // 50, 1)
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.loss, old, new
+        cdef Window q = self.losses
+        cdef Py_ssize_t k
+        if r.step > self.until_step or not r.has_loss or not isfinite(x) or r.step <= self.warmup_steps:
+            return None
+        q.add(r.step, x)
+        if q.n < self.window or r.step % self.every:
+            return None
+        k = max(self.window // 5, 1)
+        old, new = q.median_of(0, k), q.median_of(q.n - k, k)
+        if new > old * (1.0 - self.min_improvement):
+            return new, q.step_of(0), (f"loss plateau: median {new:.4g} over the last {k} steps vs {old:.4g} "
+                                       f"{self.window} steps earlier (< {self.min_improvement:.0%} better)")
+        return None
+
+    cdef void forget(self, long long step) noexcept:
+        self.losses.rewind(step)
+
+
+cdef class SustainedLow(Detector):
+    """Base for "too low for ``min_steps`` steps in a row" rules: tracks the current low run."""
+
+    cdef long long min_steps, low_since  # low_since: the run's first step, 0 or NONE when there is no run
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.min_steps, self.low_since = cfg.params["min_steps"], NONE
+
+    cdef long long low(self, long long step) noexcept:
+        """``step`` is low: the run's first step once the run has lasted ``min_steps``, else NONE."""
+        if self.low_since == NONE or self.low_since == 0:
+            self.low_since = step
+        return self.low_since if step - self.low_since + 1 >= self.min_steps else NONE
+
+    cdef void forget(self, long long step) noexcept:
+        self.low_since = NONE
+
+
+cdef class ThroughputDrop(SustainedLow):
+    """TPS below ``ratio`` x its rolling median (``window`` values) for ``min_steps`` steps in a row.
+    Onset: the first low step. The low values are kept out of the median."""
+
+    cdef Window values
+    cdef Py_ssize_t min_history
+    cdef double ratio
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        p = cfg.params
+        self.min_history, self.ratio = p["min_history"], p["ratio"]
+        self.values = Window(p["window"])
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.tps, m
+        cdef long long onset
+        if not r.has_tps or r.step <= self.warmup_steps:
+            return None
+        if self.values.n < self.min_history:
+            self.values.add(r.step, x)
+            return None
+        m = self.values.median()
+        if x >= self.ratio * m:
+            self.low_since = NONE
+            self.values.add(r.step, x)
+            return None
+        onset = self.low(r.step)
+        if onset == NONE:
+            return None
+        return x, onset, f"tokens_per_second {x:.4g} below {self.ratio:.0%} of its median {m:.4g} since step {onset}"
+
+    cdef void forget(self, long long step) noexcept:
+        self.values.rewind(step)
+        SustainedLow.forget(self, step)
+
+
+cdef class LowMfu(SustainedLow):
+    """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
+
+    cdef double floor
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.floor = cfg.params["floor"]
+
+    cdef object update(self, Rec* r):
+        cdef long long onset
+        if not r.has_mfu or r.step <= self.warmup_steps:
+            return None
+        if r.mfu >= self.floor:
+            self.low_since = NONE
+            return None
+        onset = self.low(r.step)
+        return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
+
+
+DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
+             "overflow_storm": OverflowStorm, "loss_scale_collapse": LossScaleCollapse,
+             "loss_degenerate": LossDegenerate, "loss_plateau": LossPlateau, "throughput_drop": ThroughputDrop,
+             "low_mfu": LowMfu}
+
+
+cdef class Judge:
+    """A rank's detectors, run over its records in order. A record whose step is not after the previous
+    one means the run went back (rollback, resume from a checkpoint): the detectors first forget what they
+    saw after the step before it, and :attr:`went_back` is True until the next record.
+
+    ``observe(rec)`` / ``judge(&r)`` return None (nothing fired) or a list of ``(rule_id, (value,
+    onset_step, message))``, one per detector that fired, in rule order.
+    """
+
+    def __init__(self, detectors):
+        self.detectors = list(detectors)
+        self.has_last, self.went_back = False, False
+
+    @property
+    def last_step(self):
+        return self.last if self.has_last else None
+
+    cdef object judge(self, Rec* r):
+        cdef Detector det
+        hits = None
+        self.went_back = self.has_last and r.step <= self.last
+        if self.went_back:
+            self.forget(r.step - 1)
+        self.has_last, self.last = True, r.step
+        for det in self.detectors:
+            hit = det.update(r)
+            if hit is not None:
+                if hits is None:
+                    hits = []
+                hits.append((det.cfg.id, hit))
+        return hits
+
+    def observe(self, rec):
+        """Judge one StepRecord (see the class docstring)."""
+        cdef Rec r
+        rec_from(&r, rec)
+        return self.judge(&r)
+
+    cdef void forget(self, long long step) noexcept:
+        cdef Detector det
+        for det in self.detectors:
+            det.forget(step)
+
+    def rewind(self, long long step):
+        """The run continues from ``step``: forget what was seen after it."""
+        self.forget(step)
+        self.has_last, self.last = True, step
