@@ -17,8 +17,17 @@ apt_install() {  # Debian packages, installed once
     || { echo "dev.sh: could not install ${missing[*]} (need root or sudo)" >&2; return 1; }
 }
 
+build_tools() {  # the compiled modules (setup.py) need a C compiler and Python's headers
+  command -v cc >/dev/null || apt_install gcc libc6-dev
+  "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_path("include"), "Python.h")))' \
+    || apt_install "$(basename "$PY")-dev"
+}
+
 setup_venv() {
-  if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+  # (re)install when the dependencies or the compiled modules' sources changed
+  if [ ! -f .venv/.installed ] || [ -n "$(find pyproject.toml setup.py monitor -newer .venv/.installed \
+       \( -name pyproject.toml -o -name setup.py -o -name '*.pyx' -o -name '*.pxd' \) 2>/dev/null)" ]; then
+    build_tools
     if ! "$PY" -m venv .venv 2>/dev/null; then
       rm -rf .venv
       apt_install python3-venv "$(basename "$PY")-venv" 2>/dev/null || apt_install python3-venv

@@ -31,11 +31,10 @@
    * ``monitor replay``: the command line, end to end, all default rules (``monitor replay --json FILE``;
      the JSON is what the fault check below reads);
    * where its time goes, each timed inside its process (no start-up): the same replay (``replay_file``)
-     with an engine that judges nothing (reading, decoding, parsing, and the runner's per-record work:
-     would-be rollback policy, step-time statistics); and the records of the file (parsed beforehand,
-     not timed) through a fresh :class:`~monitor.engine.Engine` with all default rules (the rules'
-     share); and the command on a 5-line log (start-up and output). What is left of the end-to-end time is
-     what parsing and judging cost more in one loop than apart (caches shared).
+     with all default rules, and with every rule turned off (reading, parsing, and the runner's
+     per-record work: would-be rollback policy, step-time statistics); the difference is the rules' share
+     (the compiled detectors, :mod:`monitor.detectors`); and the command on a 5-line log (start-up and
+     output). What is left of the end-to-end time is the command's own (JSON of the result, exit).
 
    Wall time and CPU time (user + system) are both reported: on a shared machine the CPU time moves
    less. Then the replay's anomalies are checked against the injected faults (each must be caught within
@@ -203,45 +202,23 @@ def _since(start: tuple[float, float]) -> dict:
     return {"wall": time.perf_counter() - start[0], "cpu": time.process_time() - start[1]}
 
 
-def _part_parse(path: str) -> dict:
-    from monitor.engine import Engine
+def _part_replay(path: str, rules=None) -> dict:
     from monitor.replay import runner
 
-    class NoEngine(Engine):  # judges nothing: what is left is reading, parsing and the runner's bookkeeping
-        def observe(self, rec):
-            return []
-
-    runner.Engine = NoEngine
     start = _clock()
-    res = runner.replay_file(path)
+    res = runner.replay_file(path, rules)
     took = _since(start)
     assert res.records > 0
     return took
 
 
-def _part_engine(path: str) -> dict:
-    from monitor.engine import Engine
-    from monitor.replay import runner
+def _part_parse(path: str) -> dict:
     from monitor.rules import Rules
 
-    records = []
-
-    class Keep(Engine):
-        def observe(self, rec):
-            records.append(rec)
-            return []
-
-    runner.Engine = Keep
-    runner.replay_file(path)
-    engine = Engine(Rules.load())
-    observe = engine.observe
-    start = _clock()
-    for rec in records:
-        observe(rec)
-    return _since(start)
+    return _part_replay(path, Rules({rule: {"enabled": False} for rule in Rules().rules}))
 
 
-PARTS = {"parse": _part_parse, "engine": _part_engine}
+PARTS = {"parse": _part_parse, "inproc": _part_replay}
 
 
 # --- the side-by-side timing ------------------------------------------------------------------------------
@@ -309,8 +286,8 @@ def main():
     contenders = {
         "awk": f"awk {AWK_PROGRAM} '{path}' > '{awk_out}'",
         "replay": [monitor, "replay", "--json", path],
+        "inproc": [py, __file__, "--part", "inproc", path],
         "parse": [py, __file__, "--part", "parse", path],
-        "engine": [py, __file__, "--part", "engine", path],
         "start-up": [monitor, "replay", "--json", TINY],
     }
     wall = {k: [] for k in contenders}
@@ -320,7 +297,7 @@ def main():
     for r in range(args.rounds):
         for name, cmd in contenders.items():
             w, c, out = _timed(cmd, shell=isinstance(cmd, str))
-            if name in PARTS:  # timed inside: without start-up, and for the engine without parsing the file
+            if name in PARTS:  # timed inside: without start-up
                 w, c = json.loads(out.stdout)["wall"], json.loads(out.stdout)["cpu"]
             elif name == "replay":
                 replay_out = out.stdout
@@ -344,17 +321,18 @@ def main():
     print()
     print("| what | wall s | vs awk | CPU s | vs awk (CPU) | µs per line (CPU) | fastest round: wall s, vs awk |")
     print("|---|---|---|---|---|---|---|")
-    rows = [("awk: the loss field", "awk"), ("`monitor replay`, all default rules (CLI, end to end)", "replay"),
-            ("of which: reading, parsing, runner (replay judging nothing)", "parse"),
-            ("of which: the rules (the engine on the parsed records)", "engine")]
+    rows = [("awk: the loss field", "awk"), ("`monitor replay`, all default rules (CLI, end to end)", "replay")]
     for label, key in rows:
         w, c = med_w[key], med_c[key]
         print(f"| {label} | {w:.2f} | {w / med_w['awk']:.1f}x | {c:.2f} | {c / med_c['awk']:.1f}x | "
               f"{1e6 * c / res['lines']:.2f} | {best[key]:.2f}, {best[key] / best['awk']:.1f}x |")
-    rows = [("of which: start-up and output (`monitor replay` of a 5-line log)", med_w["start-up"],
-             med_c["start-up"])]
-    rows.append(("of which: the rest (parsing and rules in one loop, not apart; noise)",
-                 *(m["replay"] - m["parse"] - m["engine"] - m["start-up"] for m in (med_w, med_c))))
+    rows = [("of which: reading, parsing, runner (replay with every rule off)", med_w["parse"], med_c["parse"]),
+            ("of which: the rules (replay with all default rules, minus the above)",
+             *(m["inproc"] - m["parse"] for m in (med_w, med_c))),
+            ("of which: start-up and output (`monitor replay` of a 5-line log)", med_w["start-up"],
+             med_c["start-up"]),
+            ("of which: the rest (the command's own: JSON of the result, exit; noise)",
+             *(m["replay"] - m["inproc"] - m["start-up"] for m in (med_w, med_c)))]
     for label, w, c in rows:
         print(f"| {label} | {w:.2f} | {w / med_w['awk']:.1f}x | {c:.2f} | {c / med_c['awk']:.1f}x | "
               f"{1e6 * c / res['lines']:.2f} | |")

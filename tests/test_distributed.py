@@ -134,8 +134,11 @@ def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
     finally:
         stop(proc)
     s0, s1 = (json.loads((tmp_path / f"summary_rank{r}.json").read_text()) for r in (0, 1))
-    # the NaN is in rank 1's batch only; the reduced loss makes both ranks see it at step 45
-    assert s0["events"] == s1["events"] and ["nan_inf", 45] in s0["events"]
+    # the NaN is in rank 1's batch only; the reduced loss makes both ranks see it at step 45. Rules judging
+    # each rank's own wall time (throughput, MFU, stalls) may differ between ranks on a busy machine.
+    timed = ("throughput_drop", "low_mfu", "stall")
+    shared = [[e for e in s["events"] if e[0] not in timed] for s in (s0, s1)]
+    assert shared[0] == shared[1] and ["nan_inf", 45] in shared[0]
     strip = lambda rbs: [{k: v for k, v in rb.items() if k != "checkpoint"} for rb in rbs]  # noqa: E731
     assert strip(s0["rollbacks"]) == strip(s1["rollbacks"])
     (rb,) = s0["rollbacks"]

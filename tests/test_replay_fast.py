@@ -1,0 +1,104 @@
+"""Replay's compiled fast path (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
+
+The same MindFormers logs, full of what real logs hold around the step lines (progress bars with block
+characters and carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that
+repeats steps, a log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast
+reader leaves to the parser), replayed through the fast path, in blocks of several sizes, and through the
+line-by-line loop: the same results, events, would-be rollbacks and statistics.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from monitor.replay import runner
+from monitor.replay.runner import ReplayOptions, replay_file
+
+PREFIX = "2025-04-07 15:34:29,173 - [mindformers/core/callback/callback.py:529] - INFO - "
+STEP = ("{{ Epoch:[{epoch:3d}/{epochs:3d}], step:[{step:5d}/{per:5d}], loss: {loss}, per_step_time: {ms}ms, "
+        "lr: {lr}, overflow cond: {overflow}, loss_scale: {scale}, global_norm: [{norm}], "
+        "train_throughput_per_npu: 170.738T")
+
+
+def mindformers_log(rng: random.Random, steps: int) -> bytes:
+    per, lines, step, loss, scale = 400, [], 0, 10.0, 65536.0
+    while step < steps:
+        step += rng.choice([1] * 20 + [2, 3])  # now and then a sink of several steps
+        if rng.random() < 0.01:
+            step = max(1, step - rng.randint(1, 60))  # a resume from an earlier checkpoint
+        loss = max(0.5, loss * 0.997 * (1 + rng.gauss(0, 0.02)))
+        shown = f"{loss:.3f}"
+        overflow = rng.random() < 0.03
+        scale = scale / 2 if overflow else scale * 2 if rng.random() < 0.01 else scale
+        r = rng.random()
+        if r < 0.01:
+            shown = rng.choice(["nan", "inf", " 3.5", "1_0", "[2.1/2.2]"])  # the parser's, not the fast path's
+        elif r < 0.02:
+            shown = f"{loss * rng.uniform(2, 5):.3f}"  # a spike
+        norm = rng.choice([f"{rng.lognormvariate(0, 0.5):.6f}", "", "1 31049", "nan"] if rng.random() < 0.05
+                          else [f"{rng.lognormvariate(0, 0.5):.6f}"])
+        epoch, in_epoch = divmod(step - 1, per)
+        line = PREFIX + STEP.format(epoch=epoch + 1, epochs=3, step=in_epoch + 1, per=per, loss=shown,
+                                    ms=rng.choice([1750, 1752, 0, 99999]), lr=rng.choice(["1e-05", "0.0", "3.2e-4"]),
+                                    overflow=overflow, scale=scale, norm=norm)
+        if rng.random() < 0.03:
+            line = line.replace(", per_step_time", ",  per_step_time")  # odd spacing: the general reader's
+        lines.append(line)
+        if rng.random() < 0.02:
+            lines.append(line)  # the same line twice (a log captured twice)
+        if rng.random() < 0.1:
+            bar = "█" * rng.randint(0, 50)
+            lines.append(PREFIX + f"  {step / steps:5.1%} |{bar:<50}| 4.57143 samples/s/p  10 days, 3:00:25 }}")
+        r = rng.random()
+        if r < 0.01:
+            lines.append(f"......Saving ckpt......, step: {step}, path: ./output/checkpoint/rank_0/x-{step}_1.ckpt")
+        elif r < 0.015:
+            lines.append(PREFIX + "The current value of loss is NaN, terminate training.")
+        elif r < 0.02:
+            lines.append(PREFIX + f"Current global norm [44.3] of step {step} has been 1 consecutive times greater "
+                                  "than threshold: 3.0")
+        elif r < 0.025:
+            lines.append(f"[default1]:{PREFIX}" + STEP.format(epoch=1, epochs=3, step=step % per + 1, per=per,
+                                                             loss="2.0", ms=10, lr="1e-05", overflow=False,
+                                                             scale=1.0, norm="1.0"))
+        elif r < 0.03:
+            lines.append("")
+    out = []
+    for line in lines:
+        data = line.encode()
+        r = rng.random()
+        if r < 0.02:
+            data += b"\r"  # CRLF
+        elif r < 0.03:
+            data = data[:40] + b"\r" + data[40:]  # a lone carriage return: two text lines
+        elif r < 0.035:
+            data = data[:20] + b"\xff\xfe" + data[20:]  # bad UTF-8 in the prefix
+        out.append(data)
+    return b"\n".join(out) + (b"\n" if rng.random() < 0.5 else b"")
+
+
+def result(path, options) -> dict:
+    res = replay_file(str(path), options=options)
+    out = res.to_dict()
+    out["last"] = repr(res.last)
+    out["tracks"] = {rank: {f: t.series[f].points() for f in t.series} for rank, t in res.tracks.items()}
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_fast_path_gives_the_line_by_line_results(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    path = tmp_path / "rank_0.log"
+    path.write_bytes(mindformers_log(rng, rng.choice([300, 1500])))
+    options = [dict(), dict(checkpoint_every=50, healthy_after=10), dict(checkpoint_every=7, max_rollbacks=1),
+               dict(plot_ranks=1)][seed % 4]
+    fast = [result(path, ReplayOptions(**options))]
+    for block in (97, 4096):  # blocks that cut lines anywhere
+        monkeypatch.setattr(runner, "BLOCK", block)
+        fast.append(result(path, ReplayOptions(**options)))
+    monkeypatch.setattr(runner, "_feed_blocks", runner._feed_lines)
+    slow = result(path, ReplayOptions(**options))
+    assert slow["records"] > 100 and slow["anomalies"]
+    for got in fast:
+        assert got == slow
