@@ -9,7 +9,7 @@ C (``Judge.judge``, a ``Rec``; ``monitor/replay/scan.pyx`` reads MindFormers ste
 making Python objects). The arithmetic is that of the Python formulas in the docstrings, in IEEE doubles
 compiled without contraction (``-ffp-contract=off``, see ``setup.py``), so every platform decides alike.
 """
-from libc.math cimport fabs, isfinite, log2, nearbyint, NAN
+from libc.math cimport fabs, isfinite, isnan, log2, nearbyint, NAN
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.limits cimport LLONG_MIN
 from libc.string cimport memmove
@@ -54,6 +54,21 @@ cdef int _cmp(const void* a, const void* b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+cdef void _sort(double* v, Py_ssize_t n) noexcept:
+    """Sort ``n`` values (no NaN) ascending: insertion sort when short, else qsort."""
+    cdef Py_ssize_t i, j
+    cdef double x
+    if n > 48:
+        qsort(v, n, sizeof(double), _cmp)
+        return
+    for i in range(1, n):
+        x, j = v[i], i - 1
+        while j >= 0 and x < v[j]:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = x
+
+
 cdef double _median(double* v, Py_ssize_t n) noexcept:
     """Median of ``n`` sorted values (NaN for none)."""
     if n == 0:
@@ -70,12 +85,13 @@ def median(sorted_values) -> float:
 
 
 cdef class Window:
-    """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median).
+    """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median). Values are
+    never NaN (the detectors leave NaN out).
 
     Eager (the default), the values are kept sorted as they come: a new value goes after the equal ones held
-    (``bisect.insort``), and the value leaving is removed at its first equal (``bisect_left``), with ``<``
-    comparisons only, as Python's ``bisect`` does. ``lazy``: for a window read now and then, adding is a
-    write into the ring and the values are sorted when read; the same median and sigma.
+    (``bisect.insort``), and the value leaving is removed at its first equal (``bisect_left``). ``lazy``: for
+    a window read now and then, adding is a write into the ring and the values are sorted when read; the
+    same median and sigma.
     """
 
     def __cinit__(self, Py_ssize_t size, bint lazy=False):
@@ -104,26 +120,28 @@ cdef class Window:
         return self.steps[(self.head + i) % self.size]
 
     cdef Py_ssize_t _right(self, double x, Py_ssize_t count) noexcept:
-        """``bisect_right`` of ``x`` in the first ``count`` sorted values."""
-        cdef Py_ssize_t lo = 0, hi = count, mid
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if x < self.ordered[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        """``bisect_right`` of ``x`` in the first ``count`` sorted values (branch-free; no NaN is ever held)."""
+        cdef const double* base = self.ordered
+        cdef Py_ssize_t n = count, half
+        if n == 0:
+            return 0
+        while n > 1:
+            half = n >> 1
+            base = base if x < base[half - 1] else base + half
+            n -= half
+        return (base - self.ordered) + (not (x < base[0]))
 
     cdef Py_ssize_t _left(self, double x, Py_ssize_t count) noexcept:
-        """``bisect_left`` of ``x`` in the first ``count`` sorted values."""
-        cdef Py_ssize_t lo = 0, hi = count, mid
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.ordered[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        """``bisect_left`` of ``x`` in the first ``count`` sorted values (branch-free; no NaN is ever held)."""
+        cdef const double* base = self.ordered
+        cdef Py_ssize_t n = count, half
+        if n == 0:
+            return 0
+        while n > 1:
+            half = n >> 1
+            base = base + half if base[half - 1] < x else base
+            n -= half
+        return (base - self.ordered) + (base[0] < x)
 
     cdef void _insert(self, double x) noexcept:
         cdef Py_ssize_t j = self._right(x, self.n)
@@ -139,10 +157,6 @@ cdef class Window:
     cdef void _replace(self, double old, double x) noexcept:
         """``_insert(x)`` then ``_remove(old)``, moving each value at most once."""
         cdef Py_ssize_t i, j
-        if old != old or x != x:  # NaN: bisect's placements are not an order; do it in two steps
-            self._insert(x)
-            self._remove(old, self.n + 1)
-            return
         i, j = self._left(old, self.n), self._right(x, self.n)
         if j > i:  # x >= old: the values between shift down
             memmove(self.ordered + i, self.ordered + i + 1, (j - 1 - i) * sizeof(double))
@@ -174,7 +188,7 @@ cdef class Window:
         if self.stale:
             for i in range(self.n):
                 self.ordered[i] = self.value(i)
-            qsort(self.ordered, self.n, sizeof(double), _cmp)
+            _sort(self.ordered, self.n)
             self.stale = False
 
     cpdef double median(self) noexcept:
@@ -190,7 +204,7 @@ cdef class Window:
         self._sort()
         for i in range(self.n):
             dev[i] = fabs(self.ordered[i] - m)
-        qsort(dev, self.n, sizeof(double), _cmp)
+        _sort(dev, self.n)
         out = 1.4826 * _median(dev, self.n)
         free(dev)
         return out
@@ -202,7 +216,7 @@ cdef class Window:
         cdef double out
         for i in range(count):
             v[i] = self.value(start + i)
-        qsort(v, count, sizeof(double), _cmp)
+        _sort(v, count)
         out = _median(v, count)
         free(v)
         return out
@@ -685,7 +699,8 @@ cdef class SustainedLow(Detector):
 
 cdef class ThroughputDrop(SustainedLow):
     """TPS below ``ratio`` x its rolling median (``window`` values) for ``min_steps`` steps in a row.
-    Onset: the first low step. The low values are kept out of the median."""
+    Onset: the first low step. The low values are kept out of the median; a TPS that is not a number (a
+    NaN step time) is not judged."""
 
     cdef Window values
     cdef Py_ssize_t min_history
@@ -700,7 +715,7 @@ cdef class ThroughputDrop(SustainedLow):
     cdef object update(self, Rec* r):
         cdef double x = r.tps, m
         cdef long long onset
-        if not r.has_tps or r.step <= self.warmup_steps:
+        if not r.has_tps or isnan(x) or r.step <= self.warmup_steps:
             return None
         if self.values.n < self.min_history:
             self.values.add(r.step, x)

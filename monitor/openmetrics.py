@@ -41,17 +41,6 @@ from .metrics import GAUGES, Metrics
 
 BUFFERED = 200_000  # lines held in memory before the spool files are appended to
 _TIME_VALUED = "train_last_step_timestamp_seconds"
-_LOG_SUFFIXES = {".gz", ".log", ".txt", ".out", ".err", ".csv", ".jsonl"}
-
-
-def default_run(path: str) -> str:
-    """The ``run`` label of a log: its file name without the log suffixes (``rank_0/info.log.1.gz`` -> ``info``)."""
-    if path == "-":
-        return "stdin"
-    p = Path(path)
-    while p.suffix and (p.suffix.lower() in _LOG_SUFFIXES or p.suffix[1:].isdigit()):
-        p = p.with_suffix("")
-    return p.name or "run"
 
 
 def _num(v) -> str:

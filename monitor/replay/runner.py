@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from ..config import MonitorConfig
 from ..engine import Engine
-from ..openmetrics import default_run
 from ..record import StepRecord
 from ..rules import Rules
 from . import csvlog, deepspeed, eventlog, hf, jsonl, megatron, mindformers, mindspore_log, nanogpt, tensorboard
@@ -25,7 +24,8 @@ from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .scan import Scanner
-from .sources import STDIN, Source, SourceError, expand, first_bytes, open_bytes, rank_of, text, text_lines
+from .sources import (STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of, text,
+                      text_lines)
 from .tracks import Stats, Track
 
 PARSERS = {m.NAME: m for m in (mindformers, mindspore_log, megatron, hf, nanogpt, deepspeed, jsonl, csvlog, eventlog,

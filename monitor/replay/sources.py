@@ -16,6 +16,7 @@ import re
 import sys
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 _LOG_NAME = re.compile(r"\.(?:log|txt|out|err|jsonl|csv)(?:\.\d+)?(?:\.gz)?$|^events\.out\.tfevents\.",
                        re.IGNORECASE)
@@ -23,6 +24,7 @@ _RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker|device)[_-]?(\d+)", re.IGNORECAS
 _ROTATED = re.compile(r"^(.+)\.(\d+)$")
 STDIN = "-"
 HEAD_BYTES = 8192
+_LOG_SUFFIXES = {".gz", ".log", ".txt", ".out", ".err", ".csv", ".jsonl"}
 
 
 class SourceError(Exception):
@@ -133,6 +135,16 @@ def text_lines(line: bytes) -> list[str]:
     or more where a lone ``\\r`` ends some."""
     decoded = line.decode("utf-8", "replace")
     return list(io.StringIO(decoded, newline=None)) if "\r" in decoded else [decoded]
+
+
+def default_run(path: str) -> str:
+    """The ``run`` label of a log: its file name without the log suffixes (``rank_0/info.log.1.gz`` -> ``info``)."""
+    if path == STDIN:
+        return "stdin"
+    p = Path(path)
+    while p.suffix and (p.suffix.lower() in _LOG_SUFFIXES or p.suffix[1:].isdigit()):
+        p = p.with_suffix("")
+    return p.name or "run"
 
 
 def first_bytes(path: str) -> bytes:
