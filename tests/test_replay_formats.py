@@ -3,6 +3,8 @@ read in the trainer's source (cited at each test); the TensorBoard files are wri
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.replay import (
     ReplayError,
@@ -357,3 +359,16 @@ def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_readin
         quick = fast_record(line, fast.last, 3)
         assert (quick is None) == any(n in ("nan", "inf", "1_0") for n in (loss, lr, scale, norm)), line
         assert quick is None or repr(quick) == repr(want), line
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.from_regex(r"\A[+-]?([0-9]{1,25}\.?[0-9]{0,25}|\.[0-9]{1,25})([eE][+-]?[0-9]{1,4})?\Z"))
+def test_the_fast_path_reads_every_decimal_as_python_does(text):
+    # the C reader's fast conversion (<= 15 digits, |exponent| <= 22) and its fallback give float(text),
+    # to the bit (the sign of zero included)
+    from monitor.replay.scan import fast_record
+
+    line = (f"{{ Epoch:[  1/  1], step:[    1/   10], loss: {text}, per_step_time: 5ms, lr: {text}, overflow cond: "
+            f"False, loss_scale: {text}, global_norm: [{text}], train_throughput_per_npu: 2.896T")
+    rec = fast_record(line, None, 0)
+    assert [repr(v) for v in (rec.loss, rec.lr, rec.loss_scale, rec.grad_norm)] == [repr(float(text))] * 4
