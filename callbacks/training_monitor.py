@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import mindspore as ms
-from loguru import logger
+from monitor.log import logger
 from mindspore.train import Callback, ModelCheckpoint
 
 from monitor.alerts import Alert, AlertsConfig, AlertSender

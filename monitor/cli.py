@@ -9,10 +9,10 @@ from datetime import datetime
 from importlib import import_module
 
 import click
-from loguru import logger
 
 from .config import MonitorConfig
 from .faults import Fault
+from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
 from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
@@ -32,8 +32,7 @@ def _fail(message: str) -> None:
                                 case_sensitive=False))
 def main(log_level: str) -> None:
     """Training observability and stability monitor for MindSpore / MindFormers."""
-    logger.remove()
-    logger.add(sys.stderr, level=log_level.upper())
+    to_stderr(log_level.upper())
 
 
 @contextlib.contextmanager

@@ -771,7 +771,7 @@ cdef class Judge:
     """
 
     def __init__(self, detectors):
-        self.detectors = list(detectors)
+        self.detectors = [<Detector?>d for d in detectors]
         self.has_last, self.went_back = False, False
 
     @property
@@ -780,12 +780,14 @@ cdef class Judge:
 
     cdef object judge(self, Rec* r):
         cdef Detector det
+        cdef Py_ssize_t i
         hits = None
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
             self.forget(r.step - 1)
         self.has_last, self.last = True, r.step
-        for det in self.detectors:
+        for i in range(len(self.detectors)):
+            det = <Detector>self.detectors[i]  # (only Detectors are ever held)
             hit = det.update(r)
             if hit is not None:
                 if hits is None:

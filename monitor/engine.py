@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from loguru import logger
+from .log import logger
 
 from .detectors import Judge
 from .events import Event

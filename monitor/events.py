@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 
-from loguru import logger
+from .log import logger
 
 @dataclass(slots=True)
 class Event:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from loguru import logger
+from .log import logger
 
 
 @dataclass(frozen=True)

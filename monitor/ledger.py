@@ -5,7 +5,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from loguru import logger
+from .log import logger
 
 from .files import write_atomic
 

@@ -9,7 +9,7 @@ import math
 import time
 from bisect import bisect_left
 
-from loguru import logger
+from .log import logger
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 
-from loguru import logger
+from .log import logger
 
 from .record import StepRecord
 

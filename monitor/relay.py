@@ -17,7 +17,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from loguru import logger
+from .log import logger
 
 from .alerts import Alert, AlertsConfig, AlertSender
 

@@ -15,7 +15,7 @@ import time
 from collections import deque
 
 import requests
-from loguru import logger
+from ..log import logger
 
 from .config import AlertsConfig, SinkSpec
 from .message import Alert

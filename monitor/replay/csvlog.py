@@ -31,8 +31,10 @@ def _columns(line: str) -> list[str] | None:
 
 
 def detect(line: str) -> bool:
-    """True when ``line`` is a CSV header naming a step and a loss column."""
-    return "," in line and _columns(line) is not None
+    """True when ``line`` is a CSV header naming a step and a loss column (the cheap test first: a header has
+    a comma-separated piece that names the loss)."""
+    return "," in line and any(canonical(c.strip().strip('"')) == "loss" for c in line.split(",")
+                               if "loss" in c.lower()) and _columns(line) is not None
 
 
 class Parser(base.Parser):

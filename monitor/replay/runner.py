@@ -307,29 +307,34 @@ def _feed_lines(run: _Run, raw, head: list, at: list) -> None:
 
 
 def _blocks(raw, head: list):
-    """The bytes of ``head`` then of ``raw`` in blocks of whole lines: ``(data, end)``, the block being
-    ``data[:end]`` (the last may lack its newline)."""
+    """The bytes of ``head`` then of ``raw`` in blocks of whole lines: ``(data, start, end)``, the block being
+    ``data[start:end]`` (the last may lack its newline)."""
     for i in range(0, len(head), 1024):
         data = b"".join(head[i:i + 1024])
-        yield data, len(data)
+        yield data, 0, len(data)
     rest = b""
     while chunk := raw.read(BLOCK):
-        if rest:
-            chunk = rest + chunk
+        start = 0
+        if rest:  # the line cut at the end of the chunk before
+            start = chunk.find(b"\n") + 1
+            if not start:
+                rest += chunk
+                continue
+            line = rest + chunk[:start]
+            yield line, 0, len(line)
         cut = chunk.rfind(b"\n") + 1
-        rest = chunk[cut:]
-        if cut:
-            yield chunk, cut
+        if cut > start:
+            yield chunk, start, cut
+        rest = chunk[max(cut, start):]
     if rest:
-        yield rest, len(rest)
+        yield rest, 0, len(rest)
 
 
 def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
     """As :func:`_feed_lines`, through the compiled fast path (:class:`.scan.Scanner`), which takes the lines it
     can and hands the others to ``run.feed`` (as text)."""
     scanner, progress = Scanner(run), run.progress
-    for block, end in _blocks(raw, head):
-        pos = 0
+    for block, pos, end in _blocks(raw, head):
         while pos < end:
             try:
                 pos, taken = scanner.scan(block, pos, end)
