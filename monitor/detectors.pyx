@@ -155,15 +155,18 @@ cdef class Window:
             memmove(self.ordered + i, self.ordered + i + 1, (count - i - 1) * sizeof(double))
 
     cdef void _replace(self, double old, double x) noexcept:
-        """``_insert(x)`` then ``_remove(old)``, moving each value at most once."""
-        cdef Py_ssize_t i, j
-        i, j = self._left(old, self.n), self._right(x, self.n)
-        if j > i:  # x >= old: the values between shift down
-            memmove(self.ordered + i, self.ordered + i + 1, (j - 1 - i) * sizeof(double))
-            self.ordered[j - 1] = x
-        else:  # x < old: they shift up
-            memmove(self.ordered + j + 1, self.ordered + j, (i - j) * sizeof(double))
-            self.ordered[j] = x
+        """``_insert(x)`` then ``_remove(old)`` (the same array), in one pass over the values between."""
+        cdef double* a = self.ordered
+        cdef Py_ssize_t k = self._left(old, self.n), last = self.n - 1
+        if x >= old:  # the values after old, up to x, move down
+            while k < last and a[k + 1] <= x:
+                a[k] = a[k + 1]
+                k += 1
+        else:  # the values before old, down to x, move up
+            while k > 0 and a[k - 1] > x:
+                a[k] = a[k - 1]
+                k -= 1
+        a[k] = x
 
     cpdef void add(self, long long step, double x) noexcept:
         cdef Py_ssize_t tail
