@@ -18,8 +18,6 @@ cdef class Window:
     cdef long long* steps
     cdef double* values
     cdef double* ordered
-    cdef Py_ssize_t _right(self, double x, Py_ssize_t count) noexcept
-    cdef Py_ssize_t _left(self, double x, Py_ssize_t count) noexcept
     cdef void _insert(self, double x) noexcept
     cdef void _remove(self, double x, Py_ssize_t count) noexcept
     cdef void _replace(self, double old, double x) noexcept
@@ -30,6 +28,7 @@ cdef class Window:
     cpdef void rewind(self, long long step) noexcept
     cdef double value(self, Py_ssize_t i) noexcept
     cdef long long step_of(self, Py_ssize_t i) noexcept
+    cdef long long run_start(self, double above, long long step) noexcept
     cdef double median_of(self, Py_ssize_t start, Py_ssize_t count) noexcept
 
 

@@ -77,6 +77,20 @@ cdef double _median(double* v, Py_ssize_t n) noexcept:
     return v[mid] if n % 2 else 0.5 * (v[mid - 1] + v[mid])
 
 
+cdef inline Py_ssize_t bisect(const double* values, Py_ssize_t count, double x, bint right) noexcept:
+    """How many of ``count`` sorted values are ``<= x`` (``right``: ``bisect.bisect_right``'s index) or ``< x``
+    (``bisect_left``'s). Branch-free (``right`` is a constant where it is inlined); no NaN."""
+    cdef const double* base = values
+    cdef Py_ssize_t n = count, half
+    if n == 0:
+        return 0
+    while n > 1:
+        half = n >> 1
+        base = base + half if ((base[half - 1] <= x) if right else (base[half - 1] < x)) else base
+        n -= half
+    return (base - values) + ((base[0] <= x) if right else (base[0] < x))
+
+
 def median(sorted_values) -> float:
     """Median of a sorted sequence (the middle value, or the mean of the two middle ones)."""
     n = len(sorted_values)
@@ -119,45 +133,21 @@ cdef class Window:
     cdef long long step_of(self, Py_ssize_t i) noexcept:
         return self.steps[(self.head + i) % self.size]
 
-    cdef Py_ssize_t _right(self, double x, Py_ssize_t count) noexcept:
-        """``bisect_right`` of ``x`` in the first ``count`` sorted values (branch-free; no NaN is ever held)."""
-        cdef const double* base = self.ordered
-        cdef Py_ssize_t n = count, half
-        if n == 0:
-            return 0
-        while n > 1:
-            half = n >> 1
-            base = base if x < base[half - 1] else base + half
-            n -= half
-        return (base - self.ordered) + (not (x < base[0]))
-
-    cdef Py_ssize_t _left(self, double x, Py_ssize_t count) noexcept:
-        """``bisect_left`` of ``x`` in the first ``count`` sorted values (branch-free; no NaN is ever held)."""
-        cdef const double* base = self.ordered
-        cdef Py_ssize_t n = count, half
-        if n == 0:
-            return 0
-        while n > 1:
-            half = n >> 1
-            base = base + half if base[half - 1] < x else base
-            n -= half
-        return (base - self.ordered) + (base[0] < x)
-
     cdef void _insert(self, double x) noexcept:
-        cdef Py_ssize_t j = self._right(x, self.n)
+        cdef Py_ssize_t j = bisect(self.ordered, self.n, x, True)
         memmove(self.ordered + j + 1, self.ordered + j, (self.n - j) * sizeof(double))
         self.ordered[j] = x
 
     cdef void _remove(self, double x, Py_ssize_t count) noexcept:
         """Remove ``x`` from the first ``count`` sorted values (at ``bisect_left``)."""
-        cdef Py_ssize_t i = self._left(x, count)
+        cdef Py_ssize_t i = bisect(self.ordered, count, x, False)
         if i < count:
             memmove(self.ordered + i, self.ordered + i + 1, (count - i - 1) * sizeof(double))
 
     cdef void _replace(self, double old, double x) noexcept:
         """``_insert(x)`` then ``_remove(old)`` (the same array), in one pass over the values between."""
         cdef double* a = self.ordered
-        cdef Py_ssize_t k = self._left(old, self.n), last = self.n - 1
+        cdef Py_ssize_t k = bisect(self.ordered, self.n, old, False), last = self.n - 1
         if x >= old:  # the values after old, up to x, move down
             while k < last and a[k + 1] <= x:
                 a[k] = a[k + 1]
@@ -211,6 +201,15 @@ cdef class Window:
         out = 1.4826 * _median(dev, self.n)
         free(dev)
         return out
+
+    cdef long long run_start(self, double above, long long step) noexcept:
+        """The step of the oldest value of the newest run of values ``> above`` (``step`` when there is none)."""
+        cdef Py_ssize_t i
+        for i in range(self.n - 1, -1, -1):
+            if self.value(i) <= above:
+                break
+            step = self.step_of(i)
+        return step
 
     cdef double median_of(self, Py_ssize_t start, Py_ssize_t count) noexcept:
         """Median of the ``count`` values from the ``start``-th oldest on."""
@@ -302,12 +301,14 @@ def _sigmas(double d, double s) -> str:
 
 cdef class Detector:
     """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
-    forgets what was seen after ``step`` (the run went back to it: rollback or resume). A subclass reads its
-    rule's settings (``cfg.params``) in ``__init__``."""
+    forgets what was seen after ``step`` (the run went back to it: rollback or resume). The rule's settings
+    (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``."""
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.warmup_steps = cfg.warmup_steps
+        for key, value in cfg.params.items():
+            setattr(self, key, value)
 
     cdef object update(self, Rec* r):
         return None
@@ -342,22 +343,20 @@ cdef class RobustSpike(Detector):
     absorbs is not an event); the event then carries the first step.
     """
 
+    cdef public Py_ssize_t window, min_history
+    cdef public long long confirm_steps
+    cdef public double threshold, min_sigma_ratio, min_ratio
     cdef Window history
-    cdef Py_ssize_t window, min_history
-    cdef long long confirm_steps
-    cdef double threshold, min_sigma_ratio, ratio, least
+    cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
     cdef double pending_bound  # ... and the soft bound the next value must exceed
     cdef str label
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
-        self.window, self.min_history, self.threshold = p["window"], p["min_history"], p["threshold"]
-        self.min_sigma_ratio, self.confirm_steps = p["min_sigma_ratio"], p["confirm_steps"]
         self.history = Window(self.window)
         self.pending = None
-        self.ratio, self.least = 1.0 + p["min_ratio"], self.threshold * self.min_sigma_ratio
+        self.ratio, self.least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
 
     cdef object spike(self, Rec* r, double x):
         """Judge and learn ``x``, the finite value of a record past the warm-up that did not overflow."""
@@ -381,14 +380,8 @@ cdef class RobustSpike(Detector):
         return out
 
     cdef object event(self, long long step, double x, double m, double s):
-        cdef double soft = m + 0.5 * self.threshold * s
-        cdef long long onset = step
         cdef Window hist = self.history
-        cdef Py_ssize_t i
-        for i in range(hist.n - 1, -1, -1):
-            if hist.value(i) <= soft:
-                break
-            onset = hist.step_of(i)
+        cdef long long onset = hist.run_start(m + 0.5 * self.threshold * s, step)
         return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
                           f"of the last {hist.n} steps ({_sigmas(x - m, s)} robust sigma)")
 
@@ -408,19 +401,18 @@ cdef class LossSpike(RobustSpike):
     the curves of ``benchmarks/detection_quality.py`` the statistic stays under 2.1 sigma on healthy runs
     and reaches 3.2-7.8 within five steps of an LR surge). Onset: the first step of the shift."""
 
+    cdef public Py_ssize_t shift_steps
+    cdef public double shift_sigma
     cdef Window recent
-    cdef Py_ssize_t shift_steps
-    cdef double shift_sigma
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.label = "loss"
-        self.shift_steps, self.shift_sigma = cfg.params["shift_steps"], cfg.params["shift_sigma"]
         self.recent = Window(max(self.shift_steps, 1))  # the last shift_steps losses
 
     cdef object update(self, Rec* r):
-        cdef double x = r.loss, level, m, floor, s, soft
-        cdef Py_ssize_t k = self.shift_steps, i
+        cdef double x = r.loss, level, m, floor, s
+        cdef Py_ssize_t k = self.shift_steps
         cdef long long onset
         if not r.has_loss or r.step <= self.warmup_steps or not isfinite(x) or r.overflow == 1:
             return None
@@ -440,11 +432,7 @@ cdef class LossSpike(RobustSpike):
         s = max(hist.sigma(m), floor)
         if level <= m + self.shift_sigma * s:
             return None
-        soft, onset = m + 0.5 * self.shift_sigma * s, r.step
-        for i in range(recent.n - 1, -1, -1):
-            if recent.value(i) <= soft:
-                break
-            onset = recent.step_of(i)
+        onset = recent.run_start(m + 0.5 * self.shift_sigma * s, r.step)
         return (level, onset, f"loss level {level:.4g} over the last {k} steps vs median {m:.4g} of the last "
                               f"{hist.n} ({_sigmas(level - m, s)} robust sigma)")
 
@@ -464,17 +452,14 @@ cdef class GradNormSpike(RobustSpike):
     curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
     surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off."""
 
+    cdef public Py_ssize_t climb_window
+    cdef public double climb_ratio, confirm_loss_sigma
     cdef Window losses
-    cdef Py_ssize_t climb_window
     cdef long long climb_every
-    cdef double climb_ratio, confirm_loss_sigma
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
         self.label = "grad norm"
-        self.climb_window, self.climb_ratio = p["climb_window"], p["climb_ratio"]
-        self.confirm_loss_sigma = p["confirm_loss_sigma"]
         self.losses = Window(self.window, lazy=True)  # read only to corroborate a spike
         self.climb_every = max(self.climb_window // 2, 1)
 
@@ -526,16 +511,15 @@ cdef class OverflowStorm(Detector):
     that is a storm, not calibration. The onset is the window's first overflow.
     """
 
+    cdef public long long window, max_overflows, max_calibration
+    cdef public double max_growth
     cdef bint calibrated, has_prev
-    cdef long long calibration, max_calibration, window, max_overflows
-    cdef double prev_scale, max_growth
+    cdef long long calibration
+    cdef double prev_scale
     cdef Steps overflow_steps
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
-        self.window, self.max_overflows = p["window"], p["max_overflows"]
-        self.max_growth, self.max_calibration = p["max_growth"], p["max_calibration"]
         self.calibrated, self.calibration, self.has_prev = False, 0, False  # overflows before the first clean step
         self.overflow_steps = Steps(self.window)
 
@@ -575,15 +559,14 @@ cdef class LossScaleCollapse(Detector):
     ``max(1, round(log2(prev / scale)))`` halvings (1 for a fall to 0 or below). Onset: the first halving of
     the fall."""
 
+    cdef public double floor
+    cdef public long long window, max_halvings
     cdef bint calibrated, has_prev
-    cdef double prev, highest, floor
-    cdef long long window, max_halvings
+    cdef double prev, highest
     cdef Steps drops
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
-        self.floor, self.window, self.max_halvings = p["floor"], p["window"], p["max_halvings"]
         self.calibrated, self.has_prev, self.highest = False, False, 0.0
         self.drops = Steps(self.window)
 
@@ -618,13 +601,14 @@ cdef class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
     (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
 
-    cdef double zero_below, last
-    cdef long long frozen_steps, same_since
+    cdef public double zero_below
+    cdef public long long frozen_steps
+    cdef double last
+    cdef long long same_since
     cdef bint has_last
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.zero_below, self.frozen_steps = cfg.params["zero_below"], cfg.params["frozen_steps"]
         self.has_last = False
 
     cdef object update(self, Rec* r):
@@ -649,15 +633,14 @@ cdef class LossPlateau(Detector):
     ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
     every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
 
+    cdef public Py_ssize_t window
+    cdef public long long until_step
+    cdef public double min_improvement
     cdef Window losses
-    cdef Py_ssize_t window
-    cdef long long until_step, every
-    cdef double min_improvement
+    cdef long long every
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
-        self.window, self.until_step, self.min_improvement = p["window"], p["until_step"], p["min_improvement"]
         self.losses = Window(self.window, lazy=True)  # only read through median_of
         self.every = max(self.window // 50, 1)
 
@@ -684,11 +667,12 @@ cdef class LossPlateau(Detector):
 cdef class SustainedLow(Detector):
     """Base for "too low for ``min_steps`` steps in a row" rules: tracks the current low run."""
 
-    cdef long long min_steps, low_since  # low_since: the run's first step, 0 or NONE when there is no run
+    cdef public long long min_steps
+    cdef long long low_since  # the run's first step, 0 or NONE when there is no run
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.min_steps, self.low_since = cfg.params["min_steps"], NONE
+        self.low_since = NONE
 
     cdef long long low(self, long long step) noexcept:
         """``step`` is low: the run's first step once the run has lasted ``min_steps``, else NONE."""
@@ -705,15 +689,13 @@ cdef class ThroughputDrop(SustainedLow):
     Onset: the first low step. The low values are kept out of the median; a TPS that is not a number (a
     NaN step time) is not judged."""
 
+    cdef public Py_ssize_t window, min_history
+    cdef public double ratio
     cdef Window values
-    cdef Py_ssize_t min_history
-    cdef double ratio
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        p = cfg.params
-        self.min_history, self.ratio = p["min_history"], p["ratio"]
-        self.values = Window(p["window"])
+        self.values = Window(self.window)
 
     cdef object update(self, Rec* r):
         cdef double x = r.tps, m
@@ -741,11 +723,7 @@ cdef class ThroughputDrop(SustainedLow):
 cdef class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
 
-    cdef double floor
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.floor = cfg.params["floor"]
+    cdef public double floor
 
     cdef object update(self, Rec* r):
         cdef long long onset

@@ -67,6 +67,19 @@ for _i in range(23):
     POW10[_i] = 10.0 ** _i  # exact doubles
 
 
+cdef inline int digit_run(const char** q, const char* end, unsigned long long* mantissa, int* significant) noexcept:
+    """Read the digits at ``q`` into ``mantissa`` (its first 19 significant ones; leading zeros are not
+    significant); return how many digits there were."""
+    cdef const char* start = q[0]
+    while q[0] < end and c'0' <= q[0][0] <= c'9':
+        if mantissa[0] or q[0][0] != c'0':
+            significant[0] += 1
+            if significant[0] <= 19:
+                mantissa[0] = mantissa[0] * 10 + (q[0][0] - c'0')
+        q[0] += 1
+    return q[0] - start
+
+
 cdef bint decimal(const char* p, const char* end, double* out) except -1:
     """``p[:end]`` is exactly ``[+-]?(D+.?D*|.D+)([eE][+-]?D+)?``: its double, as Python's ``float`` gives it.
 
@@ -84,23 +97,11 @@ cdef bint decimal(const char* p, const char* end, double* out) except -1:
     if q < end and (q[0] == c'-' or q[0] == c'+'):
         negative = q[0] == c'-'
         q += 1
-    while q < end and c'0' <= q[0] <= c'9':
-        if mantissa or q[0] != c'0':
-            significant += 1
-            if significant <= 19:
-                mantissa = mantissa * 10 + (q[0] - c'0')
-        q += 1
-        digits += 1
+    digits = digit_run(&q, end, &mantissa, &significant)
     if q < end and q[0] == c'.':
         q += 1
-        while q < end and c'0' <= q[0] <= c'9':
-            if mantissa or q[0] != c'0':
-                significant += 1
-                if significant <= 19:
-                    mantissa = mantissa * 10 + (q[0] - c'0')
-            scale -= 1
-            q += 1
-            digits += 1
+        scale = -digit_run(&q, end, &mantissa, &significant)
+        digits -= scale
     if not digits:
         return False
     if q < end and (q[0] == c'e' or q[0] == c'E'):
@@ -132,6 +133,15 @@ cdef inline const char* upto(const char* q, const char* e, char c) noexcept:
     return f if f != NULL else e
 
 
+cdef inline bint number(const char** q, const char* e, double* out) except -1:
+    """A decimal from ``q`` up to the next comma (see :func:`decimal`); ``q`` moves to the comma."""
+    cdef const char* t = upto(q[0], e, c',')
+    if not decimal(q[0], t, out):
+        return False
+    q[0] = t
+    return True
+
+
 cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
     """Read the fast shape from ``p[:n]`` into ``out`` (all but ``steps``); False when it is not that shape."""
     cdef const char* e = p + n
@@ -154,19 +164,9 @@ cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
     if not integer(&q, e, &in_epoch) or not lit(&q, e, b"/", 1):
         return False
     spaces(&q, e)
-    if not integer(&q, e, &out.per_epoch) or not lit(&q, e, b"], loss: ", 9):
-        return False
-    t = upto(q, e, c',')
-    if memchr(q, c'[', t - q) != NULL or not decimal(q, t, &out.loss):
-        return False
-    q = t
-    if not lit(&q, e, b", per_step_time: ", 17) or not integer(&q, e, &out.ms) or not lit(&q, e, b"ms, lr: ", 8):
-        return False
-    t = upto(q, e, c',')
-    if not decimal(q, t, &out.lr):
-        return False
-    q = t
-    if not lit(&q, e, b", overflow cond: ", 17):
+    if (not integer(&q, e, &out.per_epoch) or not lit(&q, e, b"], loss: ", 9) or not number(&q, e, &out.loss)
+            or not lit(&q, e, b", per_step_time: ", 17) or not integer(&q, e, &out.ms)
+            or not lit(&q, e, b"ms, lr: ", 8) or not number(&q, e, &out.lr) or not lit(&q, e, b", overflow cond: ", 17)):
         return False
     if lit(&q, e, b"True", 4):
         out.overflow = True
@@ -174,12 +174,8 @@ cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
         out.overflow = False
     else:
         return False
-    if not lit(&q, e, b", loss_scale: ", 14):
+    if not lit(&q, e, b", loss_scale: ", 14) or not number(&q, e, &out.loss_scale):
         return False
-    t = upto(q, e, c',')
-    if not decimal(q, t, &out.loss_scale):
-        return False
-    q = t
     if not lit(&q, e, b", global_norm: [", 16):
         return False
     t = upto(q, e, c']')
