@@ -17,6 +17,7 @@ from monitor.events import Event, EventLog
 from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
+from monitor.policy import RollbackPolicy
 from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
 from monitor.recordlog import RecordLog
@@ -136,8 +137,10 @@ class TrainingMonitor(Callback):
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers)
+        self.policy = RollbackPolicy(self.ledger, cfg.checkpoint_every, cfg.rollback_margin, cfg.lr_factor,
+                                     cfg.max_rollbacks)
+        self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
         self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
-        self.rollbacks: list[dict] = []
         self.stop_reason: str | None = None
         self.last_record: StepRecord | None = None
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
@@ -265,17 +268,17 @@ class TrainingMonitor(Callback):
         self._watch_model_checkpoints(step)
         # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
-        onset = Engine.rollback_onset(events)
+        onset = self.policy.rollback_onset(events)
         if onset is None:
-            if self.ledger.observe(step):
+            if self.policy.clean(step):
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
-            if self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0:
+            if self.policy.checkpoint_due(step):
                 self._save(cb, step)
             if not events:
                 return
             action = "alerted"
         else:
-            self.ledger.anomaly(onset)
+            self.policy.anomaly(onset)
             action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
         extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
                      if "skip_batches" in e.actions), default=0)
@@ -319,11 +322,11 @@ class TrainingMonitor(Callback):
 
     def _rollback(self, run_context, cb, step: int, onset: int) -> str:
         """Roll back to the newest healthy checkpoint before ``onset``; return what was done, in words."""
-        if len(self.rollbacks) >= self.cfg.max_rollbacks:
-            self._stop(run_context, f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done "
-                                    f"(max_rollbacks={self.cfg.max_rollbacks}); anomaly at step {step}")
+        reason = self.policy.exhausted(step)
+        if reason:
+            self._stop(run_context, reason)
             return "rollback budget exhausted"
-        target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
+        target = self.policy.target(onset)
         while target is not None:
             error = None
             try:
@@ -337,17 +340,15 @@ class TrainingMonitor(Callback):
             reason = f"failed to load: {error}" if error else "failed to load on another rank"
             logger.error("checkpoint {}: {}; trying an older one", target.path, reason)
             self.ledger.quarantine(target, reason)
-            target = self.ledger.rollback_target(onset, self.cfg.rollback_margin)
+            target = self.policy.target(onset)
         if target is None:
             logger.error("step {}: no healthy checkpoint before step {}; cannot roll back", step, onset)
             return f"not rolled back: no healthy checkpoint before step {onset}"
         self._offset += step - target.step
         self.engine.rewind(target.step)
-        rb = {"at_step": step, "to_step": target.step, "lr_scale": self.cfg.lr_factor,
-              "lr_multiplier": scale, "checkpoint": target.path, "onset_step": onset}
+        rb = self.policy.rolled_back(step, onset, target, scale, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]
-        self.rollbacks.append(rb)
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",

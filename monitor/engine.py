@@ -68,12 +68,6 @@ class Engine:
         self.judge.rewind(step)
         self._quiet_until.clear()
 
-    @staticmethod
-    def rollback_onset(events: list[Event]) -> int | None:
-        """Earliest onset among ``events`` whose rule asks for a rollback, or None."""
-        onsets = [e.onset_step for e in events if "rollback" in e.actions]
-        return min(onsets) if onsets else None
-
     def _publish(self, rule, step, onset, value, message, source, rank, details="") -> Event:
         cfg = self.rules.rules[rule]
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,

@@ -1,22 +1,22 @@
-"""What the rollback policy would have done on a logged run: the live monitor's ledger, fed the log."""
+"""What the rollback policy would have done on a logged run: the live monitor's policy, fed the log."""
 from __future__ import annotations
 
-from ..engine import Engine
 from ..ledger import HEALTHY, QUARANTINED, Ledger
+from ..policy import RollbackPolicy
 
 MAX_CHECKPOINTS = 4096  # ledger entries kept; see WouldBeRollbacks
 FAR = 1 << 62  # a step never reached
 
 
-class WouldBeRollbacks:
-    """Replays the live policy of :class:`callbacks.TrainingMonitor` on one rank of a log.
+class WouldBeRollbacks(RollbackPolicy):
+    """The live policy of :class:`callbacks.TrainingMonitor` (:class:`~monitor.policy.RollbackPolicy`) on one
+    rank of a log, with a checkpoint every ``checkpoint_every`` steps in an in-memory ledger.
 
-    Checkpoints every ``checkpoint_every`` steps go into a :class:`~monitor.ledger.Ledger` (in memory) that
-    turns them healthy after ``healthy_after`` clean steps and quarantines them on the onset of a rule that
-    asks for a rollback. Each such event becomes a would-be rollback (:attr:`rollbacks`) to the newest healthy
-    checkpoint before ``onset - margin``, with the LR multiplier scaled by ``lr_factor``; with none, it is
-    listed in :attr:`missed` and, as live, costs no rollback. The rollback after ``max_rollbacks``, or a rule
-    with the ``stop`` action, would have stopped the run (:attr:`stop`); later steps are not judged.
+    Checkpoints turn healthy after ``healthy_after`` clean steps and are quarantined on the onset of a rule
+    that asks for a rollback. Each such event becomes a would-be rollback (:attr:`rollbacks`) to the newest
+    healthy checkpoint before ``onset - margin``, with the LR multiplier scaled by ``lr_factor``; with none, it
+    is listed in :attr:`missed` and, as live, costs no rollback. The rollback after ``max_rollbacks``, or a
+    rule with the ``stop`` action, would have stopped the run (:attr:`stop`); later steps are not judged.
 
     A log of a run that did not roll back goes on after a would-be rollback with the logged steps, which the
     rolled-back run would not have had: an event whose onset is not after the last would-be rollback's step
@@ -28,19 +28,16 @@ class WouldBeRollbacks:
     is ``onset - margin``. Memory: at most about :data:`MAX_CHECKPOINTS` ledger entries; past that,
     quarantined entries are dropped and every other one of the older half of the healthy ones.
 
-    Each rollback: ``{"at_step", "onset_step", "to_step", "before_step", "lr_multiplier", "rules"}``; the
+    Each rollback: ``{"at_step", "onset_step", "to_step", "lr_multiplier", "before_step", "rules"}``; the
     stop: ``{"at_step", "reason"}``; a missed one: ``{"at_step", "onset_step", "before_step", "rules"}``.
     """
 
     def __init__(self, checkpoint_every: int = 0, healthy_after: int = 20, margin: int = 0,
                  lr_factor: float = 0.5, max_rollbacks: int = 3):
-        self.every, self.margin, self.lr_factor, self.max_rollbacks = checkpoint_every, margin, lr_factor, max_rollbacks
-        self.ledger = Ledger(None, healthy_after)
-        self.rollbacks: list[dict] = []
+        super().__init__(Ledger(None, healthy_after), checkpoint_every, margin, lr_factor, max_rollbacks)
         self.missed: list[dict] = []
         self.stop: dict | None = None
         self.last_healthy: int | None = None  # newest healthy checkpoint's step
-        self._multiplier = 1.0
         self._last_step: int | None = None  # step of the last after_step
         self._rolled_back_at: int | None = None  # step of the last would-be rollback, until the log goes back
 
@@ -73,20 +70,20 @@ class WouldBeRollbacks:
             self._judge(event.step, [event], clean_step=False)
 
     def _judge(self, step: int, events: list, clean_step: bool) -> None:
-        onset = Engine.rollback_onset(events) if events else None
+        onset = self.rollback_onset(events) if events else None
         if onset is None:
             if clean_step:
-                promoted = self.ledger.observe(step)
+                promoted = self.clean(step)
                 if promoted:
                     top = max(e.step for e in promoted)
                     self.last_healthy = top if self.last_healthy is None else max(top, self.last_healthy)
-                if self.every and step % self.every == 0:
+                if self.checkpoint_due(step):
                     self.ledger.add(step, f"step {step}")
                     if len(self.ledger.entries) > MAX_CHECKPOINTS:
                         self._prune()
         else:
             if self._rolled_back_at is not None and onset <= self._rolled_back_at:
-                self.ledger.anomaly(onset)  # the excursion already rolled back, firing again
+                self.anomaly(onset)  # the excursion already rolled back, firing again
             else:
                 self._rollback(step, onset, events)
             self.last_healthy = self.ledger.last_healthy_step
@@ -94,21 +91,19 @@ class WouldBeRollbacks:
             self.stop = {"at_step": step, "reason": f"rule {events[0].rule} asks to stop at step {step}"}
 
     def _rollback(self, step: int, onset: int, events: list) -> None:
-        self.ledger.anomaly(onset)
+        self.anomaly(onset)
         rules = sorted({e.rule for e in events if "rollback" in e.actions})
-        if len(self.rollbacks) >= self.max_rollbacks:
-            self.stop = {"at_step": step, "reason": f"rollback budget exhausted: {len(self.rollbacks)} rollbacks "
-                                                    f"(max_rollbacks={self.max_rollbacks})"}
+        reason = self.exhausted(step)
+        if reason:
+            self.stop = {"at_step": step, "reason": reason}
             return
-        target = self.ledger.rollback_target(onset, self.margin) if self.every else None
+        target = self.target(onset) if self.every else None
         if self.every and target is None:
             self.missed.append({"at_step": step, "onset_step": onset, "before_step": onset - self.margin,
                                 "rules": rules})
             return
-        self._multiplier *= self.lr_factor
         self._rolled_back_at = step
-        self.rollbacks.append({"at_step": step, "onset_step": onset, "to_step": target.step if target else None,
-                               "before_step": onset - self.margin, "lr_multiplier": self._multiplier, "rules": rules})
+        self.rolled_back(step, onset, target, before_step=onset - self.margin, rules=rules)
 
     def _prune(self) -> None:
         entries = [e for e in self.ledger.entries if e.status != QUARANTINED]
