@@ -194,6 +194,10 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
         if writer is not None:
             writer.discard()
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
+    for left_out in dict.fromkeys(r.left_out for r in results if r.left_out):
+        click.echo(f"note: monitor output folder: replayed its record logs (every step as the live engine saw it); "
+                   f"left out the other views of the same run (name one to replay it): {', '.join(left_out)}",
+                   err=True)
     history = rules.rules["loss_spike"].params["min_history"]
     for r in results:
         if 0 < r.records <= history:

@@ -328,3 +328,26 @@ def test_replay_never_imports_mindspore():
     code = "import sys, monitor.cli, monitor.replay.runner; assert 'mindspore' not in sys.modules, sorted(sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
+    # the monitor's output folder holds three views of one run: the record log (every step the live engine
+    # judged), the event log and the trainer's own log; the folder is replayed once, from the record logs
+    out = tmp_path / "out"
+    (out / "mindformers_log" / "rank_0").mkdir(parents=True)
+    header = "step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu"
+    for r in (0, 1):
+        rows = [f"{s},{9.0 if s == 40 else 3.0 - 0.001 * s + 0.01 * (s % 3)},1.0,,,1e-4,1.0,,8192,{r},,1,"
+                for s in range(1, 61)]
+        (out / f"records_rank{r}.csv").write_text("\n".join([header, *rows]) + "\n")
+        (out / f"events_rank{r}.jsonl").write_text(json.dumps({"rule": "loss_spike", "step": 40, "onset_step": 40,
+                                                               "value": 9.0, "message": "m", "rank": r}) + "\n")
+    (out / "mindformers_log" / "rank_0" / "info.log").write_text(mf_log(60, spike_at=40))
+    results = replay_paths([str(tmp_path)])
+    assert [Path(r.path).name for r in results] == ["records_rank0.csv", "records_rank1.csv"]
+    assert [[e.step for e in r.events if e.rule == "loss_spike"] for r in results] == [[40], [40]]
+    left = sorted(Path(p).name for p in results[0].left_out)
+    assert left == ["events_rank0.jsonl", "events_rank1.jsonl", "info.log"] and results[1].left_out == results[0].left_out
+    done = cli("replay", "--json", str(out))
+    assert done.returncode == 0 and json.loads(done.stdout)["files"][0]["left_out"] == list(results[0].left_out)
+    assert done.stderr.count("note: monitor output folder") == 1 and "events_rank1.jsonl" in done.stderr

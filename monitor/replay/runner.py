@@ -89,6 +89,7 @@ class ReplayResult:
     events_dropped: int = 0
     files: list = field(default_factory=list)
     error: str = ""  # why a log found in a folder was not replayed
+    left_out: tuple = ()  # other views of the same run, left out beside this log (see sources.Source)
     policies: dict = field(default_factory=dict)  # rank -> WouldBeRollbacks
     stats: Stats = field(default_factory=Stats)
     tracks: dict = field(default_factory=dict)  # rank -> Track (plot series), with ReplayOptions.plot_ranks
@@ -121,7 +122,7 @@ class ReplayResult:
                 "ranks": sorted(self.ranks), "anomalies_not_kept": self.events_dropped, "files": self.files,
                 "would_be_rollbacks": self.would_be_rollbacks(), "would_stop": self.would_stop(),
                 "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "stats": self.stats.to_dict(),
-                **({"error": self.error} if self.error else {})}
+                **({"error": self.error} if self.error else {}), **({"left_out": list(self.left_out)} if self.left_out else {})}
 
 
 def _split_rank(line: str):
@@ -385,7 +386,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             if fmt is None:
                 raise ReplayError(f"{source.name}: no known training-log format in its first {len(head)} lines "
                                   f"(known: {', '.join(PARSERS)}; force one with --format)")
-        result = ReplayResult(source.name, fmt, files=list(source.paths))
+        result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         path, at = first, [0]
         feed = _feed_blocks if run.module is mindformers and run.options.openmetrics is None else _feed_lines

@@ -22,6 +22,7 @@ _LOG_NAME = re.compile(r"\.(?:log|txt|out|err|jsonl|csv)(?:\.\d+)?(?:\.gz)?$|^ev
                        re.IGNORECASE)
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker|device)[_-]?(\d+)", re.IGNORECASE)
 _ROTATED = re.compile(r"^(.+)\.(\d+)$")
+_RECORDS = re.compile(r"^records_rank\d+\.csv$")  # the monitor's own record log: the output folder's full view
 STDIN = "-"
 HEAD_BYTES = 8192
 _LOG_SUFFIXES = {".gz", ".log", ".txt", ".out", ".err", ".csv", ".jsonl"}
@@ -34,12 +35,15 @@ class SourceError(Exception):
 @dataclass
 class Source:
     """One log replayed through one set of engines: a file, a file and its rotated backups, or stdin.
-    ``found``: found in a folder (rather than named), so a log that cannot be replayed does not stop the others."""
+    ``found``: found in a folder (rather than named), so a log that cannot be replayed does not stop the others.
+    ``left_out``: the other views of the same run left out beside it (a monitor output folder's event log and
+    trainer logs, beside its record log)."""
 
     name: str
     paths: list
     rank: int
     found: bool = False
+    left_out: tuple = ()
 
 
 def rank_of(path: str) -> int | None:
@@ -53,13 +57,23 @@ def rank_of(path: str) -> int | None:
 
 
 def _folder(root: str) -> list[Source]:
+    """The logs below ``root``. A monitor output folder (one holding ``records_rank<r>.csv``) is replayed from
+    its record logs, every step as the live engine saw it; its event logs and the trainer logs below it are
+    other views of the same run, left out (named in ``left_out``)."""
     groups: dict[str, list] = {}
+    outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         names = set(files)
+        if any(_RECORDS.match(n) for n in names):
+            outputs[folder] = []
+        home = next((o for o in outputs if folder == o or folder.startswith(o + os.sep)), None)
         for name in sorted(files):
             if not _LOG_NAME.search(name) or (name == "error.log" and "info.log" in names) or \
                     os.path.getsize(os.path.join(folder, name)) == 0:
+                continue
+            if home is not None and not (folder == home and _RECORDS.match(name)):
+                outputs[home].append(os.path.join(folder, name))
                 continue
             m = _ROTATED.match(name)
             base, n = (m.group(1), int(m.group(2))) if m and _LOG_NAME.search(m.group(1)) else (name, 0)
@@ -71,7 +85,8 @@ def _folder(root: str) -> list[Source]:
     for base, files in groups.items():
         paths = [p for _, p in sorted(files, reverse=True)]  # info.log.2, info.log.1, info.log
         name = paths[-1] if len(paths) == 1 else f"{paths[-1]} (+{len(paths) - 1} rotated)"
-        sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True))
+        left_out = tuple(outputs.get(os.path.dirname(base), ())) if _RECORDS.match(os.path.basename(base)) else ()
+        sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out))
     return sorted(sources, key=lambda s: (s.rank, s.name))
 
 
