@@ -2,9 +2,10 @@
 """Replay's compiled fast path for the commonest log line: the MindFormers 1.3+ ``MFLossMonitor`` step line.
 
 :func:`fast_record` reads one such line (the parser, :mod:`.mindformers`, tries it first on every line).
-:class:`Scanner` reads a block of a log's text in C, line after line, and does for each such line (and each
+:class:`Scanner` reads a block of a log's bytes in C, line after line, and does for each such line (and each
 progress-bar line) what the runner does with it, judging the records with the rank's
 :class:`~monitor.detectors.Judge`, the very detectors of the live monitor, without making Python objects.
+:class:`Sample` (replay's step-time quantiles) is here so that the scanner feeds it from C.
 It hands back to the runner (Python) at every other line, and for a record that raised an event, went back
 in steps, or that the would-be rollback policy has to see (:attr:`~.policy.WouldBeRollbacks.due`); so the
 results are those of the runner's line-by-line loop (``tests/test_replay_fast.py`` checks that they are).
