@@ -330,7 +330,7 @@ def test_rules_file_turning_a_rule_off_drops_its_trainer_reports(tmp_path):
 
     rules = Rules({"grad_norm_spike": {"enabled": False}})
     res = replay_file(str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"), rules)
-    assert [e.rule for e in res.events] == ["loss_degenerate"] and res.skipped["rule disabled"] == 2
+    assert res.events == [] and res.skipped["rule disabled"] == 2
 
 
 def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_reading():

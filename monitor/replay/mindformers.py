@@ -17,8 +17,11 @@ Step lines:
   a bare ``- INFO -``).
 
 Other lines: the progress line after each step line (``  0.0% |   | 0.00600 samples/s/p  25 days, 2:07:47 }``,
-skipped as a progress bar), the sink epoch summary (``Per sink_size step time: .. ms, per step time: .. ms,
-avg loss: ..``, skipped as a summary).
+skipped as a progress bar); the sink's summary after its step line (``Per sink_size step time: .. ms, per step
+time: .. ms, avg loss: ..``), whose per-step time completes the step's record (skipped as a summary when its
+step line is not in the log); global-norm data skipping's ``opt_global_step: 0, skip_data_grad_norm_threshold:
+3.0, is_skip: [ True]`` after a step line, which drops that step's loss (the ``loss: 0.000`` printed for a
+skipped batch is no loss).
 
 What the trainer reports itself becomes an event: its global-norm threshold line (``Current global norm
 [44.313248] of step 1 has been 1 consecutive times greater than threshold: 3.0``, a ``grad_norm_spike``), the
@@ -33,7 +36,7 @@ import re
 
 from ..record import StepRecord
 from . import base
-from .base import NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
+from .base import MERGED, NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
 from .scan import fast_record
 
 NAME = "mindformers"
@@ -44,6 +47,8 @@ _FIELDS = re.compile(
     r"\s*:?\s*(?P<val>\[[^\]]*\]|[^,\s]+(?:\s*ms)?)")
 _NORM_LINE = re.compile(r"Current global norm \[([^\]]*)\] of step (\d+) has been (\d+) consecutive times greater "
                         r"than threshold:? ?([\d.eE+-]+)(.*)")
+_SINK_STEP_TIME = re.compile(r"per step time: ([\d.]+) ms")
+_SKIP = re.compile(r"is_skip: \[?\s*(True|False)")
 _NAN = re.compile(r"There is (nan|inf) in (\w+)|(\w+) is \[?(-?(?:nan|inf))\b", re.IGNORECASE)
 
 
@@ -55,6 +60,7 @@ def detect(line: str) -> bool:
 class Parser(base.Parser):
     name = NAME
     messages = True
+    summarized = None  # the step whose sink summary was read
 
     def parse(self, line):
         rec = fast_record(line, self.last, self.rank)  # the 1.3+ line as printed, read in C
@@ -82,8 +88,18 @@ class Parser(base.Parser):
                 value = -math.inf if word.startswith("-") else math.nan if "nan" in word.lower() else math.inf
                 return Report("nan_inf", self.step, value,
                               f"trainer: {word.lower()} in {what}, training terminated", self.rank)
-        if "Per sink_size step time" in line:
-            return SUMMARY
+        if "Per sink_size step time" in line:  # the sink's summary: its per-step time is MindFormers' own...
+            m = _SINK_STEP_TIME.search(line)
+            if m is None or self.last is None or self.last.step == self.summarized:
+                return SUMMARY  # ...unless the step line before it is not in the log (an excerpt)
+            self.summarized = self.last.step
+            return self.merge(step_time_s=float(m.group(1)) / 1000.0)
+        if "is_skip:" in line:
+            m = _SKIP.search(line)
+            if m is not None and self.last is not None:  # global-norm data skipping: the batch was dropped
+                if m.group(1) == "True":
+                    self.last.loss = None  # and "loss: 0.000" printed for it is no loss
+                return MERGED
         return None
 
     def _record(self, line: str, m: re.Match):

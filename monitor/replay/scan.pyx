@@ -265,7 +265,7 @@ cdef class Scanner:
     cdef Sample sample
     cdef int rank
     cdef bint has_pending, has_last, has_observed, routed, parsed
-    cdef Line pending, last, observed
+    cdef Line pending, observed
     cdef object pending_obj  # the run's pending record, when the run made it
     cdef long long last_step, due
     cdef Py_ssize_t records, duplicates, progress
@@ -334,7 +334,7 @@ cdef class Scanner:
                 return True
             return False
         set_steps(&cur, self.has_last, self.last_step)
-        self.last, self.has_last, self.last_step, self.parsed = cur, True, cur.step, True
+        self.has_last, self.last_step, self.parsed = True, cur.step, True
         if self.pending_obj is not None:
             obj = record(&cur, self.rank)
             if self.pending_obj.step == cur.step and self.pending_obj == obj:
@@ -383,12 +383,13 @@ cdef class Scanner:
                 result.skipped[DUPLICATE] += self.duplicates
             if self.progress:
                 result.skipped[PROGRESS] += self.progress
-        if self.parsed:
-            self.parser.last = record(&self.last, self.rank)
+        # as in the run, the parser's last record is the pending one itself (a line after it may complete it)
         if self.has_pending:
-            self.slot[1] = record(&self.pending, self.rank)
+            self.slot[1] = self.parser.last = record(&self.pending, self.rank)
         elif self.pending_obj is None:
             self.slot[1] = None
+        elif self.parsed:  # only duplicates of the run's pending record
+            self.parser.last = self.pending_obj
         if self.has_observed:
             result.last = record(&self.observed, self.rank)
         self.has_pending = self.has_observed = self.parsed = False

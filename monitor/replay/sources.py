@@ -62,7 +62,7 @@ def _folder(root: str) -> list[Source]:
     other views of the same run, left out (named in ``left_out``)."""
     groups: dict[str, list] = {}
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(os.path.normpath(root)):
         dirs.sort()
         names = set(files)
         if any(_RECORDS.match(n) for n in names):
