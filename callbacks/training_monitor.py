@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import mindspore as ms
-from monitor.log import logger
 from mindspore.train import Callback, ModelCheckpoint
 
 from monitor.alerts import Alert, AlertsConfig, AlertSender
@@ -17,9 +16,10 @@ from monitor.events import Event, EventLog
 from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
 from monitor.ledger import Ledger
-from monitor.policy import RollbackPolicy
+from monitor.log import logger
 from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
+from monitor.policy import RollbackPolicy
 from monitor.recordlog import RecordLog
 from monitor.record import StepRecord
 from monitor.rules import Rules

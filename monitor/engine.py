@@ -4,10 +4,9 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from .log import logger
-
 from .detectors import Judge
 from .events import Event
+from .log import logger
 from .record import StepRecord
 from .rules import Rules
 

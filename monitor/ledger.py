@@ -5,9 +5,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from .log import logger
-
 from .files import write_atomic
+from .log import logger
 
 PENDING, HEALTHY, QUARANTINED = "pending", "healthy", "quarantined"
 

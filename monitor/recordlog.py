@@ -9,7 +9,6 @@ import os
 from dataclasses import fields
 
 from .log import logger
-
 from .record import StepRecord
 
 FIELDS = [f.name for f in fields(StepRecord)]  # the column order RecordLog.write formats

@@ -17,9 +17,8 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .log import logger
-
 from .alerts import Alert, AlertsConfig, AlertSender
+from .log import logger
 
 MAX_BODY = 1 << 20
 

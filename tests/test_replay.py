@@ -351,7 +351,8 @@ def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
     assert [Path(r.path).name for r in results] == ["records_rank0.csv", "records_rank1.csv"]
     assert [[e.step for e in r.events if e.rule == "loss_spike"] for r in results] == [[40], [40]]
     left = sorted(Path(p).name for p in results[0].left_out)
-    assert left == ["events_rank0.jsonl", "events_rank1.jsonl", "info.log"] and results[1].left_out == results[0].left_out
+    assert left == ["events_rank0.jsonl", "events_rank1.jsonl", "info.log"]
+    assert results[1].left_out == results[0].left_out
     done = cli("replay", "--json", str(out))
     assert done.returncode == 0 and json.loads(done.stdout)["files"][0]["left_out"] == list(results[0].left_out)
     assert done.stderr.count("note: monitor output folder") == 1 and "events_rank1.jsonl" in done.stderr

@@ -15,8 +15,8 @@ import time
 from collections import deque
 
 import requests
-from ..log import logger
 
+from ..log import logger
 from .config import AlertsConfig, SinkSpec
 from .message import Alert
 from .platforms import MAX_LINES, PLATFORMS

@@ -122,7 +122,8 @@ class ReplayResult:
                 "ranks": sorted(self.ranks), "anomalies_not_kept": self.events_dropped, "files": self.files,
                 "would_be_rollbacks": self.would_be_rollbacks(), "would_stop": self.would_stop(),
                 "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "stats": self.stats.to_dict(),
-                **({"error": self.error} if self.error else {}), **({"left_out": list(self.left_out)} if self.left_out else {})}
+                **({"error": self.error} if self.error else {}),
+                **({"left_out": list(self.left_out)} if self.left_out else {})}
 
 
 def _split_rank(line: str):

@@ -167,7 +167,8 @@ cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
     spaces(&q, e)
     if (not integer(&q, e, &out.per_epoch) or not lit(&q, e, b"], loss: ", 9) or not number(&q, e, &out.loss)
             or not lit(&q, e, b", per_step_time: ", 17) or not integer(&q, e, &out.ms)
-            or not lit(&q, e, b"ms, lr: ", 8) or not number(&q, e, &out.lr) or not lit(&q, e, b", overflow cond: ", 17)):
+            or not lit(&q, e, b"ms, lr: ", 8) or not number(&q, e, &out.lr)
+            or not lit(&q, e, b", overflow cond: ", 17)):
         return False
     if lit(&q, e, b"True", 4):
         out.overflow = True
