@@ -35,7 +35,6 @@ import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 
 from .metrics import GAUGES, Metrics
 

@@ -15,6 +15,7 @@ from monitor.replay import (
     replay_file,
     replay_paths,
 )
+from monitor.record import StepRecord
 from monitor.replay.base import MERGED, Report
 from monitor.rules import Rules
 
@@ -314,7 +315,6 @@ def test_tensorboard_missing_package_says_what_to_install(tmp_path, monkeypatch)
 
 def test_every_parser_keeps_the_feed_contract():
     """feed() gives a record, a report tuple, or None with the reason in ``parser.reason``."""
-    from monitor.record import StepRecord
     from monitor.replay import PARSERS
 
     for name, mod in PARSERS.items():
@@ -353,7 +353,7 @@ def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_readin
                 f" lr: {lr}, overflow cond: {rng.choice(['True', 'False'])}, loss_scale: {scale}, global_norm: "
                 f"[{norm}], train_throughput_per_npu: 2.896T")
         fast, general = mindformers.Parser(3), mindformers.Parser(3)
-        fast.last = general.last = mindformers.StepRecord(rng.randint(0, 300000))
+        fast.last = general.last = StepRecord(rng.randint(0, 300000))
         want = general._record(line, mindformers._STEP.search(line))
         assert repr(fast.parse(line)) == repr(want), line
         quick = fast_record(line, fast.last, 3)

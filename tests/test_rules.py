@@ -248,7 +248,7 @@ def test_window_matches_a_fresh_sort_through_adds_and_rewinds():
     # with ties and -0.0
     import random
 
-    from monitor.detectors import Window, median
+    from monitor.detectors import Window
 
     for lazy in (False, True):
         check_window(Window(7, lazy=lazy), random.Random(0))

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import re
 
-from ..record import StepRecord
 from . import base
 from .base import MERGED, NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
 from .scan import fast_record
