@@ -254,13 +254,19 @@ def dashboards_push(url, folder, overwrite, runbook_base, timeout):
               help="YAML file with the alerts settings (sinks; see monitor/alerts/config.py).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=9095, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-def relay(config_path, host, port):
-    """Forward Alertmanager webhooks (POST /alerts) to Feishu, DingTalk, WeCom, Slack..."""
+@click.option("--allow-unauthenticated", is_flag=True,
+              help="Listen on a non-loopback address without credentials (MONITOR_RELAY_TOKEN, or "
+                   "MONITOR_RELAY_USER and MONITOR_RELAY_PASSWORD).")
+def relay(config_path, host, port, allow_unauthenticated):
+    """Forward Alertmanager webhooks (POST /alerts) to Feishu, DingTalk, WeCom, Slack...
+
+    Callers must send the bearer token of MONITOR_RELAY_TOKEN or the basic-auth user and password of
+    MONITOR_RELAY_USER / MONITOR_RELAY_PASSWORD when those are set."""
     import signal
 
     from .alerts import AlertsConfig
     from .config import ConfigError
-    from .relay import Relay
+    from .relay import Relay, RelayError
 
     try:
         config, problems = AlertsConfig.load(config_path)
@@ -271,11 +277,14 @@ def relay(config_path, host, port):
     if not config.sinks:
         _fail(f"{config_path}: no usable alert sink")
     try:
-        server = Relay(config, host, port)
+        server = Relay(config, host, port, allow_unauthenticated=allow_unauthenticated)
+    except RelayError as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    logger.info("relay on http://{}:{}/alerts -> {}", host, server.port, ", ".join(server.sender.sinks))
+    logger.info("relay on http://{}:{}/alerts -> {} ({})", host, server.port, ", ".join(server.sender.sinks),
+                "credentials required" if server.auth.required else "no credentials required")
     try:
         server.serve_forever()
     except (KeyboardInterrupt, SystemExit):

@@ -160,9 +160,9 @@ def text_of(request: dict) -> str:
     return b.get("content", {}).get("text") or b.get("markdown", {}).get("text") or b["markdown"]["content"]
 
 
-def http_json(url: str, data=None, timeout: float = 5.0):
+def http_json(url: str, data=None, timeout: float = 5.0, headers: dict | None = None):
     req = urllib.request.Request(url, data=None if data is None else json.dumps(data).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
