@@ -190,7 +190,8 @@ class Process:
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()[-4000:]
 
