@@ -17,6 +17,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 
+SECRETS: set[str] = set()  # every secret a test configures; tests/conftest.py greps each test's logs for them
+
+
+def secret(value: str) -> str:
+    """``value``, registered as a secret that must appear in no log the test writes."""
+    SECRETS.add(value)
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,6 +71,7 @@ class Receiver:
 
     def __init__(self, secrets: dict[str, str] | None = None):
         self.secrets = secrets or {}
+        SECRETS.update(self.secrets.values())
         self.requests: list[dict] = []
         self.fail: dict[str, int] = {}
         self.hang: dict[str, float] = {}

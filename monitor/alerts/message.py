@@ -3,12 +3,14 @@ it goes (a chat platform, Alertmanager)."""
 from __future__ import annotations
 
 import math
+import re
 import urllib.parse
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 MAX_TEXT = 1000  # characters kept of a summary from a webhook; other fields keep MAX_FIELD
 MAX_FIELD = 200
+_PAGE = re.compile(r"^[\w./-]+$")  # a relative runbook path (runbooks/stall.md)
 AM_FIELDS = {"status": str, "labels": dict, "annotations": dict, "startsAt": str, "endsAt": str,
              "generatorURL": str, "fingerprint": str}  # an Alertmanager webhook alert's fields and their types
 
@@ -62,8 +64,8 @@ class Alert:
         """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
         ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
-        relative ``runbook_url`` (the shipped ``runbooks/<page>.md``) is put under ``runbook_base``, an
-        absolute one is kept when it is under ``runbook_base``; a ``dashboard_url`` or ``generatorURL`` is
+        relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
+        ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or ``generatorURL`` is
         kept when it has the origin (scheme, host, port) of ``dashboard``, else ``dashboard`` itself is the
         link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
 
@@ -89,9 +91,8 @@ class Alert:
             raise ValueError(f"{where}.status: expected firing or resolved, got {status[:MAX_FIELD]!r}")
         run = labels.get("run", "")[:MAX_FIELD]
         runbook = notes.get("runbook_url", "")
-        if "://" not in runbook:
-            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook and runbook_base \
-                else runbook
+        if _PAGE.match(runbook):  # a relative page, as the shipped rules name them
+            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
         elif not (runbook_base and runbook.startswith(runbook_base.rstrip("/") + "/")):
             runbook = ""
         home = dashboard.replace("{run}", urllib.parse.quote(run, safe=""))

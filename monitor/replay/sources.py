@@ -10,8 +10,8 @@ read (a dangling or looping symlink, a special file, no permission) is reported 
 are replayed.
 
 Bounds on any input: a line is kept up to :data:`MAX_LINE` bytes and the rest of it skipped and counted
-(:class:`BoundedLines`); a line longer than :data:`MAX_LINE_READ` bytes (after gzip) ends the file with an
-error naming the file and line (no text log has one; a gzip bomb does); a log holds at most
+(:class:`BoundedLines`); in gzip input, a line longer than :data:`MAX_LINE_READ` bytes decompressed ends the
+file with an error naming the file and line (no text log has one; a gzip bomb does); a log holds at most
 :data:`MAX_RANKS` distinct ranks. Only regular files, FIFOs and standard input are read (a FIFO without a
 writer reads as empty rather than blocking); devices and sockets are refused. File names are shown with
 :func:`shown`, so a name holding a newline or a terminal escape cannot forge a line of the output.
@@ -54,16 +54,17 @@ def shown(path: str) -> str:
 
 
 class BoundedLines(io.RawIOBase):
-    """The bytes of a binary stream with every line cut at :data:`MAX_LINE` bytes (its newline kept).
+    """The bytes of a binary stream with every line cut at :data:`MAX_LINE` bytes (its newline kept); a line
+    longer than ``max_read`` bytes (:data:`MAX_LINE_READ` for gzip input) ends the stream with an error.
 
     Attributes:
         cut_lines, cut_bytes: lines cut and the bytes skipped of them (logged as a warning at close).
     Raises (on read):
-        SourceError: a line longer than :data:`MAX_LINE_READ` bytes, naming the file and the line.
+        SourceError: a line longer than ``max_read`` bytes, naming the file and the line.
     """
 
-    def __init__(self, raw, name: str, owns: bool = True):
-        self.raw, self.name, self.owns = raw, name, owns
+    def __init__(self, raw, name: str, owns: bool = True, max_read: float = float("inf")):
+        self.raw, self.name, self.owns, self.max_read = raw, name, owns, max_read
         self.line = 0  # bytes of the current line read so far
         self.lineno = 1
         self.cut_lines = self.cut_bytes = 0
@@ -86,8 +87,8 @@ class BoundedLines(io.RawIOBase):
                 if self.line <= MAX_LINE:
                     self.cut_lines += 1
                 self.cut_bytes += head - keep
-                if self.line + head > MAX_LINE_READ:
-                    raise SourceError(f"{shown(self.name)}:{self.lineno}: a line over {MAX_LINE_READ >> 20} MiB "
+                if self.line + head > self.max_read:
+                    raise SourceError(f"{shown(self.name)}:{self.lineno}: a line over {int(self.max_read) >> 20} MiB "
                                       "(after decompression): not a text training log")
                 chunk = chunk[:keep] + chunk[head:]
             if nl < 0:
@@ -232,9 +233,11 @@ def open_bytes(path: str):
         raw = sys.stdin.buffer if path == STDIN else _open(path)
         if not hasattr(raw, "peek"):
             raw = io.BufferedReader(raw)
-        if raw.peek(2)[:2] == b"\x1f\x8b":
+        packed = raw.peek(2)[:2] == b"\x1f\x8b"
+        if packed:
             raw = io.BufferedReader(gzip.GzipFile(fileobj=raw))
-        raw = io.BufferedReader(BoundedLines(raw, path, owns=path != STDIN), buffer_size=_CHUNK)
+        raw = io.BufferedReader(BoundedLines(raw, path, path != STDIN, MAX_LINE_READ if packed else float("inf")),
+                                buffer_size=_CHUNK)
         head = raw.peek(HEAD_BYTES)[:HEAD_BYTES]
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SourceError(f"{name}: truncated or corrupt gzip file ({exc})") from None
@@ -275,6 +278,8 @@ def default_run(path: str) -> str:
 def first_bytes(path: str) -> bytes:
     """The first bytes of a file as stored (for recognising a TensorBoard file); b"" when unreadable."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block here, and is read once only
+            return b""
         with open(path, "rb") as f:
             return f.read(HEAD_BYTES)
     except OSError:
