@@ -390,6 +390,25 @@ def test_an_over_long_line_is_cut_and_memory_stays_bounded(tmp_path):
     assert peak - base_peak < 8 * MAX_LINE + 16 * MiB, (peak, base_peak)  # the 160 MiB line took 1 GB before
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_bounded_stream_cuts_each_line_at_the_limit_and_keeps_the_rest(tmp_path, packed):
+    from monitor.replay.sources import open_bytes
+
+    lengths = [0, 5, MAX_LINE - 1, MAX_LINE, MAX_LINE + 1, 3 * MAX_LINE + 7, 10, 2 * MAX_LINE, 1, 300_000]
+    lines = [bytes([97 + i % 26]) * n for i, n in enumerate(lengths)]
+    data = b"\n".join(lines) + b"\n" + b"x" * (MAX_LINE + 3)  # the last line has no newline
+    path = tmp_path / ("log.txt.gz" if packed else "log.txt")
+    path.write_bytes(gzip.compress(data, 1) if packed else data)
+    expected = b"\n".join(line[:MAX_LINE] for line in lines) + b"\n" + b"x" * MAX_LINE
+    with open_bytes(str(path)) as f:
+        got = b"".join(iter(lambda: f.read(1 << 18), b""))
+        cut = (f.raw.cut_lines, f.raw.cut_bytes)
+    assert got == expected
+    assert cut == (4, 1 + 2 * MAX_LINE + 7 + MAX_LINE + 3)
+    with open_bytes(str(path)) as f:
+        assert [len(line) for line in f] == [min(n, MAX_LINE) + 1 for n in lengths] + [MAX_LINE]
+
+
 def test_a_gzip_bomb_line_ends_the_file_with_an_error_naming_it(tmp_path):
     small, bomb = tmp_path / "small.jsonl", tmp_path / "bomb.jsonl.gz"
     records(small, 30)

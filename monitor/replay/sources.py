@@ -48,6 +48,30 @@ class SourceError(Exception):
     """A path that cannot be read as a log; the message names it and the reason."""
 
 
+def _find(view, end: int, start: int = 0) -> int:
+    """Index of the first newline in ``view[start:end]``, or -1; reads windows growing from 4 KiB."""
+    width = 4096
+    while start < end:
+        stop = min(end, start + width)
+        i = bytes(view[start:stop]).find(b"\n")
+        if i >= 0:
+            return start + i
+        start, width = stop, width * 4
+    return -1
+
+
+def _rfind(view, end: int) -> int:
+    """Index of the last newline in ``view[:end]`` (there is one), reading windows back from the end."""
+    width, stop = 4096, end
+    while stop > 0:
+        start = max(stop - width, 0)
+        i = bytes(view[start:stop]).rfind(b"\n")
+        if i >= 0:
+            return start + i
+        stop, width = start, width * 4
+    return -1
+
+
 def shown(path: str) -> str:
     """``path`` as printed: unchanged when it is printable, else as a Python string literal (``'a\\nb'``)."""
     return path if path.isprintable() else repr(path)
@@ -66,7 +90,7 @@ class BoundedLines(io.RawIOBase):
     def __init__(self, raw, name: str, owns: bool = True, max_read: float = float("inf")):
         self.raw, self.name, self.owns, self.max_read = raw, name, owns, max_read
         self.line = 0  # bytes of the current line read so far
-        self.lineno = 1
+        self.lineno = 1  # counted only with a finite max_read
         self.cut_lines = self.cut_bytes = 0
 
     def readable(self) -> bool:
@@ -76,29 +100,39 @@ class BoundedLines(io.RawIOBase):
         return self.raw.fileno()
 
     def readinto(self, buf) -> int:
+        """Read into ``buf`` in place (the kernel or gzip fills it: no copy), then cut the first line of what was
+        read if it goes past the limit; only that line can (a read is at most a quarter of the limit)."""
+        view = memoryview(buf).cast("B")
         while True:
-            chunk = self.raw.read(min(len(buf), _CHUNK))
-            if not chunk:
+            n = self.raw.readinto(view[:_CHUNK])
+            if not n:
                 return 0
-            nl = chunk.find(b"\n")
-            head = len(chunk) if nl < 0 else nl
-            keep = min(head, max(MAX_LINE - self.line, 0))
-            if keep < head:  # the first line of the chunk goes past the limit: skip its rest
+            room = max(MAX_LINE - self.line, 0)
+            nl = _find(view, min(n, room + 1))
+            if nl < 0 and n > room:  # the line goes past the limit in this read: skip its rest
+                nl = _find(view, n, room + 1)
+                head = n if nl < 0 else nl
                 if self.line <= MAX_LINE:
                     self.cut_lines += 1
-                self.cut_bytes += head - keep
+                self.cut_bytes += head - room
                 if self.line + head > self.max_read:
                     raise SourceError(f"{shown(self.name)}:{self.lineno}: a line over {int(self.max_read) >> 20} MiB "
                                       "(after decompression): not a text training log")
-                chunk = chunk[:keep] + chunk[head:]
-            if nl < 0:
                 self.line += head
-            else:
-                self.lineno += chunk.count(b"\n")
-                self.line = len(chunk) - chunk.rfind(b"\n") - 1
-            if chunk:
-                buf[:len(chunk)] = chunk
-                return len(chunk)
+                view[room:room + n - head] = bytes(view[head:n])
+                n -= head - room
+                if nl < 0:
+                    if n:
+                        return n
+                    continue
+                nl = room
+            if nl < 0:
+                self.line += n
+                return n
+            if self.max_read != float("inf"):  # numbered for the error only: counting costs a copy
+                self.lineno += bytes(view[:n]).count(b"\n")
+            self.line = n - _rfind(view, n) - 1
+            return n
 
     def close(self) -> None:
         if not self.closed:
