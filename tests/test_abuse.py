@@ -124,6 +124,29 @@ def test_a_sender_thread_goes_on_after_a_batch_it_cannot_post(receiver, log_line
     assert sum("could not post 1 alert(s) (TypeError); the sender goes on" in line for line in log_lines) == 1
 
 
+class Exits:
+    """A value whose conversion to float ends the thread that formats it (SystemExit ends a thread quietly)."""
+
+    def __float__(self):
+        raise SystemExit
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's end, on purpose
+def test_healthz_says_down_when_a_sender_thread_is_dead(receiver):
+    relay = start_relay(receiver, sinks=[{"name": "s", "type": "slack", "url": f"{receiver.url}/slack/x"}])
+    base = f"http://127.0.0.1:{relay.port}/healthz"
+    try:
+        assert http_json(base) == {"status": "ok"}
+        relay.sender.send([Alert("x", "critical", "kills its sender", value=Exits())])
+        wait_until(lambda: not relay.sender.sinks["s"]._thread.is_alive(), 10, "the sender thread to end")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            http_json(base, headers=BEARER)
+        assert err.value.code == 503 and json.loads(err.value.read()) == {
+            "status": "down", "sinks": {"s": {**relay.sender.stats()["s"], "sender": "dead or stuck"}}}
+    finally:
+        relay.close(0)
+
+
 # 2. no authentication, verbatim injection, queue flooding -----------------------------------------------
 def test_the_relay_wants_credentials_and_healthz_tells_strangers_nothing(receiver):
     relay = start_relay(receiver)
