@@ -499,7 +499,8 @@ def test_html_of_an_event_log_works(tmp_path):
 
 # 7. rules and settings YAML ----------------------------------------------------------------------------
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{k}: &{k} [{', '.join(['*' + p] * 9)}]\n" for p, k in zip("abcdefgh", "bcdefghi")) + "loss_spike: {threshold: *i}\n"
+    f"{k}: &{k} [{', '.join(['*' + p] * 9)}]\n" for p, k in zip("abcdefgh", "bcdefghi")) + \
+    "loss_spike: {threshold: *i}\n"
 
 
 def test_a_yaml_alias_bomb_is_refused_before_anything_expands_it(tmp_path):

@@ -10,7 +10,7 @@ from monitor.alerts import Alert, AlertsConfig, AlertSender
 from monitor.config import ConfigError
 from monitor.engine import Engine
 from monitor.record import StepRecord
-from services import Receiver, http_json, start_alertmanager, text_of, wait_until
+from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
 
 SECRETS = {"feishu": "SEC-feishu-0123456789", "dingtalk": "SEC-dingtalk-0123456789"}
 
@@ -58,7 +58,8 @@ def test_every_platform_gets_its_format_with_all_the_facts_and_valid_signatures(
 
 def test_wrong_secret_is_refused_counted_and_never_logged(receiver, log_lines):
     receiver.secrets = {"dingtalk": "the-real-one"}
-    s = sender(receiver, {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/send?access_token=T0KEN42",
+    token = secret("T0KEN42")
+    s = sender(receiver, {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/send?access_token={token}",
                           "secret_env": "DINGTALK_SECRET"})
     s.send([nan_alert()])
     s.send([nan_alert()])
@@ -130,7 +131,8 @@ def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
         assert a["status"]["state"] == "active"
         # what monitor relay makes of it (a webhook carries these fields of it): the same facts
         back = Alert.from_alertmanager({k: a[k] for k in ("labels", "annotations", "startsAt")},
-                                       "https://grafana.example/d/overview?var-run={run}", "https://git.example/runbooks")
+                                       "https://grafana.example/d/overview?var-run={run}",
+                                       "https://git.example/runbooks")
         sent = nan_alert()
         assert (back.rule, back.rank, back.step, back.onset_step, back.action, back.runbook, back.dashboard) == (
             sent.rule, sent.rank, sent.step, sent.onset_step, sent.action, sent.runbook, sent.dashboard)
@@ -180,7 +182,7 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
 
     from monitor.relay import Auth, Relay
 
-    token = "relay-token-0123456789abcdef"
+    token = secret("relay-token-0123456789abcdef")
     cfg, _ = AlertsConfig.load({"runbook_base": "https://x/runbooks",
                                 "sinks": [{"name": "team", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K"},
                                           {"name": "other", "type": "slack", "url": f"{receiver.url}/slack/x"}]})

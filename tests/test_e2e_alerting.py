@@ -10,15 +10,15 @@ from pathlib import Path
 
 import yaml
 
-from services import (Process, Receiver, free_port, http_json, start_alertmanager, start_prometheus, text_of,
-                      wait_until)
+from services import (Process, Receiver, free_port, http_json, secret, start_alertmanager, start_prometheus,
+                      text_of, wait_until)
 
 from callbacks import TrainingMonitor
 from train_helpers import AtStep, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRETS = {"feishu": "e2e-feishu-secret", "dingtalk": "e2e-dingtalk-secret"}
-RELAY_TOKEN = "e2e-relay-token-0123456789"
+RELAY_TOKEN = secret("e2e-relay-token-0123456789")
 
 
 def relay_to(webhook_url: str, relay_port: int) -> str:

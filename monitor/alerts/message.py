@@ -65,9 +65,9 @@ class Alert:
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
         ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
         relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
-        ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or ``generatorURL`` is
-        kept when it has the origin (scheme, host, port) of ``dashboard``, else ``dashboard`` itself is the
-        link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
+        ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or
+        ``generatorURL`` is kept when it has the origin (scheme, host, port) of ``dashboard``, else
+        ``dashboard`` itself is the link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
 
         Raises:
             ValueError: a field of the wrong type (every label and annotation value must be a string), or

@@ -402,7 +402,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         except SourceError as exc:
             raise ReplayError(str(exc)) from None
         except (EOFError, OSError, zlib.error) as exc:
-            raise ReplayError(f"{shown(path)}:{at[0] + 1}: cannot read on (truncated or corrupt file?): {exc}") from None
+            raise ReplayError(f"{shown(path)}:{at[0] + 1}: cannot read on (truncated or corrupt file?): "
+                              f"{exc}") from None
         except Exception as exc:  # a parser bug must name the line, not end in a traceback
             raise ReplayError(f"{shown(path)}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
