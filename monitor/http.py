@@ -38,16 +38,19 @@ class Server:
     """A WSGI ``app`` served on ``host:port`` (port 0: any free port, then :attr:`port`).
 
     Raises:
-        OSError: the address cannot be bound.
+        OSError: the address cannot be bound, or the host does not resolve.
     """
 
     def __init__(self, app, host: str, port: int, limits: Limits = Limits(), name: str = "monitor-http"):
         self.name, self.limits = name, limits
-        self._server = create_server(app, host=host, port=port, threads=limits.threads,
-                                     connection_limit=limits.connections, backlog=limits.backlog,
-                                     channel_timeout=limits.idle_s, cleanup_interval=max(limits.idle_s / 4, 1.0),
-                                     max_request_body_size=limits.max_body, asyncore_use_poll=True,
-                                     ident=name, expose_tracebacks=False, clear_untrusted_proxy_headers=True)
+        try:
+            self._server = create_server(app, host=host, port=port, threads=limits.threads,
+                                         connection_limit=limits.connections, backlog=limits.backlog,
+                                         channel_timeout=limits.idle_s, cleanup_interval=max(limits.idle_s / 4, 1.0),
+                                         max_request_body_size=limits.max_body, asyncore_use_poll=True,
+                                         ident=name, expose_tracebacks=False, clear_untrusted_proxy_headers=True)
+        except ValueError:  # waitress's word for a host that does not resolve
+            raise OSError(f"{host} is not an address of this machine") from None
         self.host, self.port = host, self._server.effective_port
         self._thread: threading.Thread | None = None
 
