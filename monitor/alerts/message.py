@@ -51,13 +51,13 @@ class Alert:
     def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
                    now: float = 0.0) -> "Alert":
         """An engine :class:`~monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
-        event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}``."""
+        event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}`` (replaced URL-quoted)."""
         runbook = event.runbook
         if runbook_base:
             runbook = f"{runbook_base.rstrip('/')}/{event.rule}.md"
         return cls(rule=event.rule, severity=event.severity, summary=event.message, run=run, rank=event.rank,
                    step=event.step, onset_step=event.onset_step, value=event.value, action=action,
-                   runbook=runbook, dashboard=dashboard.replace("{run}", run), starts_at=now)
+                   runbook=runbook, dashboard=_dashboard(dashboard, run), starts_at=now)
 
     @classmethod
     def from_alertmanager(cls, alert, dashboard: str = "", runbook_base: str = "", where: str = "alert") -> "Alert":
@@ -95,7 +95,7 @@ class Alert:
             runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
         elif not (runbook_base and runbook.startswith(runbook_base.rstrip("/") + "/")):
             runbook = ""
-        home = dashboard.replace("{run}", urllib.parse.quote(run, safe=""))
+        home = _dashboard(dashboard, run)
         links = [u for u in (notes.get("dashboard_url", ""), alert.get("generatorURL", ""))
                  if u and dashboard and _origin(u) == _origin(dashboard)]
         return cls(rule=(labels.get("rule") or labels.get("alertname") or "alert")[:MAX_FIELD],
@@ -142,6 +142,11 @@ class Alert:
         if self.dashboard:
             out.append(("dashboard", self.dashboard))
         return out
+
+
+def _dashboard(template: str, run: str) -> str:
+    """The dashboard link of ``run``: ``{run}`` in ``template`` replaced by the URL-quoted run name."""
+    return template.replace("{run}", urllib.parse.quote(run, safe=""))
 
 
 def _origin(url: str) -> tuple:
