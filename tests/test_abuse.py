@@ -481,6 +481,40 @@ def test_special_files_symlinks_and_names_are_reported_per_file(tmp_path):
     assert not [line for line in text.splitlines() if line.startswith("FORGED")]
 
 
+def test_unreadable_folders_and_files_are_named_as_such():
+    """As an unprivileged user (root reads everything): an unreadable folder named on the command line is
+    "cannot read this folder", not "no log files"; below a folder, an unreadable subfolder is a warning and
+    an unreadable file an error of its own, and the rest is replayed."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv (util-linux) to run replay as another user")
+    top = tempfile.mkdtemp(prefix="abuse-perm-")  # tmp_path's parents are closed to other users
+    try:
+        os.chmod(top, 0o755)
+        records(os.path.join(top, "ok.jsonl"), 30)
+        records(os.path.join(top, "secret.jsonl"), 30)
+        os.makedirs(os.path.join(top, "closed"))
+        records(os.path.join(top, "closed", "x.jsonl"), 30)
+        for path, mode in (("ok.jsonl", 0o644), ("secret.jsonl", 0o600), ("closed", 0o700)):
+            os.chmod(os.path.join(top, path), mode)
+
+        def replay(path):
+            return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                                   "-m", "monitor.cli", "replay", path], capture_output=True, text=True, timeout=120,
+                                  cwd="/")
+        out = replay(top)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout + out.stderr
+        assert "closed: cannot read this folder: Permission denied" in text and "ok.jsonl: jsonl" in text
+        assert "secret.jsonl: cannot read: Permission denied" in text, text
+        out = replay(os.path.join(top, "closed"))
+        assert out.returncode == 2 and "closed: cannot read this folder: Permission denied" in out.stderr, out.stderr
+    finally:
+        shutil.rmtree(top)
+
+
 def test_html_of_an_event_log_works(tmp_path):
     import math
 
