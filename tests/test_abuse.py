@@ -454,6 +454,10 @@ def test_too_many_distinct_ranks_is_an_error_naming_the_file(tmp_path):
     out, peak = replay_child(log)
     assert out.returncode == 2 and f"ranks.jsonl: more than {MAX_RANKS} distinct ranks in one log" in out.stderr
     assert peak - base_peak < 256 * MiB, (peak, base_peak)  # 200,000 ranks took 5 GB before
+    prefixed = tmp_path / "workers.log"  # torchrun's [defaultN]: line prefixes, each a parser of its own
+    prefixed.write_text("".join(f"[default{i}]:iter {i}: loss 2.5, time 100ms\n" for i in range(5000)))
+    out, _ = replay_child(prefixed)
+    assert out.returncode == 2 and f"workers.log: more than {MAX_RANKS} distinct ranks in one log" in out.stderr
 
 
 # 10. special files, symlinks, file names, --html of an event log -------------------------------------------

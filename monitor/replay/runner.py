@@ -169,10 +169,15 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
 
+    def _bound(self, ranks: dict) -> None:
+        if len(ranks) >= MAX_RANKS:
+            raise SourceError(f"{self.result.path}: more than {MAX_RANKS} distinct ranks in one log")
+
     def slot(self, key: int) -> list:
         """``[parser, pending record]`` of the lines of rank ``key``."""
         slot = self.parsers.get(key)
         if slot is None:
+            self._bound(self.parsers)
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
         return slot
 
@@ -205,8 +210,7 @@ class _Run:
     def _rank(self, rank: int) -> _Rank:
         st = self.ranks.get(rank)
         if st is None:
-            if len(self.ranks) >= MAX_RANKS:
-                raise SourceError(f"{self.result.path}: more than {MAX_RANKS} distinct ranks in one log")
+            self._bound(self.ranks)
             o, r = self.options, self.result
             track = None
             if o.plotted < o.plot_ranks:
