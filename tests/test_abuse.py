@@ -147,6 +147,48 @@ def test_healthz_says_down_when_a_sender_thread_is_dead(receiver):
         relay.close(0)
 
 
+def test_healthz_says_down_while_a_sender_is_stuck_on_a_trickling_endpoint(receiver):
+    """An endpoint that answers one byte every 0.3 s never trips the client's 0.5 s read timeout: after 3
+    timeouts + 5 s on that post the sender is stuck, /healthz says so, and it is ok again once the post ends."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n")
+            for _ in range(200):  # bounded: 60 s at most
+                if stop.wait(0.3):
+                    break
+                conn.sendall(b" ")
+
+    threading.Thread(target=trickle, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    relay = start_relay(receiver, sinks=[{"name": "g", "type": "webhook", "url": url, "timeout_s": 0.5}])
+    base = f"http://127.0.0.1:{relay.port}/healthz"
+    try:
+        relay.sender.send([Alert("x", "critical", "to a trickling endpoint")])
+
+        def down():
+            try:
+                http_json(base)
+            except urllib.error.HTTPError as err:
+                return err.code == 503 and json.loads(err.read()) == {"status": "down"}
+            return False
+
+        wait_until(down, 20, "/healthz to report the stuck sender")
+        assert relay.sender.sinks["g"].busy  # still on that one post
+        stop.set()
+        wait_until(lambda: http_json(base) == {"status": "ok"}, 10, "/healthz to be ok again")
+    finally:
+        stop.set()
+        listener.close()
+        relay.close(1)
+
+
 # 2. no authentication, verbatim injection, queue flooding -----------------------------------------------
 def test_the_relay_wants_credentials_and_healthz_tells_strangers_nothing(receiver):
     relay = start_relay(receiver)
