@@ -16,6 +16,7 @@ from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
 from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
+from .replay.sources import shown
 from .rules import Rules, RulesError
 
 PLOT_RANKS = 16  # ranks plotted in the --html report, all logs together (the others are in its tables)
@@ -196,8 +197,8 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
     for left_out in dict.fromkeys(r.left_out for r in results if r.left_out):
         click.echo(f"note: monitor output folder: replayed its record logs (every step as the live engine saw it); "
-                   f"left out the other views of the same run (name one to replay it): {', '.join(left_out)}",
-                   err=True)
+                   f"left out the other views of the same run (name one to replay it): "
+                   f"{', '.join(map(shown, left_out))}", err=True)
     history = rules.rules["loss_spike"].params["min_history"]
     for r in results:
         if 0 < r.records <= history:
