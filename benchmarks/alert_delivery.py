@@ -126,9 +126,9 @@ def send_cost(url: str, calls: int = 20000) -> str:
 
     sender = AlertSender(AlertsConfig.load({"queue_size": calls // 2, "sinks": [
         {"name": "bench", "type": "webhook", "url": url, "timeout_s": 30.0}]})[0])
-    alert = Alert("low_mfu", "warning", "MFU below the floor", run="bench", step=1)
+    alerts = [Alert("low_mfu", "warning", "MFU below the floor", run="bench", step=i) for i in range(calls)]
     laps = []
-    for _ in range(calls):
+    for alert in alerts:  # one alert per step, as a run raises them (the queue holds an alert only once)
         t = time.perf_counter()
         sender.send([alert])
         laps.append(time.perf_counter() - t)

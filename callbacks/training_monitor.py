@@ -214,7 +214,7 @@ class TrainingMonitor(Callback):
                 logger.info("rank {} metrics at {}", self.rank, self.metrics_url)
                 if cfg.file_sd_dir:
                     self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
-                                                         self.metrics.server.server_port)
+                                                         self.metrics.server.port)
         if self.world_size > 1 and cfg.consensus is not False and self._consensus is None:
             self._consensus = RankConsensus(self.world_size)
         stall = self.engine.rules.rules["stall"]

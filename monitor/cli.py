@@ -16,6 +16,7 @@ from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
 from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
+from .replay.sources import shown
 from .rules import Rules, RulesError
 
 PLOT_RANKS = 16  # ranks plotted in the --html report, all logs together (the others are in its tables)
@@ -196,8 +197,8 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
     for left_out in dict.fromkeys(r.left_out for r in results if r.left_out):
         click.echo(f"note: monitor output folder: replayed its record logs (every step as the live engine saw it); "
-                   f"left out the other views of the same run (name one to replay it): {', '.join(left_out)}",
-                   err=True)
+                   f"left out the other views of the same run (name one to replay it): "
+                   f"{', '.join(map(shown, left_out))}", err=True)
     history = rules.rules["loss_spike"].params["min_history"]
     for r in results:
         if 0 < r.records <= history:
@@ -254,13 +255,19 @@ def dashboards_push(url, folder, overwrite, runbook_base, timeout):
               help="YAML file with the alerts settings (sinks; see monitor/alerts/config.py).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=9095, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-def relay(config_path, host, port):
-    """Forward Alertmanager webhooks (POST /alerts) to Feishu, DingTalk, WeCom, Slack..."""
+@click.option("--allow-unauthenticated", is_flag=True,
+              help="Listen on a non-loopback address without credentials (MONITOR_RELAY_TOKEN, or "
+                   "MONITOR_RELAY_USER and MONITOR_RELAY_PASSWORD).")
+def relay(config_path, host, port, allow_unauthenticated):
+    """Forward Alertmanager webhooks (POST /alerts) to Feishu, DingTalk, WeCom, Slack...
+
+    Callers must send the bearer token of MONITOR_RELAY_TOKEN or the basic-auth user and password of
+    MONITOR_RELAY_USER / MONITOR_RELAY_PASSWORD when those are set."""
     import signal
 
     from .alerts import AlertsConfig
     from .config import ConfigError
-    from .relay import Relay
+    from .relay import Relay, RelayError
 
     try:
         config, problems = AlertsConfig.load(config_path)
@@ -271,11 +278,14 @@ def relay(config_path, host, port):
     if not config.sinks:
         _fail(f"{config_path}: no usable alert sink")
     try:
-        server = Relay(config, host, port)
+        server = Relay(config, host, port, allow_unauthenticated=allow_unauthenticated)
+    except RelayError as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    logger.info("relay on http://{}:{}/alerts -> {}", host, server.port, ", ".join(server.sender.sinks))
+    logger.info("relay on http://{}:{}/alerts -> {} ({})", host, server.port, ", ".join(server.sender.sinks),
+                "credentials required" if server.auth.required else "no credentials required")
     try:
         server.serve_forever()
     except (KeyboardInterrupt, SystemExit):

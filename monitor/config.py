@@ -2,30 +2,122 @@
 from __future__ import annotations
 
 import difflib
+import math
+import urllib.parse
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import yaml
+
+MAX_YAML_BYTES = 1 << 20  # a settings or rules file
+MAX_YAML_DEPTH = 32  # nested mappings and lists
+MAX_INT = 10**9  # step counts, sizes and other integers of the settings
+MAX_LABEL = 128  # characters of a label value (run, sink name)
 
 
 class ConfigError(ValueError):
     """A bad monitor setting; the message names the source and the key."""
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (so nothing is expanded, whatever walks the document) and
+    nesting deeper than :data:`MAX_YAML_DEPTH`, before the node is built."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.MarkedYAMLError(problem="YAML aliases (*name) are not accepted here; write the value out",
+                                       problem_mark=event.start_mark)
+        self.depth += 1
+        if self.depth > MAX_YAML_DEPTH:
+            raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                       problem_mark=event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, dict[tuple, int]]:
+    """The YAML document at ``path`` (at most :data:`MAX_YAML_BYTES`, no aliases, nested at most
+    :data:`MAX_YAML_DEPTH` deep, every number finite) and the 1-based line of each mapping key, by key path.
+
+    Raises:
+        ConfigError: ``FILE:LINE: reason`` (``FILE:LINE: key.path: reason`` for a number that is not finite).
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES >> 10} KiB, too large for a {what}")
+    loader = _BoundedLoader(raw.decode("utf-8", "replace"))
+    try:
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        loader.dispose()
+    lines: dict[tuple, int] = {}
+
+    def walk(n, keys):
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                lines[keys + (k.value,)] = k.start_mark.line + 1
+                walk(v, keys + (k.value,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                walk(v, keys + (i,))
+        elif n.tag == "tag:yaml.org,2002:float" and not math.isfinite(loader.construct_yaml_float(n)):
+            raise ConfigError(f"{path}:{n.start_mark.line + 1}: {'.'.join(map(str, keys))}: expected a finite "
+                              f"number, got {n.value}")
+
+    if node is not None:
+        walk(node, ())
+    return data, lines
+
+
 def read_yaml(path: str | Path, key: str):
-    """The YAML document at ``path``; its ``key`` mapping when it has one at top level (``monitor:``,
-    ``alerts:``), else the whole document.
+    """The YAML document at ``path`` (read by :func:`load_yaml`); its ``key`` mapping when it has one at top
+    level (``monitor:``, ``alerts:``), else the whole document.
 
     Raises:
         ConfigError: unreadable file or invalid YAML, naming the file.
     """
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = load_yaml(path)[0]
     return data[key] if isinstance(data, dict) and isinstance(data.get(key), dict) else data
+
+
+def is_int(v, lo: int = 0, hi: int = MAX_INT) -> bool:
+    """``v`` is an integer (not a bool) in ``lo..hi``."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def is_number(v, lo: float, hi: float) -> bool:
+    """``v`` is a finite int or float (not a bool) in ``lo..hi``."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+
+def is_label(v) -> bool:
+    """``v`` is a string of 1..:data:`MAX_LABEL` printable characters (a Prometheus label value, a name)."""
+    return isinstance(v, str) and 0 < len(v) <= MAX_LABEL and v.isprintable()
+
+
+def is_http_url(v) -> bool:
+    """``v`` is an ``http://`` or ``https://`` URL with a host and no whitespace or control characters."""
+    if not isinstance(v, str) or not v.isprintable() or any(c.isspace() for c in v):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(v)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def did_you_mean(name: str, known) -> str:
@@ -154,23 +246,25 @@ class MonitorConfig:
             if not ok:
                 raise ConfigError(f"{source}: {key}: expected {what}, got {getattr(self, key)!r}")
 
-        def is_int(v):
-            return isinstance(v, int) and not isinstance(v, bool)
-
+        need(is_label(self.run), "run", f"a string of 1 to {MAX_LABEL} printable characters")
+        need(self.rank is None or is_int(self.rank, 0, 10**7), "rank", "an integer 0..10000000 or null")
+        for key in ("output_dir", "metrics_host"):
+            need(isinstance(getattr(self, key), str) and getattr(self, key) != "", key, "a non-empty string")
+        for key in ("mf_health_json", "device"):
+            need(getattr(self, key) is None or isinstance(getattr(self, key), str), key, "a string or null")
         for key in ("checkpoint_every", "healthy_after", "max_rollbacks", "rollback_margin"):
-            need(is_int(getattr(self, key)) and getattr(self, key) >= 0, key, "a non-negative integer")
-        need(self.metrics_port is None or (is_int(self.metrics_port) and 0 <= self.metrics_port < 65536),
-             "metrics_port", "a port number or null")
-        need(isinstance(self.lr_factor, (int, float)) and 0 < self.lr_factor <= 1, "lr_factor", "0 < f <= 1")
-        need(self.tokens_per_step is None or (is_int(self.tokens_per_step) and self.tokens_per_step > 0),
-             "tokens_per_step", "a positive integer or null")
+            need(is_int(getattr(self, key)), key, f"an integer 0..{MAX_INT}")
+        need(self.metrics_port is None or is_int(self.metrics_port, 0, 65535), "metrics_port",
+             "a port number or null")
+        need(is_number(self.lr_factor, 0, 1) and self.lr_factor > 0, "lr_factor", "0 < f <= 1")
+        need(self.tokens_per_step is None or is_int(self.tokens_per_step, 1, 1 << 50), "tokens_per_step",
+             "a positive integer (up to 2^50) or null")
         need(self.rules is None or isinstance(self.rules, (str, dict)), "rules", "a file path or a mapping")
-        need(self.world_size is None or (is_int(self.world_size) and self.world_size > 0), "world_size",
-             "a positive integer or null")
-        for key in ("flops_per_token", "n_params", "peak_tflops"):
+        need(self.world_size is None or is_int(self.world_size, 1, 10**7), "world_size",
+             "an integer 1..10000000 or null")
+        for key, hi in (("flops_per_token", 1e18), ("n_params", 1e15), ("peak_tflops", 1e6)):
             v = getattr(self, key)
-            need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), key,
-                 "a positive number or null")
+            need(v is None or (is_number(v, 0, hi) and v > 0), key, f"a positive finite number up to {hi:g} or null")
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
         need(self.alerts is None or isinstance(self.alerts, (str, dict)), "alerts", "a file path or a mapping")
         need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")

@@ -9,11 +9,12 @@ import math
 import time
 from bisect import bisect_left
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from .events import Event
+from .http import Server
 from .log import logger
 from .record import StepRecord
 
@@ -81,20 +82,21 @@ class Metrics(Collector):
         self.server = None
 
     def serve(self, host: str, port: int) -> str | None:
-        """Serve ``/metrics`` on ``host:port`` (0: any free port). Return the URL, or None when the port is
-        taken or not allowed; that is logged as an error and training goes on without the endpoint."""
+        """Serve ``/metrics`` on ``host:port`` (0: any free port) with the bounds of
+        :class:`monitor.http.Limits` (2 threads, 64 connections, 30 s idle timeout). Return the URL, or None
+        when the port is taken or not allowed; that is logged as an error and training goes on without the
+        endpoint."""
         try:
-            self.server, _ = start_http_server(port, addr=host, registry=self.registry)
+            self.server = Server(make_wsgi_app(self.registry), host, port, name="monitor-metrics").start()
         except OSError as exc:
             logger.error("metrics endpoint {}:{} not started ({}); training goes on without /metrics",
                          host, port, exc.strerror or exc)
             return None
-        return f"http://{host}:{self.server.server_port}/metrics"
+        return f"http://{host}:{self.server.port}/metrics"
 
     def close(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.close()
             self.server = None
 
     def observe(self, rec: StepRecord) -> None:

@@ -8,19 +8,102 @@ limits, digests, retries).
 Endpoints:
     ``POST /alerts``: an Alertmanager webhook payload (version 4), forwarded to every sink.
     ``POST /alerts/<sink>``: the same, to one sink by name.
-    ``GET /healthz``: 200 and each sink's counters as JSON.
+    ``GET /healthz``: 200 ``{"status": "ok"}`` while every sink's sender thread runs, 503 ``{"status":
+    "down"}`` when one is dead or stuck; an authenticated caller also gets each sink's counters.
+
+Answers to a POST: 200 ``{"queued": n}``; 400 naming the bad field (nothing of that payload is queued);
+401 without valid credentials; 404 for an unknown sink; 413 for a body over 1 MiB; 503 with
+``Retry-After`` when a queue had no room for some alert, so Alertmanager sends the notification again
+(alerts already queued are not queued twice).
+
+Authentication (what Alertmanager's ``http_config`` sends): a bearer token from ``MONITOR_RELAY_TOKEN``
+(``authorization: {credentials_file: ...}``) and/or basic auth from ``MONITOR_RELAY_USER`` and
+``MONITOR_RELAY_PASSWORD`` (``basic_auth: {username: ..., password_file: ...}``). Without either, the relay
+listens only on a loopback address unless told otherwise (``allow_unauthenticated``).
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
+import ipaddress
 import json
-import threading
+import os
+import socket
+from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .alerts import Alert, AlertsConfig, AlertSender
-from .log import logger
+from .http import Limits, Server
 
 MAX_BODY = 1 << 20
+MAX_ALERTS = 1000  # alerts in one payload
+LIMITS = Limits(threads=4, connections=256, backlog=1024, idle_s=30.0, max_body=MAX_BODY)
+RETRY_AFTER_S = 30
+MIN_SECRET = 16  # characters of a token or password
+TOKEN_ENV, USER_ENV, PASSWORD_ENV = "MONITOR_RELAY_TOKEN", "MONITOR_RELAY_USER", "MONITOR_RELAY_PASSWORD"
+# top-level fields of Alertmanager's webhook payload (version 4) and their JSON types
+PAYLOAD_FIELDS = {"version": str, "groupKey": str, "truncatedAlerts": int, "status": str, "receiver": str,
+                  "groupLabels": dict, "commonLabels": dict, "commonAnnotations": dict, "externalURL": str,
+                  "alerts": list}
+
+
+class RelayError(ValueError):
+    """A relay that must not start: credentials too short, or no credentials on a non-loopback address."""
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Accepted credentials: a bearer ``token`` and/or basic ``user``/``password``; none: no check."""
+
+    token: str = ""
+    user: str = ""
+    password: str = ""
+
+    @classmethod
+    def from_env(cls, environ=None) -> "Auth":
+        """From ``MONITOR_RELAY_TOKEN``, ``MONITOR_RELAY_USER`` and ``MONITOR_RELAY_PASSWORD``.
+
+        Raises:
+            RelayError: a token or password shorter than 16 characters, or only one of user and password.
+        """
+        env = os.environ if environ is None else environ
+        auth = cls(env.get(TOKEN_ENV, ""), env.get(USER_ENV, ""), env.get(PASSWORD_ENV, ""))
+        if bool(auth.user) != bool(auth.password):
+            raise RelayError(f"set both {USER_ENV} and {PASSWORD_ENV} for basic auth, or neither")
+        for name, value in ((TOKEN_ENV, auth.token), (PASSWORD_ENV, auth.password)):
+            if value and len(value) < MIN_SECRET:
+                raise RelayError(f"{name} is shorter than {MIN_SECRET} characters")
+        return auth
+
+    @property
+    def required(self) -> bool:
+        return bool(self.token or self.user)
+
+    def allows(self, header: str) -> bool:
+        """Whether an ``Authorization`` header value carries accepted credentials (constant-time compares)."""
+        if not self.required:
+            return True
+        scheme, _, value = header.partition(" ")
+        if self.token and scheme.lower() == "bearer":
+            return hmac.compare_digest(value.strip().encode(), self.token.encode())
+        if self.user and scheme.lower() == "basic":
+            try:
+                user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            return hmac.compare_digest(user.encode(), self.user.encode()) & \
+                hmac.compare_digest(password.encode(), self.password.encode())
+        return False
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` (a name or an address) resolves to loopback addresses only."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
 
 
 class Relay:
@@ -29,20 +112,31 @@ class Relay:
     Args:
         config: the ``alerts`` settings (sinks, dashboard link).
         host, port: where to listen (port 0: any free port; the chosen one is :attr:`port`).
+        auth: accepted credentials (default: from the environment, :meth:`Auth.from_env`).
+        allow_unauthenticated: listen on a non-loopback address without credentials.
+        limits: the HTTP server's bounds (:data:`LIMITS`: 4 threads, 256 connections, 30 s idle, 1 MiB body).
     Raises:
+        RelayError: no credentials for a non-loopback address (and not allowed), or bad credentials.
         OSError: the address cannot be bound.
     """
 
-    def __init__(self, config: AlertsConfig, host: str = "127.0.0.1", port: int = 9095):
+    def __init__(self, config: AlertsConfig, host: str = "127.0.0.1", port: int = 9095, auth: Auth | None = None,
+                 allow_unauthenticated: bool = False, limits: Limits = LIMITS):
         self.config = config
+        self.auth = Auth.from_env() if auth is None else auth
+        if not self.auth.required and not allow_unauthenticated and not is_loopback(host):
+            raise RelayError(f"refusing to listen on {host} without credentials: set {TOKEN_ENV} (bearer token) "
+                             f"or {USER_ENV} and {PASSWORD_ENV} (basic auth), or allow it explicitly")
         self.sender = AlertSender(config)
-        self.server = ThreadingHTTPServer((host, port), _handler(self))
-        self.port = self.server.server_address[1]
-        self._thread: threading.Thread | None = None
+        try:
+            self.server = Server(self.app, host, port, limits, name="monitor-relay")
+        except OSError:
+            self.sender.close(0)
+            raise
+        self.port = self.server.port
 
     def start(self) -> "Relay":
-        self._thread = threading.Thread(target=self.server.serve_forever, name="monitor-relay", daemon=True)
-        self._thread.start()
+        self.server.start()
         return self
 
     def serve_forever(self) -> None:
@@ -50,57 +144,67 @@ class Relay:
 
     def close(self, timeout_s: float = 5.0) -> dict:
         """Stop listening, deliver what is queued for up to ``timeout_s``; return the sinks' counters."""
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
         return self.sender.close(timeout_s)
 
     def forward(self, payload, sink: str | None) -> tuple[HTTPStatus, dict]:
         """Queue the alerts of one webhook payload; return the HTTP answer."""
-        if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
-            return HTTPStatus.BAD_REQUEST, {"error": "expected an Alertmanager webhook payload with an alerts list"}
+        if not isinstance(payload, dict):
+            return HTTPStatus.BAD_REQUEST, {"error": "expected an Alertmanager webhook payload (a JSON object)"}
+        for key, kind in PAYLOAD_FIELDS.items():
+            if key in payload and (not isinstance(payload[key], kind) or isinstance(payload[key], bool)):
+                return HTTPStatus.BAD_REQUEST, {"error": f"{key}: expected a JSON {kind.__name__}"}
+        items = payload.get("alerts")
+        if items is None:
+            return HTTPStatus.BAD_REQUEST, {"error": "alerts: missing"}
+        if len(items) > MAX_ALERTS:
+            return HTTPStatus.BAD_REQUEST, {"error": f"alerts: more than {MAX_ALERTS}"}
         try:
-            alerts = [Alert.from_alertmanager(a, self.config.dashboard_url, self.config.runbook_base)
-                      for a in payload["alerts"]]
+            alerts = [Alert.from_alertmanager(a, self.config.dashboard_url, self.config.runbook_base, f"alerts[{i}]")
+                      for i, a in enumerate(items)]
         except ValueError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
-        if not self.sender.send(alerts, sink):
-            return HTTPStatus.NOT_FOUND, {"error": f"no sink named {sink!r}", "sinks": list(self.sender.sinks)}
+        refused = self.sender.send(alerts, sink)
+        if refused is None:
+            return HTTPStatus.NOT_FOUND, {"error": f"no sink named {sink!r}"}
+        if refused:
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "alert queue full; send again later", "refused": refused}
         return HTTPStatus.OK, {"queued": len(alerts)}
 
-
-def _handler(relay: Relay):
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "monitor-relay"
-
-        def do_POST(self):
-            path = self.path.split("?")[0].rstrip("/")
-            if path != "/alerts" and not path.startswith("/alerts/"):
-                return self._answer(HTTPStatus.NOT_FOUND, {"error": "POST to /alerts or /alerts/<sink>"})
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                return self._answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": "body over 1 MiB"})
+    def app(self, environ, start_response):
+        """The WSGI application."""
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "").rstrip("/")
+        authed = self.auth.allows(environ.get("HTTP_AUTHORIZATION", ""))
+        headers = []
+        if path == "/healthz" and method in ("GET", "HEAD"):
+            ok = self.sender.healthy()
+            body = {"status": "ok" if ok else "down"}
+            if authed:
+                body["sinks"] = self.sender.stats()
+            status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+        elif path != "/alerts" and not path.startswith("/alerts/"):
+            status, body = HTTPStatus.NOT_FOUND, {"error": "the relay answers GET /healthz and POST /alerts or "
+                                                           "/alerts/<sink>"}
+        elif method != "POST":
+            status, body = HTTPStatus.METHOD_NOT_ALLOWED, {"error": "POST to /alerts or /alerts/<sink>"}
+            headers.append(("Allow", "POST"))
+        elif not authed:
+            status, body = HTTPStatus.UNAUTHORIZED, {"error": "credentials required"}
+            headers.append(("WWW-Authenticate", 'Bearer realm="monitor-relay"' if self.auth.token
+                            else 'Basic realm="monitor-relay"'))
+        else:
+            length = int(environ.get("CONTENT_LENGTH") or 0)  # digits only, at most MAX_BODY: waitress checks
             try:
-                payload = json.loads(self.rfile.read(length) or b"null")
-            except ValueError:
-                return self._answer(HTTPStatus.BAD_REQUEST, {"error": "body is not JSON"})
-            sink = path[len("/alerts/"):] if path.startswith("/alerts/") else None
-            self._answer(*relay.forward(payload, sink))
-
-        def do_GET(self):
-            if self.path.rstrip("/") == "/healthz":
-                return self._answer(HTTPStatus.OK, relay.sender.stats())
-            self._answer(HTTPStatus.NOT_FOUND, {"error": f"no GET {self.path}: the relay answers GET /healthz "
-                                                         "and POST /alerts or /alerts/<sink>"})
-
-        def _answer(self, status: HTTPStatus, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, fmt, *args):
-            logger.debug("relay: {}", fmt % args)
-
-    return Handler
+                payload = json.loads(environ["wsgi.input"].read(length) or b"null")
+            except (ValueError, RecursionError):
+                payload = ValueError
+            if payload is ValueError:
+                status, body = HTTPStatus.BAD_REQUEST, {"error": "body is not JSON"}
+            else:
+                status, body = self.forward(payload, path[len("/alerts/"):] if path != "/alerts" else None)
+            if status == HTTPStatus.SERVICE_UNAVAILABLE:
+                headers.append(("Retry-After", str(RETRY_AFTER_S)))
+        data = json.dumps(body).encode()
+        start_response(f"{status.value} {status.phrase}", [("Content-Type", "application/json"),
+                                                           ("Content-Length", str(len(data))), *headers])
+        return [data]

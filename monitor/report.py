@@ -76,7 +76,10 @@ def _table(head, rows) -> str:
 def _section(r) -> str:
     parts = [f"<h2>{html.escape(r.path)}</h2>", "<pre>" + html.escape("\n".join(stats_lines(r.stats.to_dict())))
              + "</pre>"]
-    if r.tracks:
+    if r.tracks and not any(t.series for t in r.tracks.values()):
+        parts.append("<p class='note'>no plots: this log has no step series (an event log holds the events "
+                     "only; replay the run's records_rank&lt;r&gt;.csv or trainer log for the curves)</p>")
+    elif r.tracks:
         parts.append(_figure(r).to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}))
         unplotted = sorted(r.ranks - set(r.tracks))
         if unplotted:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from .config import did_you_mean
+from .config import ConfigError, did_you_mean, is_number, load_yaml
 
 SEVERITIES = ("info", "warning", "critical")
+MAX_NUMBER = 10**7  # every number of a rule (windows, steps, thresholds, seconds) is in 0..MAX_NUMBER
 ACTIONS = ("alert", "rollback", "skip_batches", "stop")
 
 
@@ -36,20 +37,6 @@ class RuleConfig:
     params: dict = field(default_factory=dict)
 
 
-def _key_lines(text: str) -> dict[tuple, int]:
-    """1-based line of every mapping key in a YAML document, by key path."""
-    lines: dict[tuple, int] = {}
-
-    def walk(node, path):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                lines[path + (k.value,)] = k.start_mark.line + 1
-                walk(v, path + (k.value,))
-
-    walk(yaml.compose(text), ())
-    return lines
-
-
 def _defaults() -> dict:
     return yaml.safe_load(resources.files("monitor").joinpath("default_rules.yaml").read_text())
 
@@ -59,7 +46,7 @@ def _check(value, default, where: str):
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, (int, float)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        ok = is_number(value, 0, MAX_NUMBER)
         if ok and isinstance(default, int) and not isinstance(value, int):
             ok = False
     elif isinstance(default, list):
@@ -67,7 +54,8 @@ def _check(value, default, where: str):
     else:
         ok = isinstance(value, str)
     if not ok:
-        kind = {bool: "true or false", int: "a non-negative integer", float: "a non-negative number",
+        kind = {bool: "true or false", int: f"a non-negative integer up to {MAX_NUMBER}",
+                float: f"a non-negative number up to {MAX_NUMBER}",
                 list: f"a list of {', '.join(ACTIONS)}", str: "a string"}[type(default)]
         raise RulesError(f"{where}: expected {kind}, got {value!r}")
     if isinstance(default, str) and where.endswith("severity") and value not in SEVERITIES:
@@ -125,15 +113,9 @@ class Rules:
         if path is None:
             return cls()
         try:
-            text = Path(path).read_text()
-            data = yaml.safe_load(text)
-            lines = _key_lines(text)
-        except OSError as exc:
-            raise RulesError(f"{path}: cannot read rules file: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark else "?"
-            raise RulesError(f"{path}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+            data, lines = load_yaml(path, "rules file")
+        except ConfigError as exc:  # unreadable, not YAML, aliases, too deep, a number that is not finite
+            raise RulesError(str(exc)) from None
         if data is not None and not isinstance(data, dict):
             raise RulesError(f"{path}:1: expected a mapping of rule ids to settings")
         return cls(data, str(path), lines)

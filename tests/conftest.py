@@ -1,10 +1,15 @@
-"""Shared helpers: tiny real MindSpore training runs on CPU, and loguru capture."""
+"""Shared helpers: tiny real MindSpore training runs on CPU, loguru capture, and a check that no log a test
+writes holds a secret it configured."""
 import os
+from pathlib import Path
 
 import pytest
 from loguru import logger
 
+import services
 from services import binary
+
+LOG_FILES = ("*.log", "*.jsonl", "*.csv", "*.txt", "*.out", "*.err")
 
 try:  # MindSpore's generated protobuf modules fail to load after TensorBoard's ("Descriptors cannot be
     import mindspore  # noqa: F401  created directly"); loading MindSpore first, as training programs do, works
@@ -14,11 +19,32 @@ except ImportError:
 
 @pytest.fixture
 def log_lines():
-    """Messages loguru emits during the test."""
+    """Messages loguru emits during the test (formatted as the product's handlers do: no variable values)."""
     lines = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG")
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", diagnose=False, backtrace=False)
     yield lines
     logger.remove(sink)
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_logs(request):
+    """After every test: no secret registered in :data:`services.SECRETS` is in a message the product logged
+    (formatted as its handlers do) or in a log file under the test's ``tmp_path`` (its subprocesses' output,
+    the monitor's event and record logs)."""
+    lines = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", diagnose=False, backtrace=False)
+    yield
+    try:
+        logger.remove(sink)
+    except ValueError:  # a CLI under test replaced every handler (monitor.log.to_stderr)
+        pass
+    texts = {"loguru": "\n".join(lines)}
+    tmp = request.node.funcargs.get("tmp_path")
+    if tmp is not None:
+        texts.update({str(f): f.read_text(errors="replace") for pattern in LOG_FILES
+                      for f in Path(tmp).rglob(pattern) if f.is_file() and f.stat().st_size < 16 << 20})
+    leaks = [(where, s) for s in services.SECRETS for where, text in texts.items() if s in text]
+    assert not leaks, f"secrets in logs: {leaks}"
 
 
 def require(module: str):

@@ -17,6 +17,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 
+SECRETS: set[str] = set()  # every secret a test configures; tests/conftest.py greps each test's logs for them
+
+
+def secret(value: str) -> str:
+    """``value``, registered as a secret that must appear in no log the test writes."""
+    SECRETS.add(value)
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,6 +71,7 @@ class Receiver:
 
     def __init__(self, secrets: dict[str, str] | None = None):
         self.secrets = secrets or {}
+        SECRETS.update(self.secrets.values())
         self.requests: list[dict] = []
         self.fail: dict[str, int] = {}
         self.hang: dict[str, float] = {}
@@ -160,9 +170,9 @@ def text_of(request: dict) -> str:
     return b.get("content", {}).get("text") or b.get("markdown", {}).get("text") or b["markdown"]["content"]
 
 
-def http_json(url: str, data=None, timeout: float = 5.0):
+def http_json(url: str, data=None, timeout: float = 5.0, headers: dict | None = None):
     req = urllib.request.Request(url, data=None if data is None else json.dumps(data).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
@@ -190,7 +200,8 @@ class Process:
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()[-4000:]
 

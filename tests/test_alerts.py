@@ -10,7 +10,7 @@ from monitor.alerts import Alert, AlertsConfig, AlertSender
 from monitor.config import ConfigError
 from monitor.engine import Engine
 from monitor.record import StepRecord
-from services import Receiver, http_json, start_alertmanager, text_of, wait_until
+from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
 
 SECRETS = {"feishu": "SEC-feishu-0123456789", "dingtalk": "SEC-dingtalk-0123456789"}
 
@@ -58,7 +58,8 @@ def test_every_platform_gets_its_format_with_all_the_facts_and_valid_signatures(
 
 def test_wrong_secret_is_refused_counted_and_never_logged(receiver, log_lines):
     receiver.secrets = {"dingtalk": "the-real-one"}
-    s = sender(receiver, {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/send?access_token=T0KEN42",
+    token = secret("T0KEN42")
+    s = sender(receiver, {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/send?access_token={token}",
                           "secret_env": "DINGTALK_SECRET"})
     s.send([nan_alert()])
     s.send([nan_alert()])
@@ -92,7 +93,8 @@ def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once
     s.send([nan_alert()])
     receiver.wait_for("/feishu", 1, timeout=15)
     stats = s.close(2)["f"]
-    assert stats == {"type": "feishu", "sent": 1, "failed": 0, "dropped": 0, "retries": 2, "queued": 0, "down": False}
+    assert stats == {"type": "feishu", "sent": 1, "failed": 0, "dropped": 0, "retries": 2, "queued": 0, "down": False,
+                     "sender": "ok"}
     logs = "\n".join(log_lines)
     assert logs.count("is down (HTTP 500)") == 1 and logs.count("is back") == 1
 
@@ -127,7 +129,10 @@ def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
         assert a["annotations"]["step"] == "31" and a["annotations"]["value"] == "nan"
         assert a["annotations"]["runbook_url"] == "https://git.example/runbooks/nan_inf.md"
         assert a["status"]["state"] == "active"
-        back = Alert.from_alertmanager(a)  # what monitor relay makes of it: the same facts
+        # what monitor relay makes of it (a webhook carries these fields of it): the same facts
+        back = Alert.from_alertmanager({k: a[k] for k in ("labels", "annotations", "startsAt")},
+                                       "https://grafana.example/d/overview?var-run={run}",
+                                       "https://git.example/runbooks")
         sent = nan_alert()
         assert (back.rule, back.rank, back.step, back.onset_step, back.action, back.runbook, back.dashboard) == (
             sent.rule, sent.rank, sent.step, sent.onset_step, sent.action, sent.runbook, sent.dashboard)
@@ -161,24 +166,28 @@ def test_alertmanager_webhook_payload_becomes_alerts():
       "labels": {"alertname": "TrainingStalled", "run": "r1", "rank": "2", "severity": "critical"},
       "annotations": {"summary": "no step for 10 min", "runbook_url": "https://x/runbooks/stall.md"},
       "startsAt": "2026-11-30T14:00:00.123456789Z", "generatorURL": "http://prom/graph"}]}""")
-    a = Alert.from_alertmanager(payload["alerts"][0])
+    a = Alert.from_alertmanager(payload["alerts"][0], "http://prom/d/x?run={run}", "https://x/runbooks")
     assert (a.rule, a.run, a.rank, a.severity, a.runbook, a.dashboard) == (
         "TrainingStalled", "r1", 2, "critical", "https://x/runbooks/stall.md", "http://prom/graph")
     assert a.starts_at == pytest.approx(1796047200.123456)
-    with pytest.raises(ValueError):
+    # links only under the configured bases: none configured, none kept (the relative runbook stays text)
+    b = Alert.from_alertmanager(payload["alerts"][0])
+    assert (b.runbook, b.dashboard) == ("", "")
+    with pytest.raises(ValueError, match="alert.labels: missing"):
         Alert.from_alertmanager({"annotations": {}})
 
 
 def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(receiver):
     import urllib.error
 
-    from monitor.relay import Relay
+    from monitor.relay import Auth, Relay
 
+    token = secret("relay-token-0123456789abcdef")
     cfg, _ = AlertsConfig.load({"runbook_base": "https://x/runbooks",
                                 "sinks": [{"name": "team", "type": "wecom", "url": f"{receiver.url}/wecom/send?key=K"},
                                           {"name": "other", "type": "slack", "url": f"{receiver.url}/slack/x"}]})
-    relay = Relay(cfg, port=0).start()
-    base = f"http://127.0.0.1:{relay.port}"
+    relay = Relay(cfg, port=0, auth=Auth(token=token)).start()
+    base, bearer = f"http://127.0.0.1:{relay.port}", {"Authorization": f"Bearer {token}"}
     payload = {"version": "4", "status": "firing", "receiver": "relay", "alerts": [
         {"status": "firing", "labels": {"alertname": "TrainingRankStraggler", "run": "r7", "rank": str(r),
                                         "severity": "warning"},
@@ -187,17 +196,20 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
                          "action": "alerted", "value": "1.4"},
          "startsAt": "2026-11-30T14:00:00Z"} for r in (3, 5)]}
     try:
-        assert http_json(f"{base}/alerts/team", payload) == {"queued": 2}
+        assert http_json(f"{base}/alerts/team", payload, headers=bearer) == {"queued": 2}
         (msg,) = receiver.wait_for("/wecom")
         text = text_of(msg)
         assert "2 training alerts on r7" in text and "rank 3" in text and "rank 5" in text
         assert "step 1200 (onset 1150)" in text and "value 1.4" in text and "-> alerted" in text
         assert "https://x/runbooks/rank_straggler.md" in text and not receiver.delivered("/slack")
-        for path, body, code in (("/alerts/nope", payload, 404), ("/alerts", {"no": "alerts"}, 400),
-                                 ("/other", payload, 404)):
+        for path, body, headers, code in (("/alerts/team", payload, {}, 401),
+                                          ("/alerts/team", payload, {"Authorization": "Bearer wrong"}, 401),
+                                          ("/alerts/nope", payload, bearer, 404),
+                                          ("/alerts", {"no": "alerts"}, bearer, 400), ("/other", payload, bearer, 404)):
             with pytest.raises(urllib.error.HTTPError) as err:
-                http_json(base + path, body)
-            assert err.value.code == code
-        assert http_json(f"{base}/healthz")["team"]["sent"] == 2
+                http_json(base + path, body, headers=headers)
+            assert err.value.code == code, path
+        assert http_json(f"{base}/healthz") == {"status": "ok"}  # no details without credentials
+        assert http_json(f"{base}/healthz", headers=bearer)["sinks"]["team"]["sent"] == 2
     finally:
         relay.close(2)

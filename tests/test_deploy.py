@@ -199,7 +199,7 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     assert metrics.serve("127.0.0.1", 0)
     prom = None
     try:
-        write_file_sd_target(str(sd), "deploy-test", 3, "127.0.0.1", metrics.server.server_port)
+        write_file_sd_target(str(sd), "deploy-test", 3, "127.0.0.1", metrics.server.port)
         prom, url = start_prometheus(str(tmp_path), cfg)
 
         def series():

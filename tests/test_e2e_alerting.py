@@ -10,14 +10,15 @@ from pathlib import Path
 
 import yaml
 
-from services import (Process, Receiver, free_port, http_json, start_alertmanager, start_prometheus, text_of,
-                      wait_until)
+from services import (Process, Receiver, free_port, http_json, secret, start_alertmanager, start_prometheus,
+                      text_of, wait_until)
 
 from callbacks import TrainingMonitor
 from train_helpers import AtStep, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRETS = {"feishu": "e2e-feishu-secret", "dingtalk": "e2e-dingtalk-secret"}
+RELAY_TOKEN = secret("e2e-relay-token-0123456789")
 
 
 def relay_to(webhook_url: str, relay_port: int) -> str:
@@ -26,12 +27,15 @@ def relay_to(webhook_url: str, relay_port: int) -> str:
     return webhook_url.replace("127.0.0.1:9095", f"127.0.0.1:{relay_port}")
 
 
-def alertmanager_config(relay_port: int) -> dict:
+def alertmanager_config(relay_port: int, token_file: str) -> dict:
+    """The shipped config, pointed at this test's relay port and token file (its credentials as shipped)."""
     cfg = yaml.safe_load((ROOT / "deploy/alertmanager/alertmanager.yml").read_text())
     hooks = [h for r in cfg["receivers"] for h in r.get("webhook_configs", [])]
     assert hooks, "the shipped Alertmanager config has no webhook receiver"
     for h in hooks:
         h["url"] = relay_to(h["url"], relay_port)
+        assert h["http_config"]["authorization"]["credentials_file"], h  # the relay's bearer token
+        h["http_config"]["authorization"]["credentials_file"] = token_file
     cfg["route"].update(group_wait="1s", group_interval="1s")  # test speed; the routing tree is as shipped
     return cfg
 
@@ -54,13 +58,15 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
         {"name": "feishu", "type": "feishu", "url": f"{receiver.url}/feishu/relay", "secret_env": "FS_SECRET"},
         {"name": "dingtalk", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/relay?access_token=t",
          "secret_env": "DT_SECRET"}]}}))
-    env = {**os.environ, "FS_SECRET": SECRETS["feishu"], "DT_SECRET": SECRETS["dingtalk"]}
+    env = {**os.environ, "FS_SECRET": SECRETS["feishu"], "DT_SECRET": SECRETS["dingtalk"],
+           "MONITOR_RELAY_TOKEN": RELAY_TOKEN}
+    (tmp_path / "relay_token").write_text(RELAY_TOKEN + "\n")
     relay = Process([sys.executable, "-m", "monitor.cli", "relay", "--config", str(tmp_path / "relay.yaml"),
                      "--port", str(relay_port)], str(tmp_path / "relay.log"), env=env)
     am = prom = None
     try:
         wait_until(lambda: http_json(f"http://127.0.0.1:{relay_port}/healthz"), 20, "monitor relay to start")
-        am, am_url = start_alertmanager(str(tmp_path), alertmanager_config(relay_port))
+        am, am_url = start_alertmanager(str(tmp_path), alertmanager_config(relay_port, str(tmp_path / "relay_token")))
         sd_dir = str(tmp_path / "file_sd")
         os.makedirs(sd_dir)
         prom, prom_url = start_prometheus(str(tmp_path), prometheus_config(sd_dir, am_url))
@@ -100,5 +106,7 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
     for req in relayed_fs[:1] + relayed_dt[:1]:  # the same event, through Prometheus and Alertmanager
         text = text_of(req)
         assert "nan_inf on e2e" in text and "rank: 0" in text and "runbooks/nan_inf.md" in text, text
+    # the relay forwards only authenticated requests, so Alertmanager sent the token; the relay never logs it
+    assert RELAY_TOKEN not in relay.output()
     # every message that reached the receiver was accepted, i.e. correctly signed
     assert all(r["accepted"] for r in receiver.requests), [r for r in receiver.requests if not r["accepted"]]

@@ -17,20 +17,25 @@ Webhook URLs that carry a token and every signing secret are read from the envir
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ConfigError, did_you_mean, read_yaml
+from ..config import ConfigError, did_you_mean, is_http_url, is_int, is_label, is_number, read_yaml
 from ..rules import SEVERITIES
 from .platforms import PLATFORMS
 
-SINK_KEYS = ("name", "type", "url", "url_env", "secret_env", "timeout_s", "min_severity", "rate_limits")
+SINK_KEYS = ("name", "type", "url", "url_env", "secret_env", "timeout_s", "min_severity", "rate_limits",
+             "mentions")
+_MENTION = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")  # a platform user id (or "all")
 KEYS = ("sinks", "dashboard_url", "runbook_base", "queue_size", "ranks")
 
 
 @dataclass(frozen=True)
 class SinkSpec:
-    """One destination. ``limits``: (messages, seconds) windows; the platform's documented ones by default."""
+    """One destination. ``limits``: (messages, seconds) windows; the platform's documented ones by default.
+    ``mentions``: platform user ids (``all``: everyone) mentioned in every message of this sink; nothing
+    else in a message can mention anyone."""
 
     name: str
     type: str
@@ -39,6 +44,7 @@ class SinkSpec:
     timeout_s: float = 5.0
     min_severity: str = "warning"
     limits: tuple[tuple[int, float], ...] = ()
+    mentions: tuple[str, ...] = ()
 
     def wants(self, severity: str) -> bool:
         rank = SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES) - 1
@@ -91,13 +97,16 @@ class AlertsConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"{source}: alerts.sinks: names must be unique, got {names}")
         queue_size = data.get("queue_size", 1000)
-        if not isinstance(queue_size, int) or isinstance(queue_size, bool) or queue_size < 1:
-            raise ConfigError(f"{source}: alerts.queue_size: expected a positive integer, got {queue_size!r}")
+        if not is_int(queue_size, 1, 100_000):
+            raise ConfigError(f"{source}: alerts.queue_size: expected an integer 1..100000, got {queue_size!r}")
         ranks = data.get("ranks", "rank0")
         if ranks not in ("rank0", "all"):
             raise ConfigError(f"{source}: alerts.ranks: expected rank0 or all, got {ranks!r}")
-        return cls(tuple(sinks), str(data.get("dashboard_url") or ""), str(data.get("runbook_base") or ""),
-                   queue_size, ranks), problems
+        links = {key: data.get(key) or "" for key in ("dashboard_url", "runbook_base")}
+        for key, url in links.items():
+            if url and not is_http_url(url):
+                raise ConfigError(f"{source}: alerts.{key}: expected an http:// or https:// URL, got {url!r}")
+        return cls(tuple(sinks), links["dashboard_url"], links["runbook_base"], queue_size, ranks), problems
 
 
 def _known(data: dict, keys, where: str) -> None:
@@ -113,29 +122,41 @@ def _sink(raw: dict, where: str, env) -> tuple[SinkSpec | None, str]:
     kind = raw.get("type")
     if kind not in PLATFORMS:
         raise ConfigError(f"{where}: type: expected one of {', '.join(PLATFORMS)}, got {kind!r}")
-    name = str(raw.get("name") or kind)
+    name = raw.get("name", kind)
+    if not is_label(name) or "/" in name:
+        raise ConfigError(f"{where}: name: expected 1 to 128 printable characters without '/', got {name!r}")
     if ("url" in raw) == ("url_env" in raw):
         raise ConfigError(f"{where}: give exactly one of url and url_env")
-    url = raw.get("url") or env.get(str(raw["url_env"]))
+    for key in ("url_env", "secret_env"):
+        if key in raw and not is_label(raw[key]):
+            raise ConfigError(f"{where}: {key}: expected the name of an environment variable, got {raw[key]!r}")
+    if "url" in raw and not is_http_url(raw["url"]):
+        raise ConfigError(f"{where}: url: expected an http:// or https:// URL, got {raw['url']!r}")
+    url = raw.get("url") or env.get(raw["url_env"])
     if not url:
         return None, f"alert sink {name}: environment variable {raw['url_env']} is not set; sink disabled"
+    if not is_http_url(url):  # never echoed: it holds a token
+        return None, f"alert sink {name}: environment variable {raw['url_env']} is not an http(s) URL; sink disabled"
     secret = None
     if raw.get("secret_env"):
-        secret = env.get(str(raw["secret_env"]))
+        secret = env.get(raw["secret_env"])
         if not secret:
             return None, f"alert sink {name}: environment variable {raw['secret_env']} is not set; sink disabled"
     timeout = raw.get("timeout_s", 5.0)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise ConfigError(f"{where}: timeout_s: expected a positive number of seconds, got {timeout!r}")
+    if not is_number(timeout, 0, 300) or timeout <= 0:
+        raise ConfigError(f"{where}: timeout_s: expected a number of seconds in 0..300, got {timeout!r}")
+    mentions = raw.get("mentions", [])
+    if not isinstance(mentions, list) or not all(isinstance(m, str) and _MENTION.match(m) for m in mentions):
+        raise ConfigError(f"{where}: mentions: expected a list of user ids (letters, digits, _.@+-) or all, "
+                          f"got {mentions!r}")
     severity = raw.get("min_severity", "warning")
     if severity not in SEVERITIES:
         raise ConfigError(f"{where}: min_severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
     limits = raw.get("rate_limits", PLATFORMS[kind].limits)
-    try:
-        limits = tuple((int(n), float(s)) for n, s in limits)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: rate_limits: expected a list of [messages, seconds] pairs, "
-                          f"got {limits!r}") from None
-    if any(n < 1 or s <= 0 for n, s in limits):
-        raise ConfigError(f"{where}: rate_limits: counts and periods must be positive, got {limits!r}")
-    return SinkSpec(name, kind, str(url), secret, float(timeout), severity, limits), ""
+    if not isinstance(limits, (list, tuple)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0], 1, 10_000) and is_number(p[1], 0, 86400)
+            and p[1] > 0 for p in limits):
+        raise ConfigError(f"{where}: rate_limits: expected a list of [messages 1..10000, seconds 0..86400] pairs, "
+                          f"got {limits!r}")
+    return SinkSpec(name, kind, url, secret, float(timeout), severity, tuple((n, float(s)) for n, s in limits),
+                    tuple(mentions)), ""

@@ -3,8 +3,16 @@ it goes (a chat platform, Alertmanager)."""
 from __future__ import annotations
 
 import math
+import re
+import urllib.parse
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+
+MAX_TEXT = 1000  # characters kept of a summary from a webhook; other fields keep MAX_FIELD
+MAX_FIELD = 200
+_PAGE = re.compile(r"^[\w./-]+$")  # a relative runbook path (runbooks/stall.md)
+AM_FIELDS = {"status": str, "labels": dict, "annotations": dict, "startsAt": str, "endsAt": str,
+             "generatorURL": str, "fingerprint": str}  # an Alertmanager webhook alert's fields and their types
 
 
 @dataclass(slots=True)
@@ -43,40 +51,65 @@ class Alert:
     def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
                    now: float = 0.0) -> "Alert":
         """An engine :class:`~monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
-        event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}``."""
+        event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}`` (replaced URL-quoted)."""
         runbook = event.runbook
         if runbook_base:
             runbook = f"{runbook_base.rstrip('/')}/{event.rule}.md"
         return cls(rule=event.rule, severity=event.severity, summary=event.message, run=run, rank=event.rank,
                    step=event.step, onset_step=event.onset_step, value=event.value, action=action,
-                   runbook=runbook, dashboard=dashboard.replace("{run}", run), starts_at=now)
+                   runbook=runbook, dashboard=_dashboard(dashboard, run), starts_at=now)
 
     @classmethod
-    def from_alertmanager(cls, alert: dict, dashboard: str = "", runbook_base: str = "") -> "Alert":
+    def from_alertmanager(cls, alert, dashboard: str = "", runbook_base: str = "", where: str = "alert") -> "Alert":
         """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
-        ``runbook_url``, ``dashboard_url``) are read back; a relative ``runbook_url`` (the shipped
-        ``runbooks/<page>.md``) is put under ``runbook_base`` when one is given.
+        ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
+        relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
+        ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or
+        ``generatorURL`` is kept when it has the origin (scheme, host, port) of ``dashboard``, else
+        ``dashboard`` itself is the link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
 
         Raises:
-            ValueError: the entry is not a mapping with a ``labels`` mapping.
+            ValueError: a field of the wrong type (every label and annotation value must be a string), or
+                a ``status`` other than firing/resolved; the message names the field under ``where``.
         """
-        if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
-            raise ValueError("an alert without a labels mapping")
-        labels, notes = alert["labels"], alert.get("annotations") or {}
-        run = labels.get("run", "")
+        if not isinstance(alert, dict):
+            raise ValueError(f"{where}: expected a mapping, got {type(alert).__name__}")
+        for key, kind in AM_FIELDS.items():
+            if key in alert and not isinstance(alert[key], kind):
+                raise ValueError(f"{where}.{key}: expected a {'mapping' if kind is dict else 'string'}, "
+                                 f"got {type(alert[key]).__name__}")
+        if "labels" not in alert:
+            raise ValueError(f"{where}.labels: missing")
+        labels, notes = alert["labels"], alert.get("annotations", {})
+        for name, mapping in (("labels", labels), ("annotations", notes)):
+            for k, v in mapping.items():
+                if not isinstance(v, str):
+                    raise ValueError(f"{where}.{name}.{k}: expected a string, got {type(v).__name__}")
+        status = alert.get("status", "firing")
+        if status not in ("firing", "resolved"):
+            raise ValueError(f"{where}.status: expected firing or resolved, got {status[:MAX_FIELD]!r}")
+        run = labels.get("run", "")[:MAX_FIELD]
         runbook = notes.get("runbook_url", "")
-        if runbook and runbook_base and "://" not in runbook:
-            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}"
-        return cls(rule=labels.get("rule") or labels.get("alertname", "alert"),
-                   severity=labels.get("severity", "warning"),
-                   summary=notes.get("summary") or notes.get("description") or labels.get("alertname", ""),
+        if _PAGE.match(runbook):  # a relative page, as the shipped rules name them
+            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
+        elif not (runbook_base and runbook.startswith(runbook_base.rstrip("/") + "/")):
+            runbook = ""
+        home = _dashboard(dashboard, run)
+        links = [u for u in (notes.get("dashboard_url", ""), alert.get("generatorURL", ""))
+                 if u and dashboard and _origin(u) == _origin(dashboard)]
+        return cls(rule=(labels.get("rule") or labels.get("alertname") or "alert")[:MAX_FIELD],
+                   severity=labels.get("severity", "warning")[:MAX_FIELD],
+                   summary=(notes.get("summary") or notes.get("description") or labels.get("alertname", ""))[:MAX_TEXT],
                    run=run, rank=_int(labels.get("rank")), step=_int(notes.get("step")),
-                   onset_step=_int(notes.get("onset_step")), action=notes.get("action", ""),
-                   value=_float(notes.get("value")), runbook=runbook,
-                   dashboard=notes.get("dashboard_url") or dashboard.replace("{run}", run)
-                   or alert.get("generatorURL", ""),
-                   status=alert.get("status", "firing"), starts_at=_unix(alert.get("startsAt")))
+                   onset_step=_int(notes.get("onset_step")), action=notes.get("action", "")[:MAX_FIELD],
+                   value=_float(notes.get("value")), runbook=runbook[:MAX_TEXT],
+                   dashboard=(links[0] if links else home)[:MAX_TEXT],
+                   status=status, starts_at=_unix(alert.get("startsAt")))
+
+    def key(self) -> tuple:
+        """What makes two alerts the same one (a retried webhook, a repeated notification)."""
+        return self.rule, self.run, self.rank, self.status, self.step, self.starts_at, self.summary
 
     def to_dict(self) -> dict:
         """The fields as JSON-safe values (a NaN/Inf value as its string)."""
@@ -111,11 +144,26 @@ class Alert:
         return out
 
 
+def _dashboard(template: str, run: str) -> str:
+    """The dashboard link of ``run``: ``{run}`` in ``template`` replaced by the URL-quoted run name."""
+    return template.replace("{run}", urllib.parse.quote(run, safe=""))
+
+
+def _origin(url: str) -> tuple:
+    try:
+        p = urllib.parse.urlsplit(url)
+        return p.scheme.lower(), (p.hostname or "").lower(), p.port
+    except ValueError:
+        return ("", "", None)
+
+
 def _int(text) -> int | None:
-    return int(text) if str(text).isdigit() else None
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) < 19 else None
 
 
 def _float(text) -> float | None:
+    if not isinstance(text, str) or len(text) > 64:
+        return None
     try:
         return float(text)
     except (TypeError, ValueError):

@@ -16,11 +16,19 @@ held back by the rate limit) into one HTTP POST. Formats and limits, as each ven
 * ``alertmanager``: Alertmanager's v2 API, ``POST {url}/api/v2/alerts`` with a list of
   ``{"labels", "annotations", "startsAt"}``; labels are ``alertname`` (the rule), ``rule``,
   ``severity``, ``run``, ``rank`` and ``source``; steps and values go in annotations (never labels).
+
+Every text that comes from an alert is escaped for the platform's markup (:meth:`Platform.escape`), so a
+label or annotation can neither mention anyone (Slack ``<!channel>``, Feishu ``<at user_id="all">``,
+WeCom ``<@all>``) nor make a link (``<https://x|text>``, ``[text](url)``); bare URLs in it are defanged
+(``https[:]//host``) so clients do not link them. The only links are an alert's ``runbook`` and
+``dashboard`` when they are http(s) URLs (the relay keeps only those under the configured bases), and the
+only mentions are a sink's configured ``mentions``.
 """
 from __future__ import annotations
 
 import abc
 import base64
+import re
 import hashlib
 import hmac
 import time
@@ -30,6 +38,14 @@ from datetime import datetime, timezone
 from .message import Alert
 
 MAX_LINES = 20  # alerts listed in one digest message; the rest are counted
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_LINKABLE = re.compile(r"^https?://[^\s<>|\[\]()\"'`]+$")  # a URL that no markup below can break out of
+_FULLWIDTH = str.maketrans({"<": "\uff1c", ">": "\uff1e", "[": "\uff3b", "]": "\uff3d"})
+
+
+def plain(text) -> str:
+    """``text`` on one line (control characters as a space), bare URLs defanged (``://`` -> ``[:]//``)."""
+    return _CONTROL.sub(" ", str(text)).replace("://", "[:]//")
 
 
 class Platform(abc.ABC):
@@ -39,10 +55,24 @@ class Platform(abc.ABC):
     limits: tuple[tuple[int, float], ...] = ()
     bold, link = "{}", "{url}"
     busy_codes: frozenset = frozenset()  # vendor error codes meaning "too many requests, try later"
+    mention, mention_all = "@{}", "@all"  # how a configured mention is written in the text
 
     @abc.abstractmethod
-    def request(self, url: str, secret: str | None, alerts: list[Alert]) -> tuple[str, object]:
-        """``(url, json_body)`` of the POST that delivers ``alerts`` (one message)."""
+    def request(self, url: str, secret: str | None, alerts: list[Alert], mentions=()) -> tuple[str, object]:
+        """``(url, json_body)`` of the POST that delivers ``alerts`` (one message), mentioning the user ids in
+        ``mentions`` (``all``: everyone) where the platform can."""
+
+    def escape(self, text) -> str:
+        """``text`` as inert text of this platform's markup (the base: :func:`plain`, ``< > [ ]`` as their
+        full-width forms, which no platform reads as markup)."""
+        return plain(text).translate(_FULLWIDTH)
+
+    def _link(self, url: str, name: str) -> str:
+        return self.link.format(url=url, text=name) if _LINKABLE.match(url) else self.escape(url)
+
+    def mentions(self, ids) -> str:
+        """The configured mentions, as the text writes them ("" for none)."""
+        return " ".join(self.mention_all if i == "all" else self.mention.format(i) for i in ids)
 
     def verdict(self, status: int, body: dict | None) -> tuple[str, str]:
         """``("ok"|"retry"|"fail", reason)`` for a 2xx reply whose JSON body is ``body``."""
@@ -52,41 +82,50 @@ class Platform(abc.ABC):
         reason = f"code {code}: {body.get('errmsg') or body.get('msg') or body.get('StatusMessage') or ''}"
         return ("retry" if code in self.busy_codes else "fail"), reason
 
-    def text(self, alerts: list[Alert]) -> str:
-        """The message body: one alert's facts, or a digest with one line per alert."""
+    def text(self, alerts: list[Alert], mentions=()) -> str:
+        """The message body: one alert's facts, or a digest with one line per alert; every alert text
+        escaped, then the configured mentions."""
+        e = self.escape
         if len(alerts) == 1:
             a = alerts[0]
-            lines = [self.bold.format(a.title()), a.summary]
+            lines = [self.bold.format(e(a.title())), e(a.summary)]
             for name, value in a.facts():
-                shown = self.link.format(url=value, text=name) if name in ("runbook", "dashboard") else value
+                shown = self._link(value, name) if name in ("runbook", "dashboard") else e(value)
                 lines.append(f"{name}: {shown}")
-            return "\n".join(lines)
-        lines = [self.bold.format(self.title(alerts))]
-        for a in alerts[:MAX_LINES]:
-            where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
-            action = f" -> {a.action}" if a.action else ""
-            runbook = f" ({self.link.format(url=a.runbook, text='runbook')})" if a.runbook else ""
-            lines.append(f"- {a.title()} {where}: {a.summary}{action}{runbook}")
-        dashboards = sorted({a.dashboard for a in alerts[:MAX_LINES] if a.dashboard})
-        lines += [f"dashboard: {self.link.format(url=d, text=d)}" for d in dashboards]
-        if len(alerts) > MAX_LINES:
-            lines.append(f"... and {len(alerts) - MAX_LINES} more")
+        else:
+            lines = [self.bold.format(e(self.title(alerts)))]
+            for a in alerts[:MAX_LINES]:
+                where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
+                action = f" -> {e(a.action)}" if a.action else ""
+                runbook = f" ({self._link(a.runbook, 'runbook')})" if a.runbook else ""
+                lines.append(f"- {e(a.title())} {e(where)}: {e(a.summary)}{action}{runbook}")
+            dashboards = sorted({a.dashboard for a in alerts[:MAX_LINES] if a.dashboard})
+            lines += [f"dashboard: {self._link(d, d)}" for d in dashboards]
+            if len(alerts) > MAX_LINES:
+                lines.append(f"... and {len(alerts) - MAX_LINES} more")
+        if mentions:
+            lines.append(self.mentions(mentions))
         return "\n".join(lines)
 
-    @staticmethod
-    def title(alerts: list[Alert]) -> str:
+    def title(self, alerts: list[Alert]) -> str:
+        """The message title, escaped."""
         if len(alerts) == 1:
-            return alerts[0].title()
+            return self.escape(alerts[0].title())
         runs = sorted({a.run for a in alerts if a.run})
-        return f"{len(alerts)} training alerts" + (f" on {', '.join(runs)}" if runs else "")
+        return self.escape(f"{len(alerts)} training alerts" + (f" on {', '.join(runs)}" if runs else ""))
 
 
 class Slack(Platform):
     limits = ((1, 1.0),)
     bold, link = "*{}*", "<{url}|{text}>"
+    mention, mention_all = "<@{}>", "<!channel>"
 
-    def request(self, url, secret, alerts):
-        text = self.text(alerts)
+    def escape(self, text):
+        """Slack's documented mrkdwn escapes: ``&`` ``<`` ``>`` as entities."""
+        return plain(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    def request(self, url, secret, alerts, mentions=()):
+        text = self.text(alerts, mentions)
         return url, {"text": self.title(alerts), "blocks": [{"type": "section", "text": {"type": "mrkdwn",
                                                                                         "text": text[:3000]}}]}
 
@@ -94,9 +133,10 @@ class Slack(Platform):
 class Feishu(Platform):
     limits = ((5, 1.0), (100, 60.0))
     busy_codes = frozenset({9499, 11232})
+    mention, mention_all = '<at user_id="{}"></at>', '<at user_id="all"></at>'
 
-    def request(self, url, secret, alerts):
-        body = {"msg_type": "text", "content": {"text": self.text(alerts)}}
+    def request(self, url, secret, alerts, mentions=()):
+        body = {"msg_type": "text", "content": {"text": self.text(alerts, mentions)}}
         if secret:
             ts = str(int(time.time()))
             key = f"{ts}\n{secret}".encode()
@@ -110,9 +150,11 @@ class DingTalk(Platform):
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({130101})
 
-    def request(self, url, secret, alerts):
+    def request(self, url, secret, alerts, mentions=()):
         body = {"msgtype": "markdown", "markdown": {"title": self.title(alerts),
-                                                    "text": self.text(alerts).replace("\n", "  \n")}}
+                                                    "text": self.text(alerts, mentions).replace("\n", "  \n")}}
+        if mentions:  # DingTalk notifies only the users named in "at" (and written as @id in the text)
+            body["at"] = {"isAtAll": "all" in mentions, "atUserIds": [m for m in mentions if m != "all"]}
         if secret:
             ts = str(int(time.time() * 1000))
             digest = hmac.new(secret.encode(), f"{ts}\n{secret}".encode(), hashlib.sha256).digest()
@@ -125,13 +167,14 @@ class WeCom(Platform):
     limits = ((20, 60.0),)
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({45009})
+    mention, mention_all = "<@{}>", "<@all>"
 
-    def request(self, url, secret, alerts):
-        return url, {"msgtype": "markdown", "markdown": {"content": self.text(alerts)[:4096]}}
+    def request(self, url, secret, alerts, mentions=()):
+        return url, {"msgtype": "markdown", "markdown": {"content": self.text(alerts, mentions)[:4096]}}
 
 
 class Webhook(Platform):
-    def request(self, url, secret, alerts):
+    def request(self, url, secret, alerts, mentions=()):
         return url, {"alerts": [a.to_dict() for a in alerts]}
 
     def verdict(self, status, body):
@@ -139,7 +182,7 @@ class Webhook(Platform):
 
 
 class Alertmanager(Platform):
-    def request(self, url, secret, alerts):
+    def request(self, url, secret, alerts, mentions=()):
         out = []
         for a in alerts:
             labels = {"alertname": a.rule, "rule": a.rule, "severity": a.severity, "source": "training-monitor"}

@@ -5,8 +5,15 @@ posts what is queued, waiting for the platform's rate-limit windows; alerts that
 out together as one digest message instead of being dropped. Timeouts, connection errors, HTTP 429 and
 5xx (and the vendors' "too many requests" codes) are retried with exponential backoff (1 s doubling to
 60 s, or the server's ``Retry-After``); other answers are final failures. A sink that goes down is
-logged once when it goes down and once when it comes back, never per alert. Alerts beyond the queue's
-room are dropped and counted. Nothing logged ever contains a URL or a secret.
+logged once when it goes down and once when it comes back, never per alert. Nothing logged ever contains
+a URL or a secret.
+
+The queue holds each alert once (an alert already queued, such as a webhook Alertmanager sends again, is
+not queued twice). When it is full, a new alert takes the place of the newest queued alert of the rule
+(alert name) that holds the most places, when its own rule holds at least two fewer: a flood of one name
+cannot keep other alerts out. What finds no place is dropped and counted (``put`` returns how many). A failure of
+the sender thread on one batch (a bug, a bad value) counts the batch as failed, is logged once per kind,
+and the thread goes on.
 """
 from __future__ import annotations
 
@@ -36,9 +43,12 @@ class Sink:
     def __init__(self, spec: SinkSpec, capacity: int):
         self.spec, self.platform, self.capacity = spec, PLATFORMS[spec.type], capacity
         self.queue: deque[Alert] = deque()
+        self._queued: dict[tuple, int] = {}  # Alert.key() of the queued alerts -> how many
+        self._per_rule: dict[str, int] = {}  # queued alerts by rule
         self.sent = self.failed = self.dropped = self.retries = 0
         self.down_since: float | None = None
         self.busy = False  # a batch taken off the queue is being posted
+        self.post_started = 0.0  # monotonic time the current post began
         self._cond = threading.Condition()
         self._posts: deque[float] = deque()  # times of recent posts, for the rate windows
         self._closing = threading.Event()
@@ -48,20 +58,52 @@ class Sink:
         self._thread = threading.Thread(target=self._run, name=f"alert-sink-{spec.name}", daemon=True)
         self._thread.start()
 
-    def put(self, alerts: list[Alert]) -> None:
+    def put(self, alerts: list[Alert]) -> int:
+        """Queue the alerts this sink wants (see the module docstring); return how many found no place."""
         alerts = [a for a in alerts if self.spec.wants(a.severity)]
         if not alerts:
-            return
+            return 0
+        lost = 0
         with self._cond:
-            room = max(self.capacity - len(self.queue), 0)
-            self.queue.extend(alerts[:room])
-            lost = len(alerts) - min(room, len(alerts))
+            for a in alerts:
+                key = a.key()
+                if key in self._queued:
+                    continue
+                if len(self.queue) >= self.capacity and not self._evict_for(a.rule):
+                    lost += 1
+                    continue
+                self.queue.append(a)
+                self._count(a, 1)
             if lost:
                 if not self.dropped:
                     logger.error("alert sink {}: queue full ({} alerts); dropping and counting further alerts",
                                  self.spec.name, self.capacity)
                 self.dropped += lost
             self._cond.notify()
+        return lost
+
+    def _count(self, a: Alert, n: int) -> None:
+        key = a.key()
+        self._queued[key] = self._queued.get(key, 0) + n
+        self._per_rule[a.rule] = self._per_rule.get(a.rule, 0) + n
+        if not self._queued[key]:
+            del self._queued[key]
+        if not self._per_rule[a.rule]:
+            del self._per_rule[a.rule]
+
+    def _evict_for(self, rule: str) -> bool:
+        """Drop the newest queued alert of the rule holding the most places, if ``rule`` holds at least two
+        fewer (so the two do not trade places back and forth)."""
+        top = max(self._per_rule, key=self._per_rule.get)
+        if self._per_rule[top] < 2 or self._per_rule.get(rule, 0) >= self._per_rule[top] - 1:
+            return False
+        for i in range(len(self.queue) - 1, -1, -1):
+            if self.queue[i].rule == top:
+                self._count(self.queue[i], -1)
+                del self.queue[i]
+                self.dropped += 1
+                return True
+        return False
 
     def close(self, deadline: float) -> None:
         self._deadline = deadline
@@ -72,12 +114,20 @@ class Sink:
     def join(self) -> None:
         self._thread.join(max(self._deadline - time.monotonic(), 0) + 1)
 
+    def healthy(self) -> bool:
+        """The sender thread is alive (or was closed) and not stuck in one post for longer than 3 client
+        timeouts + 5 s."""
+        stuck = self.busy and time.monotonic() - self.post_started > 3 * self.spec.timeout_s + 5
+        return (self._thread.is_alive() or self._closing.is_set()) and not stuck
+
     def stats(self) -> dict:
         return {"type": self.spec.type, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
-                "retries": self.retries, "queued": len(self.queue), "down": self.down_since is not None}
+                "retries": self.retries, "queued": len(self.queue), "down": self.down_since is not None,
+                "sender": "ok" if self.healthy() else "dead or stuck"}
 
     # sender thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
+        failures: set[str] = set()
         while True:
             with self._cond:
                 while not self.queue and not self._closing.is_set():
@@ -88,15 +138,28 @@ class Sink:
                 break
             with self._cond:
                 batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_LINES))]
+                for a in batch:
+                    self._count(a, -1)
                 self.busy = True
-            delivered = self._deliver(batch)
-            self.busy = False
+            try:
+                delivered = self._deliver(batch)
+            except Exception as exc:  # a bug or a value no platform format expected: count, log once, go on
+                delivered = True
+                self.failed += len(batch)
+                if type(exc).__name__ not in failures:
+                    failures.add(type(exc).__name__)
+                    logger.error("alert sink {} could not post {} alert(s) ({}); the sender goes on",
+                                 self.spec.name, len(batch), type(exc).__name__)
+            finally:
+                self.busy = False
             if not delivered:
                 break
         with self._cond:  # closed before everything went out
             unsent = len(self.queue)
             self.failed += unsent
             self.queue.clear()
+            self._queued.clear()
+            self._per_rule.clear()
         if unsent:
             logger.error("alert sink {}: {} alerts not delivered before shutdown", self.spec.name, unsent)
 
@@ -126,7 +189,8 @@ class Sink:
         """Post ``batch`` as one message until it is delivered or refused; False if the deadline passed."""
         delay = 1.0
         while True:
-            self._posts.append(time.monotonic())
+            self.post_started = time.monotonic()
+            self._posts.append(self.post_started)
             verdict, reason, retry_after = self._post(batch)
             if verdict == "ok":
                 self.sent += len(batch)
@@ -151,7 +215,7 @@ class Sink:
 
     def _post(self, batch: list[Alert]) -> tuple[str, str, float | None]:
         """One attempt: ``(verdict, reason, retry_after_s)``. Reasons never contain the URL."""
-        url, body = self.platform.request(self.spec.url, self.spec.secret, batch)
+        url, body = self.platform.request(self.spec.url, self.spec.secret, batch, self.spec.mentions)
         try:
             resp = self._session.post(url, json=body, timeout=self.spec.timeout_s)
         except requests.exceptions.InvalidJSONError as exc:  # our payload, not the network: retrying won't help
@@ -182,16 +246,22 @@ class AlertSender:
         self.config = config
         self.sinks = {spec.name: Sink(spec, config.queue_size) for spec in config.sinks}
 
-    def send(self, alerts: list[Alert], sink: str | None = None) -> bool:
-        """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; False when
-        there is no sink of that name."""
+    def send(self, alerts: list[Alert], sink: str | None = None) -> int | None:
+        """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; return how many
+        alert places were refused (a full queue, 0 when all were queued), None when there is no sink of
+        that name."""
         targets = list(self.sinks.values()) if sink is None else [self.sinks[sink]] if sink in self.sinks else []
-        for s in targets:
-            s.put(alerts)
-        return bool(targets)
+        if not targets:
+            return None
+        return sum(s.put(alerts) for s in targets)
+
+    def healthy(self) -> bool:
+        """Every sink's sender thread is alive and not stuck (see :meth:`Sink.healthy`)."""
+        return all(s.healthy() for s in self.sinks.values())
 
     def stats(self) -> dict:
-        """Per sink: ``sent``, ``failed``, ``dropped``, ``retries``, ``queued`` alerts and whether it is ``down``."""
+        """Per sink: ``sent``, ``failed``, ``dropped``, ``retries``, ``queued`` alerts, whether it is ``down``
+        (its platform failing, retried) and its ``sender`` thread (``ok``, or ``dead or stuck``)."""
         return {name: s.stats() for name, s in self.sinks.items()}
 
     def flush(self, timeout_s: float = 5.0) -> bool:

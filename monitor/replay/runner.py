@@ -24,8 +24,8 @@ from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .scan import Scanner
-from .sources import (STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of, text,
-                      text_lines)
+from .sources import (MAX_RANKS, STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of,
+                      shown, text, text_lines)
 from .tracks import Stats, Track
 
 PARSERS = {m.NAME: m for m in (mindformers, mindspore_log, megatron, hf, nanogpt, deepspeed, jsonl, csvlog, eventlog,
@@ -169,10 +169,15 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
 
+    def _bound(self, ranks: dict) -> None:
+        if len(ranks) >= MAX_RANKS:
+            raise SourceError(f"{self.result.path}: more than {MAX_RANKS} distinct ranks in one log")
+
     def slot(self, key: int) -> list:
         """``[parser, pending record]`` of the lines of rank ``key``."""
         slot = self.parsers.get(key)
         if slot is None:
+            self._bound(self.parsers)
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
         return slot
 
@@ -205,6 +210,7 @@ class _Run:
     def _rank(self, rank: int) -> _Rank:
         st = self.ranks.get(rank)
         if st is None:
+            self._bound(self.ranks)
             o, r = self.options, self.result
             track = None
             if o.plotted < o.plot_ranks:
@@ -380,8 +386,10 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
     with raw:
         try:
             head = list(itertools.islice(raw, DETECT_LINES))
+        except SourceError as exc:
+            raise ReplayError(str(exc)) from None
         except (EOFError, OSError, zlib.error) as exc:
-            raise ReplayError(f"{first}: cannot read: {exc}") from None
+            raise ReplayError(f"{shown(first)}: cannot read: {exc}") from None
         if fmt == "auto":
             fmt = detect(t for b in head for t in text_lines(b))
             if fmt is None:
@@ -398,9 +406,10 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         except SourceError as exc:
             raise ReplayError(str(exc)) from None
         except (EOFError, OSError, zlib.error) as exc:
-            raise ReplayError(f"{path}:{at[0] + 1}: cannot read on (truncated or corrupt file?): {exc}") from None
+            raise ReplayError(f"{shown(path)}:{at[0] + 1}: cannot read on (truncated or corrupt file?): "
+                              f"{exc}") from None
         except Exception as exc:  # a parser bug must name the line, not end in a traceback
-            raise ReplayError(f"{path}:{at[0]}: cannot replay this line: {exc!r}") from None
+            raise ReplayError(f"{shown(path)}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
     if result.records == 0 and result.reports == 0:
         raise ReplayError(f"{source.name}: no {fmt} step lines found in {result.lines} lines")

@@ -5,7 +5,16 @@ A folder is searched (recursively) for log files: names ending in ``.log``, ``.t
 (``events.out.tfevents.*``); empty ones are left out. A rotated log and its backups are read as one log, oldest first
 (``info.log.2``, ``info.log.1``, ``info.log``); MindFormers' ``error.log`` is left out where an ``info.log``
 is beside it (it repeats that log's errors). The rank of a log is taken from its file or folder name
-(``rank_3/info.log``, ``worker_3.log``, ``events_rank3.jsonl``), else 0.
+(``rank_3/info.log``, ``worker_3.log``, ``events_rank3.jsonl``), else 0. A file in a folder that cannot be
+read (a dangling or looping symlink, a special file, no permission) is reported on its own and the others
+are replayed.
+
+Bounds on any input: a line is kept up to :data:`MAX_LINE` bytes and the rest of it skipped and counted
+(:class:`BoundedLines`); in gzip input, a line longer than :data:`MAX_LINE_READ` bytes decompressed ends the
+file with an error naming the file and line (no text log has one; a gzip bomb does); a log holds at most
+:data:`MAX_RANKS` distinct ranks. Only regular files, FIFOs and standard input are read (a FIFO without a
+writer reads as empty rather than blocking); devices and sockets are refused. File names are shown with
+:func:`shown`, so a name holding a newline or a terminal escape cannot forge a line of the output.
 """
 from __future__ import annotations
 
@@ -13,10 +22,13 @@ import gzip
 import io
 import os
 import re
+import stat
 import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..log import logger
 
 _LOG_NAME = re.compile(r"\.(?:log|txt|out|err|jsonl|csv)(?:\.\d+)?(?:\.gz)?$|^events\.out\.tfevents\.",
                        re.IGNORECASE)
@@ -25,11 +37,111 @@ _ROTATED = re.compile(r"^(.+)\.(\d+)$")
 _RECORDS = re.compile(r"^records_rank\d+\.csv$")  # the monitor's own record log: the output folder's full view
 STDIN = "-"
 HEAD_BYTES = 8192
+MAX_LINE = 1 << 20  # bytes of a line kept; the rest of an over-long line is skipped and counted
+MAX_LINE_READ = 64 << 20  # bytes of one line (decompressed) read before the file is given up as not a log
+MAX_RANKS = 1024  # distinct ranks in one log
+_CHUNK = MAX_LINE // 4  # bytes read at a time: at most one line of a chunk (its first) can be over-long
 _LOG_SUFFIXES = {".gz", ".log", ".txt", ".out", ".err", ".csv", ".jsonl"}
 
 
 class SourceError(Exception):
     """A path that cannot be read as a log; the message names it and the reason."""
+
+
+def _find(view, end: int, start: int = 0) -> int:
+    """Index of the first newline in ``view[start:end]``, or -1; reads windows growing from 4 KiB."""
+    width = 4096
+    while start < end:
+        stop = min(end, start + width)
+        i = bytes(view[start:stop]).find(b"\n")
+        if i >= 0:
+            return start + i
+        start, width = stop, width * 4
+    return -1
+
+
+def _rfind(view, end: int) -> int:
+    """Index of the last newline in ``view[:end]`` (there is one), reading windows back from the end."""
+    width, stop = 4096, end
+    while stop > 0:
+        start = max(stop - width, 0)
+        i = bytes(view[start:stop]).rfind(b"\n")
+        if i >= 0:
+            return start + i
+        stop, width = start, width * 4
+    return -1
+
+
+def shown(path: str) -> str:
+    """``path`` as printed: unchanged when it is printable, else as a Python string literal (``'a\\nb'``)."""
+    return path if path.isprintable() else repr(path)
+
+
+class BoundedLines(io.RawIOBase):
+    """The bytes of a binary stream with every line cut at :data:`MAX_LINE` bytes (its newline kept); a line
+    longer than ``max_read`` bytes (:data:`MAX_LINE_READ` for gzip input) ends the stream with an error.
+
+    Attributes:
+        cut_lines, cut_bytes: lines cut and the bytes skipped of them (logged as a warning at close).
+    Raises (on read):
+        SourceError: a line longer than ``max_read`` bytes, naming the file and the line.
+    """
+
+    def __init__(self, raw, name: str, owns: bool = True, max_read: float = float("inf")):
+        self.raw, self.name, self.owns, self.max_read = raw, name, owns, max_read
+        self.line = 0  # bytes of the current line read so far
+        self.lineno = 1  # counted only with a finite max_read
+        self.cut_lines = self.cut_bytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def readinto(self, buf) -> int:
+        """Read into ``buf`` in place (the kernel or gzip fills it: no copy), then cut the first line of what was
+        read if it goes past the limit; only that line can (a read is at most a quarter of the limit)."""
+        view = memoryview(buf).cast("B")
+        while True:
+            n = self.raw.readinto(view[:_CHUNK])
+            if not n:
+                return 0
+            room = max(MAX_LINE - self.line, 0)
+            nl = _find(view, min(n, room + 1))
+            if nl < 0 and n > room:  # the line goes past the limit in this read: skip its rest
+                nl = _find(view, n, room + 1)
+                head = n if nl < 0 else nl
+                if self.line <= MAX_LINE:
+                    self.cut_lines += 1
+                self.cut_bytes += head - room
+                if self.line + head > self.max_read:
+                    raise SourceError(f"{shown(self.name)}:{self.lineno}: a line over {int(self.max_read) >> 20} MiB "
+                                      "(after decompression): not a text training log")
+                self.line += head
+                view[room:room + n - head] = bytes(view[head:n])
+                n -= head - room
+                if nl < 0:
+                    if n:
+                        return n
+                    continue
+                nl = room
+            if nl < 0:
+                self.line += n
+                return n
+            if self.max_read != float("inf"):  # numbered for the error only: counting costs a copy
+                self.lineno += bytes(view[:n]).count(b"\n")
+            self.line = n - _rfind(view, n) - 1
+            return n
+
+    def close(self) -> None:
+        if not self.closed:
+            if self.cut_lines:
+                logger.warning("{}: {} line(s) longer than {} KiB cut there; {} bytes of them skipped",
+                               shown(self.name), self.cut_lines, MAX_LINE >> 10, self.cut_bytes)
+            if self.owns:
+                self.raw.close()
+        super().close()
 
 
 @dataclass
@@ -62,7 +174,8 @@ def _folder(root: str) -> list[Source]:
     other views of the same run, left out (named in ``left_out``)."""
     groups: dict[str, list] = {}
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
-    for folder, dirs, files in os.walk(os.path.normpath(root)):
+    unread: list[OSError] = []
+    for folder, dirs, files in os.walk(os.path.normpath(root), onerror=unread.append):
         dirs.sort()
         names = set(files)
         if any(_RECORDS.match(n) for n in names):
@@ -70,7 +183,7 @@ def _folder(root: str) -> list[Source]:
         home = next((o for o in outputs if folder == o or folder.startswith(o + os.sep)), None)
         for name in sorted(files):
             if not _LOG_NAME.search(name) or (name == "error.log" and "info.log" in names) or \
-                    os.path.getsize(os.path.join(folder, name)) == 0:
+                    _empty(os.path.join(folder, name)):
                 continue
             if home is not None and not (folder == home and _RECORDS.match(name)):
                 outputs[home].append(os.path.join(folder, name))
@@ -78,13 +191,17 @@ def _folder(root: str) -> list[Source]:
             m = _ROTATED.match(name)
             base, n = (m.group(1), int(m.group(2))) if m and _LOG_NAME.search(m.group(1)) else (name, 0)
             groups.setdefault(os.path.join(folder, base), []).append((n, os.path.join(folder, name)))
+    if unread and unread[0].filename == os.path.normpath(root):
+        raise SourceError(f"{shown(root)}: cannot read this folder: {unread[0].strerror}")
     if not groups:
-        raise SourceError(f"{root}: no log files in this folder (looked for *.log, *.txt, *.out, *.err, *.jsonl, "
-                          "*.csv, rotated and gzipped ones, events.out.tfevents.*)")
+        raise SourceError(f"{shown(root)}: no log files in this folder (looked for *.log, *.txt, *.out, *.err, "
+                          "*.jsonl, *.csv, rotated and gzipped ones, events.out.tfevents.*)")
+    for exc in unread:  # a subfolder: its logs are not replayed, the others are
+        logger.warning("{}: cannot read this folder: {}", shown(exc.filename), exc.strerror)
     sources = []
     for base, files in groups.items():
         paths = [p for _, p in sorted(files, reverse=True)]  # info.log.2, info.log.1, info.log
-        name = paths[-1] if len(paths) == 1 else f"{paths[-1]} (+{len(paths) - 1} rotated)"
+        name = shown(paths[-1]) if len(paths) == 1 else f"{shown(paths[-1])} (+{len(paths) - 1} rotated)"
         left_out = tuple(outputs.get(os.path.dirname(base), ())) if _RECORDS.match(os.path.basename(base)) else ()
         sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out))
     return sorted(sources, key=lambda s: (s.rank, s.name))
@@ -99,32 +216,62 @@ def expand(paths) -> list[Source]:
         elif os.path.isdir(p):
             sources.extend(_folder(p))
         else:
-            sources.append(Source(p, [p], rank_of(p) or 0))
+            sources.append(Source(shown(p), [p], rank_of(p) or 0))
     return sources
+
+
+def _empty(path: str) -> bool:
+    """A regular file of 0 bytes (other files, symlinks that lead nowhere included, are kept: reading them
+    reports what is wrong)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
 def _binary(head: bytes) -> bool:
     return b"\x00" in head or sum(b < 9 or 13 < b < 32 and b != 27 for b in head) > len(head) // 10
 
 
+def _open(path: str):
+    """``path`` opened for binary reading, refusing what is not a regular file or a FIFO."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError(f"{shown(path)}: dangling symlink (to {shown(os.readlink(path))})") from None
+        raise SourceError(f"{shown(path)}: no such file") from None
+    except OSError as exc:  # ELOOP: a symlink loop; EACCES
+        raise SourceError(f"{shown(path)}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SourceError(f"{shown(path)}: is a directory, give the log files inside it")
+    if stat.S_ISFIFO(st.st_mode):  # opened without waiting for a writer; then reads block as usual
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        return open(fd, "rb")
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"{shown(path)}: not a regular file (a device or socket); give a log file")
+    return open(path, "rb")
+
+
 def open_bytes(path: str):
-    """A buffered binary stream of ``path`` (stdin for ``-``; gzip undone), checked to hold text: read it as
-    :func:`text` says.
+    """A buffered binary stream of ``path`` (stdin for ``-``; gzip undone; lines cut by
+    :class:`BoundedLines`), checked to hold text: read it as :func:`text` says.
 
     Raises:
-        SourceError: missing, unreadable, empty, binary or corrupt gzip input.
+        SourceError: missing, unreadable, empty, binary or corrupt gzip input, a special file.
     """
-    name = "<stdin>" if path == STDIN else path
-    if path != STDIN and not os.path.exists(path):
-        raise SourceError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise SourceError(f"{path}: is a directory, give the log files inside it")
+    name = "<stdin>" if path == STDIN else shown(path)
     try:
-        raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
+        raw = sys.stdin.buffer if path == STDIN else _open(path)
         if not hasattr(raw, "peek"):
             raw = io.BufferedReader(raw)
-        if raw.peek(2)[:2] == b"\x1f\x8b":
+        packed = raw.peek(2)[:2] == b"\x1f\x8b"
+        if packed:
             raw = io.BufferedReader(gzip.GzipFile(fileobj=raw))
+        raw = io.BufferedReader(BoundedLines(raw, path, path != STDIN, MAX_LINE_READ if packed else float("inf")),
+                                buffer_size=_CHUNK)
         head = raw.peek(HEAD_BYTES)[:HEAD_BYTES]
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SourceError(f"{name}: truncated or corrupt gzip file ({exc})") from None
@@ -165,6 +312,8 @@ def default_run(path: str) -> str:
 def first_bytes(path: str) -> bytes:
     """The first bytes of a file as stored (for recognising a TensorBoard file); b"" when unreadable."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block here, and is read once only
+            return b""
         with open(path, "rb") as f:
             return f.read(HEAD_BYTES)
     except OSError:
