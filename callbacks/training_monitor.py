@@ -18,7 +18,7 @@ from monitor.engine import Engine
 from monitor.events import Event, EventLog
 from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
-from monitor.ledger import DELETED, QUARANTINED, CheckpointEntry, Ledger
+from monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
 from monitor.log import logger
 from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -173,7 +173,7 @@ class TrainingMonitor(Callback):
         self._hooked: list = []  # other callbacks whose step end the monitor wraps (callbacks.peers)
         self._recovery_checked = False
         self._fixed_lr: float | None = None
-        self._kept: tuple[CheckpointEntry, str] | None = None  # pinned against retention, and its original path
+        self._pins: list[tuple[CheckpointEntry, str, str]] = []  # kept from retention: entry, link, original
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -189,7 +189,7 @@ class TrainingMonitor(Callback):
         for peer in self._hooked:
             unhook(peer)
         self._hooked = []
-        self._guard(lambda _: self._finish(), run_context)
+        self._guard(self._end, run_context)
         if self.stop_reason and self.cfg.exit_on_stop:
             raise SystemExit(f"training-monitor: stopped the run: {self.stop_reason}")
 
@@ -207,6 +207,10 @@ class TrainingMonitor(Callback):
         if self.alerts is not None:
             stats = self.alerts.close(5.0)
             logger.info("alert delivery: {}", stats)
+
+    def _end(self, _run_context) -> None:
+        self._follow_retention()
+        self._finish()
 
     def _finish(self) -> None:
         if self.alerts is not None and not self.alerts.flush(5.0):
@@ -372,10 +376,9 @@ class TrainingMonitor(Callback):
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
         onset = self.policy.rollback_onset(events)
         if onset is None:
-            promoted = self.policy.clean(step)
-            if promoted:
+            if self.policy.clean(step):
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
-                self._keep(max(promoted, key=lambda e: e.step))
+                self._unpin()
             if self.policy.checkpoint_due(step):
                 self._save(cb, step)
             if not events:
@@ -383,6 +386,7 @@ class TrainingMonitor(Callback):
             action = "alerted"
         else:
             self.policy.anomaly(onset)
+            self._unpin()
             action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
         extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
                      if "skip_batches" in e.actions), default=0)
@@ -396,55 +400,69 @@ class TrainingMonitor(Callback):
             self._alert(events, action)
 
     def _infer_tokens(self, cb) -> int | None:
-        """Batch x sequence of the first 2-D input, times the data-parallel device count. A row one token longer
-        than the model's ``config.seq_length`` (MindFormers' causal LMs take ``seq_length + 1`` ids and shift
-        the labels inside) counts ``seq_length`` tokens: the predicted ones."""
-        for x in cb.get("train_dataset_element") or ():
-            shape = getattr(x, "shape", ())
-            if len(shape) == 2:
-                width = shape[1] - 1 if shape[1] - 1 == _seq_length(cb.train_network) else shape[1]
-                return int(shape[0] * width * max(cb.get("device_number") or 1, 1))
-        return None
+        """Batch x sequence of the first 2-D input, times the data-parallel device count. A causal LM fed
+        ``seq + 1`` ids per row shifts the labels inside and predicts ``seq`` tokens: the row counts one token
+        less when another 2-D input of the batch (a loss mask, the labels) is one narrower, or when the
+        model's ``config.seq_length`` (MindFormers) is."""
+        shapes = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2]
+        if not shapes:
+            return None
+        rows, width = shapes[0]
+        if (rows, width - 1) in shapes or width - 1 == _seq_length(cb.train_network):
+            width -= 1
+        return int(rows * width * max(cb.get("device_number") or 1, 1))
 
     def _watch_model_checkpoints(self, step: int) -> None:
         for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
             if name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
-                self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
+                self._pin(self.ledger.add(step - lag, name, self._prev_trainer_step - lag))
                 self._follow_retention()
 
     def _follow_retention(self) -> None:
-        """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: the pinned
-        checkpoint (:meth:`_keep`) is read from its link from now on; the others whose file is gone are marked
-        ``deleted``."""
+        """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
+        checkpoint (:meth:`_pin`) is read from its link from now on; the others whose file is gone are
+        marked ``deleted``. Also run before a rollback and at train end (a file may go after the last save
+        seen)."""
+        pins = {id(e): link for e, link, _ in self._pins}
         for e in self.ledger.entries:
-            if e.status != DELETED and not os.path.exists(e.path):
-                if self._kept is not None and self._kept[0] is e:
-                    self.ledger.moved(e, self._kept[1])
+            if e.status in (PENDING, HEALTHY) and not os.path.exists(e.path):
+                if id(e) in pins:
+                    self.ledger.moved(e, pins[id(e)])
                 else:
                     self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
 
-    def _keep(self, entry: CheckpointEntry) -> None:
-        """Pin ``entry``, the newest healthy checkpoint, against retention: a hard link to its file under
-        ``<ckpt_dir>/kept/`` (no disk space while the original exists, one checkpoint's size once retention
-        deleted it; a copy when the folders are on different file systems). The previously pinned
-        checkpoint's link is removed (and the checkpoint marked ``deleted`` if its original is gone too)."""
-        if entry.path.startswith(str(self.ckpt_dir)) or not os.path.isfile(entry.path):
-            return  # the monitor's own checkpoints are never deleted; folders (iteration_*) are not pinned
+    def _pin(self, entry: CheckpointEntry) -> None:
+        """Keep a ``ModelCheckpoint`` file that may become the newest healthy checkpoint safe from retention:
+        a hard link under ``<ckpt_dir>/kept/`` (no disk space while the original exists; a copy when the
+        folders are on different file systems). :meth:`_unpin` releases it once it cannot be that any more."""
+        if not os.path.isfile(entry.path):
+            return  # folders (iteration_*) are not pinned
         kept = self.ckpt_dir / "kept"
         kept.mkdir(parents=True, exist_ok=True)
-        link = kept / f"{self.ledger.entries.index(entry)}-{os.path.basename(entry.path)}"  # unique per entry
+        link = kept / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique per entry
         try:
             os.link(entry.path, link)
         except OSError:  # another file system (or no hard links there): a copy
             shutil.copyfile(entry.path, link)
-        released, self._kept = self._kept, (entry, str(link))
-        if released is not None:
-            old, old_link = released
-            os.unlink(old_link)
-            if old.path == old_link and old.status != QUARANTINED:
-                self.ledger.quarantine(old, "file deleted (checkpoint retention)", DELETED)
+        self._pins.append((entry, str(link), entry.path))
+
+    def _unpin(self) -> None:
+        """Release the pins of checkpoints that are neither pending nor the newest healthy one; one whose
+        original retention deleted is then ``deleted`` too."""
+        newest, pins = self.ledger.last_healthy_step, []
+        for pin in self._pins:
+            e, link, original = pin
+            if e.status == PENDING or (e.status == HEALTHY and e.step == newest):
+                pins.append(pin)
+                continue
+            os.unlink(link)
+            if e.path == link:
+                self.ledger.moved(e, original)
+                if e.status != QUARANTINED:
+                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
+        self._pins = pins
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -495,6 +513,7 @@ class TrainingMonitor(Callback):
         Raises:
             TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
         """
+        self._follow_retention()
         target = self.policy.target(onset)
         while target is not None:
             error = None
