@@ -286,18 +286,21 @@ class TrainingMonitor(Callback):
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
         self._source = find_skippable(cb.get("train_dataset"))
-        mine = cb.list_callback.index(self) if self in cb.list_callback else 0
-        # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
+        checks = self._hook_peers(cb.list_callback)
+        # the monitor judges a step at its place in the list or at a NaN check before it; a ModelCheckpoint
+        # after that place saves after the judging: its file is seen one step later
+        mine = min((i for i, c in enumerate(cb.list_callback) if c is self or c in checks), default=0)
         self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
                             for i, c in enumerate(cb.list_callback) if isinstance(c, ModelCheckpoint)]
-        self._hook_peers(cb.list_callback)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
 
-    def _hook_peers(self, callbacks: list) -> None:
+    def _hook_peers(self, callbacks: list) -> list:
         """Judge each step before a NaN-raising callback sees it, let that callback skip the steps the monitor
-        undid, and stamp the step's end after the last callback (data wait then excludes the callbacks)."""
-        for peer, what in nan_checks(callbacks):
+        undid, and stamp the step's end after the last callback (data wait then excludes the callbacks).
+        Returns the NaN-raising callbacks."""
+        checks = nan_checks(callbacks)
+        for peer, what in checks:
             if self.cfg.rollback:
                 logger.info("{}: the monitor judges each step first and that check skips the steps it rolls "
                             "back or stops at", what)
@@ -306,6 +309,7 @@ class TrainingMonitor(Callback):
         if callbacks:
             hook_step_end(callbacks[-1], after=self._stamp_step_end)
             self._hooked.append(callbacks[-1])
+        return [peer for peer, _ in checks]
 
     def _check_recovery(self, cb) -> None:
         """Once, at the first train begin: warn (strict: raise) when a rollback could not be done."""
