@@ -5,9 +5,9 @@ import sys
 from .cpu import LossScaleTrainStep, mindformers_train_step
 from .data import SkippableSource
 from .lr import ScaledLearningRate
-from .training_monitor import TrainingMonitor
+from .training_monitor import MonitorFailure, TrainingMonitor
 
-__all__ = ["TrainingMonitor", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
+__all__ = ["TrainingMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
            "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH"]
 
 # the folder for ``run_mindformer.py --register_path``: its module ``training_monitor_plugin`` registers the

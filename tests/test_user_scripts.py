@@ -13,8 +13,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 
-from callbacks import ScaledLearningRate, TrainingMonitor
-from callbacks.training_monitor import MonitorFailure
+from callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
