@@ -5,7 +5,7 @@ import os
 import shutil
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +37,7 @@ from .rollback import restore_train_state, save_train_state, train_optimizer
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
+_NOTHING = nullcontext()
 
 
 class MonitorFailure(RuntimeError):
@@ -233,13 +234,14 @@ class TrainingMonitor(Callback):
                 raise
             logger.opt(exception=exc).error("training monitor failed at this step (training goes on): {!r}", exc)
 
-    @contextmanager
     def _strict(self):
-        """With ``strict``, raise :class:`MonitorFailure` for the first error that the project's modules log in
-        this thread meanwhile (a taken metrics port, an unwritable event log or ledger, ...); else nothing."""
-        if not self.cfg.strict:
-            yield
-            return
+        """With ``strict``, a context that raises :class:`MonitorFailure` for the first error that the project's
+        modules log in this thread meanwhile (a taken metrics port, an unwritable event log or ledger, ...);
+        else one that does nothing (a shared ``nullcontext``: the hot path pays no generator)."""
+        return self._raise_logged_errors() if self.cfg.strict else _NOTHING
+
+    @contextmanager
+    def _raise_logged_errors(self):
         caught, thread = [], threading.get_ident()
         sink = logger.add(caught.append, level="ERROR", format="{message}", filter=lambda r: (
             r["thread"].id == thread and r["name"].split(".")[0] in _PACKAGES and not r["extra"].get("report")))
