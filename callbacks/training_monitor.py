@@ -95,9 +95,15 @@ class TrainingMonitor(Callback):
     (found in the pipeline by itself); the event log records the skipped positions. Past
     ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
     process exits with status 1 and that reason once ``Model.train`` has wound
-    down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
+    down. A rollback that is needed and cannot be done (no loadable healthy checkpoint, an LR that cannot
+    be scaled in place) stops the run the same way unless ``on_failed_rollback`` is ``continue``. Each
+    process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
-    (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. With more than one rank, the step values
+    (``checkpoints/rank_<r>/<instance>/``); the monitor deletes none of its checkpoints. ``ModelCheckpoint``
+    files are followed through retention (``keep_checkpoint_max``) and hard-linked under ``kept/`` there
+    while they may become the newest healthy one. Callbacks that raise on a NaN step (MindSpore's
+    ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at train begin: the monitor judges each
+    step before them and they skip the steps it rolled back or stops at (:mod:`callbacks.peers`). With more than one rank, the step values
     are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
     the same.
 
@@ -105,10 +111,11 @@ class TrainingMonitor(Callback):
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
     ``tokens_per_step``; what it reads from the device is its own cost.
 
-    Monitor failures are logged and survived unless ``strict`` is set.
+    Monitor failures are logged and survived unless ``strict`` is set (then :class:`MonitorFailure`).
 
     Raises:
         monitor.config.ConfigError, monitor.rules.RulesError: bad settings, at construction.
+        MonitorFailure: with ``strict``, a failure logged at construction (an unwritable ``output_dir``).
     """
 
     def __init__(self, config: MonitorConfig | dict | str | Path | None = None,
@@ -445,13 +452,16 @@ class TrainingMonitor(Callback):
         folders are on different file systems). :meth:`_unpin` releases it once it cannot be that any more."""
         if not os.path.isfile(entry.path):
             return  # folders (iteration_*) are not pinned
-        kept = self.ckpt_dir / "kept"
-        kept.mkdir(parents=True, exist_ok=True)
-        link = kept / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique per entry
+        link = self.ckpt_dir / "kept" / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique
         try:
-            os.link(entry.path, link)
-        except OSError:  # another file system (or no hard links there): a copy
-            shutil.copyfile(entry.path, link)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(entry.path, link)
+            except OSError:  # another file system (or no hard links there): a copy
+                shutil.copyfile(entry.path, link)
+        except OSError as exc:
+            logger.error("checkpoint {} not kept from retention ({}); retention may delete it", entry.path, exc)
+            return
         self._pins.append((entry, str(link), entry.path))
 
     def _unpin(self) -> None:
@@ -463,7 +473,7 @@ class TrainingMonitor(Callback):
             if e.status == PENDING or (e.status == HEALTHY and e.step == newest):
                 pins.append(pin)
                 continue
-            os.unlink(link)
+            Path(link).unlink(missing_ok=True)
             if e.path == link:
                 self.ledger.moved(e, original)
                 if e.status != QUARANTINED:
