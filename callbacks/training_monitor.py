@@ -194,14 +194,21 @@ class TrainingMonitor(Callback):
         self._judge(run_context)
 
     def on_train_end(self, run_context):
-        for peer in self._hooked:
-            unhook(peer)
-        self._hooked = []
+        self._unhook_peers()
         self._guard(self._end, run_context)
         if self.stop_reason and self.cfg.exit_on_stop:
             raise SystemExit(f"training-monitor: stopped the run: {self.stop_reason}")
 
+    def __exit__(self, *err):
+        """``Model.train`` leaves its callbacks' context, also when training raised: unhook the others."""
+        self._unhook_peers()
+
     # ------------------------------------------------------------------------------------------------
+    def _unhook_peers(self) -> None:
+        for peer in self._hooked:
+            unhook(peer)
+        self._hooked = []
+
     @property
     def trainer_step(self) -> int:
         """The trainer's own step count (``cb_params.cur_step_num``): steps run, rolled-back ones included."""

@@ -42,6 +42,10 @@ def test_loss_monitor_in_either_order_and_a_nan_recovers(tmp_path, capsys, monit
     assert steps == [s for s in range(1, 61) if s != 45]  # every step printed but the one rolled back
     assert all("nan" not in line for line in printed)
     assert "on_train_step_end" not in vars(loss_monitor)  # the user's callback is left as it was
+    broken = AtStep(lambda cb: 1 / 0 if cb.cur_step_num == 3 else None)
+    with pytest.raises(ZeroDivisionError):  # also when training raised
+        train([loss_monitor, TrainingMonitor(output_dir=str(tmp_path), metrics_port=None), broken], steps=5)
+    assert "on_train_step_end" not in vars(loss_monitor)
     with pytest.raises(ValueError, match="loss is NAN or INF"):  # and, without the monitor, checks again
         train([loss_monitor], steps=10, poison={4})
 
