@@ -103,9 +103,9 @@ class TrainingMonitor(Callback):
     files are followed through retention (``keep_checkpoint_max``) and hard-linked under ``kept/`` there
     while they may become the newest healthy one. Callbacks that raise on a NaN step (MindSpore's
     ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at train begin: the monitor judges each
-    step before them and they skip the steps it rolled back or stops at (:mod:`callbacks.peers`). With more than one rank, the step values
-    are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
-    the same.
+    step before them and they skip the steps it rolled back or stops at (:mod:`callbacks.peers`). With
+    more than one rank, the step values are reduced across ranks first
+    (:class:`callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
