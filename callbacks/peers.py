@@ -3,7 +3,8 @@
 Some callbacks end the run by raising on a non-finite loss in ``on_train_step_end``: MindSpore's
 ``LossMonitor`` (``ValueError: ... loss is NAN or INF``, always) and MindFormers' ``TrainingStateMonitor``
 (``ValueError`` with ``check_for_nan_in_loss_and_grad``; ``RuntimeError: TREError`` with
-``check_for_global_norm``, MindFormers' hand-over to a process restart). :func:`nan_checks` finds them,
+``check_for_global_norm``, MindFormers' hand-over to a process restart; ``ValueError`` when
+``use_skip_data_by_global_norm`` has skipped too many batches in a row). :func:`nan_checks` finds them,
 and :func:`hook_step_end` lets the monitor judge the step before such a callback sees it and skip that
 callback's step end on a step the monitor has undone (rolled back) or is stopping at.
 """
@@ -13,6 +14,14 @@ import sys
 from typing import Callable
 
 from mindspore.train import LossMonitor
+
+
+# TrainingStateMonitor's settings that make it raise in its step end, and on what (MindFormers 1.9)
+_STATE_MONITOR_CHECKS = (
+    ("check_for_nan_in_loss_and_grad", "a NaN/Inf loss or norm"),
+    ("check_for_global_norm", "a global norm over its threshold (TRE)"),
+    ("use_skip_data_by_global_norm", "a global norm over its threshold too many steps in a row"),
+)
 
 
 def nan_checks(callbacks) -> list[tuple[object, str]]:
@@ -25,9 +34,7 @@ def nan_checks(callbacks) -> list[tuple[object, str]]:
         if isinstance(c, LossMonitor):
             found.append((c, "LossMonitor raises ValueError on a NaN/Inf loss"))
         elif state_monitor is not None and isinstance(c, state_monitor):
-            checks = [what for flag, what in (("check_for_nan_in_loss_and_grad", "a NaN/Inf loss or norm"),
-                                              ("check_for_global_norm", "a global norm over its threshold (TRE)"))
-                      if getattr(c, flag, False)]
+            checks = [what for flag, what in _STATE_MONITOR_CHECKS if getattr(c, flag, False)]
             if checks:
                 found.append((c, f"TrainingStateMonitor raises on {' and on '.join(checks)}"))
     return found
