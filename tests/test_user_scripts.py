@@ -164,6 +164,17 @@ def test_strict_raises_a_taken_metrics_port_and_an_unwritable_output_dir(tmp_pat
         TrainingMonitor(output_dir=str(tmp_path / "file" / "out"), metrics_port=None, strict=True)
     with pytest.raises(MonitorFailure, match="rollback is on but cannot be done"):
         train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True)], steps=3)
+    # an anomaly, its rollback, and a checkpoint that fails to load are news, not monitor failures
+    mon = TrainingMonitor(output_dir=str(tmp_path / "ok"), metrics_port=None, strict=True, checkpoint_every=5,
+                          healthy_after=3)
+
+    def corrupt(cb):  # the newest healthy checkpoint (step 10) before the NaN at 15
+        if cb.cur_step_num == 14:
+            os.truncate(mon.ledger.entries[1].path, 100)
+
+    train([mon, AtStep(corrupt)], steps=20, poison={14})
+    assert [rb["to_step"] for rb in mon.rollbacks] == [5]
+    assert mon.ledger.entries[1].reason.startswith("failed to load")
 
 
 def test_data_wait_leaves_out_later_callbacks_and_a_fixed_lr_is_reported(tmp_path):
