@@ -437,28 +437,33 @@ class TrainingMonitor(Callback):
             name = mc.latest_ckpt_file_name
             if name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
-                self._pin(self.ledger.add(step - lag, name, self._prev_trainer_step - lag))
+                self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
                 self._follow_retention()
 
     def _follow_retention(self) -> None:
         """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
         checkpoint (:meth:`_pin`) is read from its link from now on; the others whose file is gone are
-        marked ``deleted``. Also run before a rollback and at train end (a file may go after the last save
-        seen)."""
-        pins = {id(e): link for e, link, _ in self._pins}
+        marked ``deleted``; a file not pinned yet (the new one, or one an asynchronous save had not written
+        at the last look) is pinned while it is pending or the newest healthy. Also run before a rollback
+        and at train end (a file may go after the last save seen)."""
+        pins, newest = {id(e): link for e, link, _ in self._pins}, self.ledger.last_healthy_step
         for e in self.ledger.entries:
-            if e.status in (PENDING, HEALTHY) and not os.path.exists(e.path):
+            if e.status not in (PENDING, HEALTHY) or id(e) in pins and e.path == pins[id(e)]:
+                continue
+            if not os.path.exists(e.path):
                 if id(e) in pins:
                     self.ledger.moved(e, pins[id(e)])
                 else:
                     self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
+            elif id(e) not in pins and (e.status == PENDING or e.step == newest):
+                self._pin(e)
 
     def _pin(self, entry: CheckpointEntry) -> None:
         """Keep a ``ModelCheckpoint`` file that may become the newest healthy checkpoint safe from retention:
         a hard link under ``<ckpt_dir>/kept/`` (no disk space while the original exists; a copy when the
         folders are on different file systems). :meth:`_unpin` releases it once it cannot be that any more."""
-        if not os.path.isfile(entry.path):
-            return  # folders (iteration_*) are not pinned
+        if entry.path.startswith(str(self.ckpt_dir)) or not os.path.isfile(entry.path):
+            return  # the monitor's own checkpoints are never deleted; folders (iteration_*) are not pinned
         link = self.ckpt_dir / "kept" / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique
         try:
             link.parent.mkdir(parents=True, exist_ok=True)
