@@ -32,12 +32,12 @@ class LossScaleTrainStep(FiniteOverflowCheck, nn.TrainOneStepWithLossScaleCell):
 
 
 def mindformers_train_step(network, optimizer, **kwargs):
-    """MindFormers' ``MFTrainOneStepCell`` with the portable check (needs ``mindformers``).
+    """MindFormers' ``MFTrainOneStepCell`` with the portable check: a
+    :class:`callbacks.mf.MFTrainOneStepCellFinite` (needs ``mindformers``).
 
     Outputs ``(loss, overflow, scaling_sens, learning_rate, global_norm)``; ``kwargs`` go to
     ``MFTrainOneStepCell`` (``use_clip_grad``, ``max_grad_norm``, ``scale_sense``...).
     """
-    from mindformers.wrapper import MFTrainOneStepCell
+    from .mf import MFTrainOneStepCellFinite
 
-    cls = type("MFTrainOneStepCellFinite", (FiniteOverflowCheck, MFTrainOneStepCell), {})
-    return cls(network, optimizer, **kwargs)
+    return MFTrainOneStepCellFinite(network, optimizer, **kwargs)

@@ -19,14 +19,26 @@ class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
             MindFormers YAML can say ``lr_schedule: {type: ScaledLearningRate, schedule: {type: ...}}``
             (after ``callbacks.register_mindformers()``).
         scale: initial multiplier (1.0).
+        **settings: schedule settings given to the wrapper, such as the ``total_steps`` (and ``warmup_steps``,
+            ``learning_rate``) that MindFormers' Trainer writes into the top-level ``lr_schedule``: each fills
+            the key of the ``schedule`` mapping when that key is missing, null or -1 (the Trainer's own rule:
+            an explicit value wins).
+
+    Raises:
+        TypeError: ``settings`` given with a ``schedule`` that is already a cell (they cannot reach it).
     """
 
-    def __init__(self, schedule, scale: float = 1.0):
+    def __init__(self, schedule, scale: float = 1.0, **settings):
         super().__init__()
         if isinstance(schedule, dict):
             from mindformers.core.lr import build_lr
 
+            schedule = dict(schedule)
+            schedule.update({k: v for k, v in settings.items() if schedule.get(k) in (None, -1)})
             schedule = build_lr(schedule)
+        elif settings:
+            raise TypeError(f"ScaledLearningRate: {', '.join(settings)} cannot be given to a schedule that is "
+                            f"already built ({type(schedule).__name__}); give the schedule as a mapping")
         self.schedule = schedule
         self.scale = Parameter(Tensor(scale, ms.float32), name="monitor_lr_scale", requires_grad=False)
 

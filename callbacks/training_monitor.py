@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import threading
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,7 +18,7 @@ from monitor.engine import Engine
 from monitor.events import Event, EventLog
 from monitor.files import write_file_sd_target
 from monitor.hardware import peak_flops
-from monitor.ledger import Ledger
+from monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
 from monitor.log import logger
 from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -27,8 +30,18 @@ from monitor.watchdog import Watchdog
 
 from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
+from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
+from .peers import hook_step_end, nan_checks, unhook
 from .rollback import restore_train_state, save_train_state, train_optimizer
+
+# the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
+_PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
+_NOTHING = nullcontext()
+
+
+class MonitorFailure(RuntimeError):
+    """A monitor failure raised into the trainer because ``strict`` is set; the message is the logged error."""
 
 
 def _env_rank() -> int:
@@ -82,20 +95,27 @@ class TrainingMonitor(Callback):
     (found in the pipeline by itself); the event log records the skipped positions. Past
     ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
     process exits with status 1 and that reason once ``Model.train`` has wound
-    down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
+    down. A rollback that is needed and cannot be done (no loadable healthy checkpoint, an LR that cannot
+    be scaled in place) stops the run the same way unless ``on_failed_rollback`` is ``continue``. Each
+    process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
-    (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. With more than one rank, the step values
-    are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
-    the same.
+    (``checkpoints/rank_<r>/<instance>/``); the monitor deletes none of its checkpoints. ``ModelCheckpoint``
+    files are followed through retention (``keep_checkpoint_max``) and hard-linked under ``kept/`` there
+    while they may become the newest healthy one. Callbacks that raise on a NaN step (MindSpore's
+    ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at train begin: the monitor judges each
+    step before them and they skip the steps it rolled back or stops at (:mod:`callbacks.peers`). With
+    more than one rank, the step values are reduced across ranks first
+    (:class:`callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
     ``tokens_per_step``; what it reads from the device is its own cost.
 
-    Monitor failures are logged and survived unless ``strict`` is set.
+    Monitor failures are logged and survived unless ``strict`` is set (then :class:`MonitorFailure`).
 
     Raises:
         monitor.config.ConfigError, monitor.rules.RulesError: bad settings, at construction.
+        MonitorFailure: with ``strict``, a failure logged at construction (an unwritable ``output_dir``).
     """
 
     def __init__(self, config: MonitorConfig | dict | str | Path | None = None,
@@ -109,6 +129,10 @@ class TrainingMonitor(Callback):
         if settings:
             cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings}, "TrainingMonitor arguments")
         self.cfg = cfg
+        with self._strict():
+            self._setup(cfg)
+
+    def _setup(self, cfg: MonitorConfig) -> None:
         self.rank = _env_rank() if cfg.rank is None else cfg.rank
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
         out = Path(cfg.output_dir)
@@ -152,6 +176,12 @@ class TrainingMonitor(Callback):
         self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
         self._source: SkippableSource | None = None
+        self._judged: int | None = None  # trainer step (cur_step_num) the monitor has judged
+        self._undone: int | None = None  # trainer step a rollback undid or the run stops at
+        self._hooked: list = []  # other callbacks whose step end the monitor wraps (callbacks.peers)
+        self._recovery_checked = False
+        self._fixed_lr: float | None = None
+        self._pins: list[tuple[CheckpointEntry, str, str]] = []  # kept from retention: entry, link, original
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -161,14 +191,24 @@ class TrainingMonitor(Callback):
         self._t_begin = time.perf_counter()
 
     def on_train_step_end(self, run_context):
-        self._guard(self._step_end, run_context)
+        self._judge(run_context)
 
     def on_train_end(self, run_context):
-        self._guard(lambda _: self._finish(), run_context)
+        self._unhook_peers()
+        self._guard(self._end, run_context)
         if self.stop_reason and self.cfg.exit_on_stop:
             raise SystemExit(f"training-monitor: stopped the run: {self.stop_reason}")
 
+    def __exit__(self, *err):
+        """``Model.train`` leaves its callbacks' context, also when training raised: unhook the others."""
+        self._unhook_peers()
+
     # ------------------------------------------------------------------------------------------------
+    def _unhook_peers(self) -> None:
+        for peer in self._hooked:
+            unhook(peer)
+        self._hooked = []
+
     @property
     def trainer_step(self) -> int:
         """The trainer's own step count (``cb_params.cur_step_num``): steps run, rolled-back ones included."""
@@ -182,6 +222,10 @@ class TrainingMonitor(Callback):
         if self.alerts is not None:
             stats = self.alerts.close(5.0)
             logger.info("alert delivery: {}", stats)
+
+    def _end(self, _run_context) -> None:
+        self._follow_retention()
+        self._finish()
 
     def _finish(self) -> None:
         if self.alerts is not None and not self.alerts.flush(5.0):
@@ -197,11 +241,45 @@ class TrainingMonitor(Callback):
 
     def _guard(self, fn, run_context):
         try:
-            fn(run_context)
+            with self._strict():
+                fn(run_context)
         except Exception as exc:
             if self.cfg.strict:
                 raise
             logger.opt(exception=exc).error("training monitor failed at this step (training goes on): {!r}", exc)
+
+    def _strict(self):
+        """With ``strict``, a context that raises :class:`MonitorFailure` for the first error that the project's
+        modules log in this thread meanwhile (a taken metrics port, an unwritable event log or ledger, ...);
+        else one that does nothing (a shared ``nullcontext``: the hot path pays no generator)."""
+        return self._raise_logged_errors() if self.cfg.strict else _NOTHING
+
+    @contextmanager
+    def _raise_logged_errors(self):
+        caught, thread = [], threading.get_ident()
+        sink = logger.add(caught.append, level="ERROR", format="{message}", filter=lambda r: (
+            r["thread"].id == thread and r["name"].split(".")[0] in _PACKAGES and not r["extra"].get("report")))
+        try:
+            yield
+        finally:
+            logger.remove(sink)
+        if caught:
+            raise MonitorFailure(f"strict: {caught[0].strip()}")
+
+    def _judge(self, run_context) -> None:
+        """Judge this step once: at the monitor's place in the callback list, or before it, when a callback
+        that raises on a NaN step comes first (see :mod:`callbacks.peers`)."""
+        step = run_context.original_args().cur_step_num
+        if step != self._judged:
+            self._judged = step
+            self._guard(self._step_end, run_context)
+
+    def _skip_peer(self) -> bool:
+        """A NaN-raising callback skips its step end on a step the monitor rolled back or stops at."""
+        return self._undone is not None and self._undone == self._judged
+
+    def _stamp_step_end(self) -> None:
+        self._t_end = time.perf_counter()  # after the last callback: data wait excludes the callbacks' time
 
     def _begin(self, run_context):
         cb = run_context.original_args()
@@ -224,18 +302,66 @@ class TrainingMonitor(Callback):
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
         self._source = find_skippable(cb.get("train_dataset"))
-        mine = cb.list_callback.index(self) if self in cb.list_callback else 0
-        # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
+        checks = self._hook_peers(cb.list_callback)
+        # the monitor judges a step at its place in the list or at a NaN check before it; a ModelCheckpoint
+        # after that place saves after the judging: its file is seen one step later
+        mine = min((i for i, c in enumerate(cb.list_callback) if c is self or c in checks), default=0)
         self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
                             for i, c in enumerate(cb.list_callback) if isinstance(c, ModelCheckpoint)]
-        if cfg.rollback and not cfg.checkpoint_every and not self._ckpt_watch:
-            logger.warning("rollback is on but no checkpoint is saved (checkpoint_every is 0 and there is no "
-                           "ModelCheckpoint callback): anomalies will be reported, not rolled back")
+        self._fixed_lr = self._optimizer_lr(cb)
+        self._check_recovery(cb)
+
+    def _hook_peers(self, callbacks: list) -> list:
+        """Judge each step before a NaN-raising callback sees it, let that callback skip the steps the monitor
+        undid, and stamp the step's end after the last callback (data wait then excludes the callbacks).
+        Returns the NaN-raising callbacks."""
+        checks = nan_checks(callbacks)
+        for peer, what in checks:
+            if self.cfg.rollback:
+                logger.info("{}: the monitor judges each step first and that check skips the steps it rolls "
+                            "back or stops at", what)
+            hook_step_end(peer, before=self._judge, skip=self._skip_peer)
+            self._hooked.append(peer)
+        if callbacks:
+            hook_step_end(callbacks[-1], after=self._stamp_step_end)
+            self._hooked.append(callbacks[-1])
+        return [peer for peer, _ in checks]
+
+    def _check_recovery(self, cb) -> None:
+        """Once, at the first train begin: warn (strict: raise) when a rollback could not be done."""
+        if not self.cfg.rollback or self._recovery_checked:
+            return
+        self._recovery_checked = True
+        problems = []
+        if not self.cfg.checkpoint_every and not self._ckpt_watch:
+            problems.append("no checkpoint is saved (checkpoint_every is 0 and there is no ModelCheckpoint callback)")
+        try:
+            lr_scale_parameters(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")))
+        except TypeError as exc:
+            problems.append(str(exc))
+        if problems:
+            then = ("stops the run (on_failed_rollback: stop)" if self.cfg.on_failed_rollback == "stop"
+                    else "is only reported (on_failed_rollback: continue)")
+            message = (f"rollback is on but cannot be done: {'; '.join(problems)}. An anomaly that asks for a "
+                       f"rollback {then}; set rollback: false to only report anomalies")
+            if self.cfg.strict:
+                raise MonitorFailure(f"strict: {message}")
+            logger.warning(message)
+
+    @staticmethod
+    def _optimizer_lr(cb) -> float | None:
+        """A fixed (``Parameter``) LR read from the optimizer, for train-step cells that do not output it."""
+        opt = cb.get("optimizer") or getattr(cb.train_network, "optimizer", None)
+        lr = getattr(opt, "learning_rate", None)
+        if isinstance(lr, ms.Parameter) and not getattr(opt, "dynamic_lr", True):
+            return float(lr.asnumpy())
+        return None
 
     def _step_end(self, run_context):
         cb = run_context.original_args()
         loss, overflow, scale, lr, norm = read_step_outputs(cb.net_outputs)
         now = time.perf_counter()  # the outputs are on the host: the step's compute is over
+        lr = self._fixed_lr if lr is None else lr
         if self._consensus is not None:
             loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
         steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
@@ -272,6 +398,7 @@ class TrainingMonitor(Callback):
         if onset is None:
             if self.policy.clean(step):
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
+                self._unpin()
             if self.policy.checkpoint_due(step):
                 self._save(cb, step)
             if not events:
@@ -279,6 +406,7 @@ class TrainingMonitor(Callback):
             action = "alerted"
         else:
             self.policy.anomaly(onset)
+            self._unpin()
             action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
         extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
                      if "skip_batches" in e.actions), default=0)
@@ -292,12 +420,17 @@ class TrainingMonitor(Callback):
             self._alert(events, action)
 
     def _infer_tokens(self, cb) -> int | None:
-        """Batch x sequence of the first 2-D input, times the data-parallel device count."""
-        for x in cb.get("train_dataset_element") or ():
-            shape = getattr(x, "shape", ())
-            if len(shape) == 2:
-                return int(shape[0] * shape[1] * max(cb.get("device_number") or 1, 1))
-        return None
+        """Batch x sequence of the first 2-D input, times the data-parallel device count. A causal LM fed
+        ``seq + 1`` ids per row shifts the labels inside and predicts ``seq`` tokens: the row counts one token
+        less when another 2-D input of the batch (a loss mask, the labels) is one narrower, or when the
+        model's ``config.seq_length`` (MindFormers) is."""
+        shapes = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2]
+        if not shapes:
+            return None
+        rows, width = shapes[0]
+        if (rows, width - 1) in shapes or width - 1 == _seq_length(cb.train_network):
+            width -= 1
+        return int(rows * width * max(cb.get("device_number") or 1, 1))
 
     def _watch_model_checkpoints(self, step: int) -> None:
         for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
@@ -305,6 +438,59 @@ class TrainingMonitor(Callback):
             if name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
                 self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
+                self._follow_retention()
+
+    def _follow_retention(self) -> None:
+        """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
+        checkpoint (:meth:`_pin`) is read from its link from now on; the others whose file is gone are
+        marked ``deleted``; a file not pinned yet (the new one, or one an asynchronous save had not written
+        at the last look) is pinned while it is pending or the newest healthy. Also run before a rollback
+        and at train end (a file may go after the last save seen)."""
+        pins, newest = {id(e): link for e, link, _ in self._pins}, self.ledger.last_healthy_step
+        for e in self.ledger.entries:
+            if e.status not in (PENDING, HEALTHY) or id(e) in pins and e.path == pins[id(e)]:
+                continue
+            if not os.path.exists(e.path):
+                if id(e) in pins:
+                    self.ledger.moved(e, pins[id(e)])
+                else:
+                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
+            elif id(e) not in pins and (e.status == PENDING or e.step == newest):
+                self._pin(e)
+
+    def _pin(self, entry: CheckpointEntry) -> None:
+        """Keep a ``ModelCheckpoint`` file that may become the newest healthy checkpoint safe from retention:
+        a hard link under ``<ckpt_dir>/kept/`` (no disk space while the original exists; a copy when the
+        folders are on different file systems). :meth:`_unpin` releases it once it cannot be that any more."""
+        if entry.path.startswith(str(self.ckpt_dir)) or not os.path.isfile(entry.path):
+            return  # the monitor's own checkpoints are never deleted; folders (iteration_*) are not pinned
+        link = self.ckpt_dir / "kept" / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(entry.path, link)
+            except OSError:  # another file system (or no hard links there): a copy
+                shutil.copyfile(entry.path, link)
+        except OSError as exc:
+            logger.error("checkpoint {} not kept from retention ({}); retention may delete it", entry.path, exc)
+            return
+        self._pins.append((entry, str(link), entry.path))
+
+    def _unpin(self) -> None:
+        """Release the pins of checkpoints that are neither pending nor the newest healthy one; one whose
+        original retention deleted is then ``deleted`` too."""
+        newest, pins = self.ledger.last_healthy_step, []
+        for pin in self._pins:
+            e, link, original = pin
+            if e.status == PENDING or (e.status == HEALTHY and e.step == newest):
+                pins.append(pin)
+                continue
+            Path(link).unlink(missing_ok=True)
+            if e.path == link:
+                self.ledger.moved(e, original)
+                if e.status != QUARANTINED:
+                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
+        self._pins = pins
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -321,39 +507,69 @@ class TrainingMonitor(Callback):
                           for e in events])
 
     def _rollback(self, run_context, cb, step: int, onset: int) -> str:
-        """Roll back to the newest healthy checkpoint before ``onset``; return what was done, in words."""
+        """Roll back to the newest healthy checkpoint before ``onset``; return what was done, in words. When
+        that cannot be done, :meth:`_rollback_failed` stops the run (or, with ``on_failed_rollback:
+        continue``, says so and training goes on)."""
         reason = self.policy.exhausted(step)
         if reason:
             self._stop(run_context, reason)
             return "rollback budget exhausted"
-        target = self.policy.target(onset)
-        while target is not None:
-            error = None
-            try:
-                scale = restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
-                                            target.path, self.cfg.lr_factor)
-            except (ValueError, RuntimeError, OSError) as exc:
-                error = exc
-            # every rank must have loaded the same checkpoint, or all try the next one
-            if (error is None) if self._consensus is None else self._consensus.all_ok(error is None):
-                break
-            reason = f"failed to load: {error}" if error else "failed to load on another rank"
-            logger.error("checkpoint {}: {}; trying an older one", target.path, reason)
-            self.ledger.quarantine(target, reason)
-            target = self.policy.target(onset)
+        try:
+            target = self._load_healthy(cb, onset)
+        except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
+            return self._rollback_failed(run_context, step, str(exc))
         if target is None:
-            logger.error("step {}: no healthy checkpoint before step {}; cannot roll back", step, onset)
-            return f"not rolled back: no healthy checkpoint before step {onset}"
+            return self._rollback_failed(run_context, step, f"no loadable healthy checkpoint before step {onset}")
         self._offset += step - target.step
+        self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
-        rb = self.policy.rolled_back(step, onset, target, scale, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
+        rb = self.policy.rolled_back(step, onset, target, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
+        self._fixed_lr = self._optimizer_lr(cb)
         logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",
                        self.rank, step, target.step, target.path, self.cfg.lr_factor)
-        return f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} (now x{scale:g})"
+        return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "
+                f"(now x{rb['lr_multiplier']:g})")
+
+    def _load_healthy(self, cb, onset: int) -> CheckpointEntry | None:
+        """Load the newest healthy checkpoint before ``onset`` that loads (on every rank); quarantine those
+        that do not. Returns it, or None when none is left.
+
+        Raises:
+            TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
+        """
+        self._follow_retention()
+        target = self.policy.target(onset)
+        while target is not None:
+            error = None
+            try:
+                restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
+                                    target.path, self.cfg.lr_factor)
+            except (ValueError, RuntimeError, OSError) as exc:
+                error = exc
+            # every rank must have loaded the same checkpoint, or all try the next one
+            if (error is None) if self._consensus is None else self._consensus.all_ok(error is None):
+                return target
+            reason = f"failed to load: {error}" if error else "failed to load on another rank"
+            logger.bind(report=True).error("checkpoint {}: {}; trying an older one", target.path, reason)
+            self.ledger.quarantine(target, reason)
+            target = self.policy.target(onset)
+        return None
+
+    def _rollback_failed(self, run_context, step: int, reason: str) -> str:
+        """A rollback was needed at ``step`` and could not be done: stop the run (``on_failed_rollback: stop``)
+        or log it and go on; the event log records either. Returns what was done, in words."""
+        if self.cfg.on_failed_rollback == "stop":
+            self._stop(run_context, f"rollback failed at step {step}: {reason}")
+            return "rollback failed"
+        self.event_log.write({"action": "rollback_failed", "at_step": step, "reason": reason, "rank": self.rank,
+                              "time": time.time()})
+        logger.bind(report=True).error("step {}: rollback failed ({}); training goes on with the state it has "
+                                       "(on_failed_rollback: continue)", step, reason)
+        return f"not rolled back: {reason}"
 
     def _skip(self, n: int, step: int) -> str:
         """The ``skip_batches`` action: skip ``n`` batches ahead of the data reader; return it in words."""
@@ -369,7 +585,8 @@ class TrainingMonitor(Callback):
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason
-        logger.error("stopping the run: {}", reason)
+        self._undone = self._judged  # NaN-raising callbacks skip this step: the run stops with this reason
+        logger.bind(report=True).error("stopping the run: {}", reason)
         self.event_log.write({"action": "stop", "reason": reason, "rank": self.rank, "time": time.time()})
         run_context.request_stop()
 
@@ -396,6 +613,16 @@ class TrainingMonitor(Callback):
 
     def _on_event(self, event: Event) -> None:
         self.event_log.write({**event.to_dict(), "time": time.time()})
-        log = logger.error if event.severity == "critical" else logger.warning
+        report = logger.bind(report=True)  # an event is news, not a monitor failure (see _strict)
+        log = report.error if event.severity == "critical" else report.warning
         log("rank {} {} at step {} (onset {}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
             event.message, ", ".join(event.actions))
+
+
+def _seq_length(network) -> int | None:
+    """The ``config.seq_length`` of the first cell in ``network`` that has one (MindFormers models), else None."""
+    for _, cell in network.cells_and_names():
+        n = getattr(getattr(cell, "config", None), "seq_length", None)
+        if isinstance(n, int):
+            return n
+    return None

@@ -159,6 +159,9 @@ class MonitorConfig:
         exit_on_stop: when the monitor stopped the run (budget exhausted, a ``stop`` action), end the
             process with exit status 1 and the reason (``SystemExit`` from ``on_train_end``).
         rollback_margin: the target checkpoint must be at least this many steps before the onset.
+        on_failed_rollback: ``stop`` (default): when a rollback is needed and cannot be done (no loadable
+            healthy checkpoint before the onset, an LR that cannot be scaled in place), stop the run with the
+            reason (exit status 1 with ``exit_on_stop``); ``continue``: log it and train on.
         tokens_per_step: tokens per step over all data-parallel ranks (global batch x sequence length);
             None infers it from the first input's shape times the device count.
         world_size: devices in the job, for TPS per device and MFU; None reads ``RANK_SIZE`` (msrun) or 1.
@@ -191,6 +194,7 @@ class MonitorConfig:
     max_rollbacks: int = 3
     exit_on_stop: bool = True
     rollback_margin: int = 0
+    on_failed_rollback: str = "stop"
     tokens_per_step: int | None = None
     world_size: int | None = None
     flops_per_token: float | None = None
@@ -268,6 +272,7 @@ class MonitorConfig:
         need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
         need(self.alerts is None or isinstance(self.alerts, (str, dict)), "alerts", "a file path or a mapping")
         need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
+        need(self.on_failed_rollback in ("stop", "continue"), "on_failed_rollback", "stop or continue")
         need(self.consensus in (None, True, False), "consensus", "true, false or null")
         need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
         for key in ("rollback", "strict", "watchdog", "exit_on_stop", "record_log"):

@@ -9,6 +9,7 @@ from .files import write_atomic
 from .log import logger
 
 PENDING, HEALTHY, QUARANTINED = "pending", "healthy", "quarantined"
+DELETED = "deleted"  # its file was removed (checkpoint retention): never a rollback target
 
 
 @dataclass(slots=True)
@@ -77,15 +78,22 @@ class Ledger:
         """An excursion began at ``onset_step``: quarantine checkpoints not yet proven before it."""
         changed = False
         for e in self.entries:
-            if e.status != QUARANTINED and (e.step >= onset_step or e.status == PENDING):
+            if e.status not in (QUARANTINED, DELETED) and (e.step >= onset_step or e.status == PENDING):
                 e.status, e.reason, changed = QUARANTINED, f"anomaly with onset at step {onset_step}", True
         if changed:
             self._pending = [e for e in self._pending if e.status == PENDING]
             self._save()
 
-    def quarantine(self, entry: CheckpointEntry, reason: str) -> None:
-        entry.status, entry.reason = QUARANTINED, reason
+    def quarantine(self, entry: CheckpointEntry, reason: str, status: str = QUARANTINED) -> None:
+        """Take ``entry`` out of the rollback targets: ``quarantined`` (suspect, or it failed to load) or
+        ``deleted`` (its file is gone), with the reason."""
+        entry.status, entry.reason = status, reason
         self._pending = [e for e in self._pending if e is not entry]
+        self._save()
+
+    def moved(self, entry: CheckpointEntry, path: str) -> None:
+        """``entry``'s checkpoint is now read from ``path`` (the same file, pinned elsewhere)."""
+        entry.path = path
         self._save()
 
     def rollback_target(self, onset_step: int, margin: int = 0) -> CheckpointEntry | None:

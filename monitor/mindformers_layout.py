@@ -46,7 +46,7 @@ def write_iteration_status(entries: list[CheckpointEntry]) -> None:
     newest: dict[str, int] = {}
     for e in entries:
         folder = iteration_dir(e.path)
-        if folder is None:
+        if folder is None or not os.path.isdir(folder):  # not that layout, or deleted by retention
             continue
         common = os.path.join(folder, "common.json")
         data = {}

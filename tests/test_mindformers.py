@@ -93,12 +93,14 @@ lr_schedule:
     type: CosineWithWarmUpLR
     learning_rate: 0.001
     warmup_steps: 10
-    total_steps: 100
 """)
+    cfg["lr_schedule"]["total_steps"] = 100  # what MindFormers' Trainer writes into the top-level lr_schedule
     lr = build_lr(cfg["lr_schedule"])
     assert isinstance(lr, ScaledLearningRate) and type(lr.schedule).__name__ == "CosineWithWarmUpLR"
     step = Tensor(50, ms.int32)
     base = float(lr.schedule(step).asnumpy())
+    reference = build_lr({"type": "CosineWithWarmUpLR", "learning_rate": 0.001, "warmup_steps": 10, "total_steps": 100})
+    assert base == pytest.approx(float(reference(step).asnumpy()))
     assert float(lr(step).asnumpy()) == pytest.approx(base)
     ms.ops.assign(lr.scale, Tensor(0.5, ms.float32))
     assert float(lr(step).asnumpy()) == pytest.approx(0.5 * base)

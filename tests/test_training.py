@@ -126,8 +126,10 @@ def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_pa
     train([first], steps=40)
     second = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
     assert second.ledger.entries == [] and second.ckpt_dir != first.ckpt_dir
-    # NaN at step 15 of the second run: the first run's healthy step-10 checkpoint must not be used
-    train([second], steps=20, poison={14})
+    # NaN at step 15 of the second run: the first run's healthy step-10 checkpoint must not be used, and
+    # with no healthy checkpoint of its own the run stops instead of training on
+    with pytest.raises(SystemExit, match="no loadable healthy checkpoint before step 15"):
+        train([second], steps=20, poison={14})
     assert second.rollbacks == [] and any(e.rule == "nan_inf" for e in second.engine.events)
     assert (tmp_path / f"ledger_rank0.before-{second.instance}.json").exists()
     assert all(os.path.exists(e.path) for e in first.ledger.entries)
@@ -208,7 +210,7 @@ def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
     mon.engine.observe = None  # a bug inside the monitor
     train([mon], steps=5)
     assert sum("training monitor failed" in line for line in log_lines) == 5
-    strict = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True)
+    strict = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True, checkpoint_every=10)
     strict.engine.observe = None
     with pytest.raises(TypeError):
         train([strict], steps=5)

@@ -1,0 +1,10 @@
+"""The plugin module for MindFormers' ``run_mindformer.py --register_path DIR`` (DIR: this folder,
+``callbacks.MINDFORMERS_REGISTER_PATH``). A YAML entry's ``auto_register: training_monitor_plugin.NAME`` makes
+MindFormers import this module, which registers ``TrainingMonitor``, ``ScaledLearningRate`` and
+``MFTrainOneStepCellFinite``; each entry's ``type:`` then resolves."""
+from callbacks import TrainingMonitor, ScaledLearningRate, register_mindformers
+from callbacks.mf import MFTrainOneStepCellFinite
+
+__all__ = ["TrainingMonitor", "ScaledLearningRate", "MFTrainOneStepCellFinite"]
+
+register_mindformers()

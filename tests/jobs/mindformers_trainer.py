@@ -1,0 +1,46 @@
+"""Train through MindFormers' Trainer from a YAML, launched the way ``run_mindformer.py --register_path DIR``
+launches (that script is in MindFormers' repository, not in the 1.9 wheel; its route is reproduced here, not
+copied): DIR is exported as ``REGISTER_PATH`` and appended to ``sys.path``, the YAML is read with
+``MindFormerConfig``, ``build_context`` sets the context, and ``Trainer(config).train()`` runs.
+
+``--nan-at N`` adds the test's fault: at the start of trainer step N one weight of the model is filled with
+NaN (as a hardware fault would corrupt it), so that step's loss and gradients are NaN.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+from mindformers.core.context import build_context
+from mindformers.tools.register import MindFormerConfig
+from mindformers.trainer import Trainer
+from mindformers.utils.file_utils import set_output_path
+from mindspore import Tensor
+from mindspore.train import Callback
+
+
+class NaNWeightAt(Callback):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_step_begin(self, run_context):
+        cb = run_context.original_args()
+        if cb.cur_step_num == self.step:
+            param = next(p for p in cb.train_network.trainable_params() if "embedding" in p.name)
+            param.set_data(Tensor(np.full(param.shape, np.nan, np.float32)))
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--config", required=True)
+parser.add_argument("--register_path")
+parser.add_argument("--nan-at", type=int)
+args = parser.parse_args()
+if args.register_path is not None:
+    os.environ["REGISTER_PATH"] = args.register_path
+    if args.register_path not in sys.path:
+        sys.path.append(args.register_path)
+config = MindFormerConfig(args.config)
+set_output_path(config.output_dir)
+build_context(config)
+Trainer(config, callbacks=[NaNWeightAt(args.nan_at)] if args.nan_at else None).train()

@@ -1,0 +1,67 @@
+"""MindFormers' own Trainer, from a YAML, launched like ``run_mindformer.py --register_path``: a tiny legacy
+LlamaForCausalLM on CPU, CheckpointMonitor with retention, MindFormers' NaN check on, and a NaN injected."""
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from string import Template
+
+import numpy as np
+import pytest
+
+from conftest import require
+
+require("mindformers")  # installed by the README's set-up (extra "mindformers")
+
+import callbacks  # noqa: E402
+
+TESTS = Path(__file__).parent
+STEP_LINE = re.compile(r"step:\[\s*(\d+)/\s*\d+\], loss:\[\s*([^/]+)/.*?lr: ([0-9.e-]+)")
+
+
+def write_mindrecord(path: Path, rows: int, width: int) -> None:
+    from mindspore.mindrecord import FileWriter
+
+    writer = FileWriter(str(path), shard_num=1, overwrite=True)
+    writer.add_schema({"input_ids": {"type": "int32", "shape": [-1]}}, "tokens")
+    rng = np.random.default_rng(0)
+    writer.write_raw_data([{"input_ids": rng.integers(1, 256, width).astype(np.int32)} for _ in range(rows)])
+    writer.commit()
+
+
+def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_with_the_lr_halved(tmp_path):
+    # 200 rows of seq_length + 1 = 33 token ids (the model shifts the labels inside), batch 2: 100 steps
+    write_mindrecord(tmp_path / "data.mindrecord", 200, 33)
+    out, mon_out = tmp_path / "output", tmp_path / "monitor"
+    config = tmp_path / "llama_tiny.yaml"
+    config.write_text(Template((TESTS / "data" / "mindformers" / "llama_tiny.yaml").read_text()).substitute(
+        data=tmp_path / "data.mindrecord", output=out, monitor_output=mon_out))
+    run = subprocess.run([sys.executable, str(TESTS / "jobs" / "mindformers_trainer.py"), "--config", str(config),
+                          "--register_path", callbacks.MINDFORMERS_REGISTER_PATH, "--nan-at", "50"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    # MindFormers' TrainingStateMonitor (check_for_nan_in_loss_and_grad) was in the list and did not end the run
+    assert "TrainingStateMonitor raises on a NaN/Inf loss or norm: the monitor judges each step first" in run.stderr
+
+    log = [json.loads(line) for line in open(mon_out / "events_rank0.jsonl")]
+    (nan,) = [e for e in log if e.get("rule") == "nan_inf"]
+    assert (nan["step"], nan["onset_step"]) == (50, 50)
+    (rb,) = [e for e in log if e.get("action") == "rollback"]
+    # CheckpointMonitor saved every 5 steps (keeping 3); 45 was still pending (healthy_after 5) at the NaN
+    assert rb["to_step"] == 40 and rb["checkpoint"] == str(out / "checkpoint" / "rank_0" / "tiny_rank_0-1_40.ckpt")
+
+    # MFLossMonitor's own lines: the LR printed after the rollback is half the LR of the same global step before
+    lines = (out / "log" / "rank_0" / "info.log").read_text().splitlines()
+    printed = {int(m[1]): (float(m[2]), float(m[3])) for m in map(STEP_LINE.search, lines) if m}
+    assert math.isnan(printed[50][0]) and all(math.isfinite(printed[s][0]) for s in range(51, 101))
+    assert printed[51][1] == pytest.approx(0.5 * printed[41][1], rel=1e-5)  # step 51 redoes global step 41
+    # the Trainer's total_steps (100) reached the cosine schedule inside ScaledLearningRate
+    assert printed[45][1] == pytest.approx(1e-4 + 0.5 * 9e-4 * (1 + math.cos(math.pi * 44 / 100)), rel=1e-5)
+
+    records = (mon_out / "records_rank0.csv").read_text().splitlines()
+    header = records[0].split(",")
+    first = dict(zip(header, records[1].split(",")))
+    assert int(first["tokens"]) == 2 * 32  # batch x seq_length, not x 33
+    assert len(records) == 1 + 100

@@ -1,0 +1,196 @@
+"""Training scripts in the shape of MindSpore's tutorials (LossMonitor, ModelCheckpoint with retention), with
+TrainingMonitor among their callbacks: NaN recovery, failed recoveries, strict mode, what the metrics say."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import nn
+from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
+
+from callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
+from train_helpers import BATCH, SEQ, AtStep, train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def events(path):
+    return [json.loads(line) for line in open(path / "events_rank0.jsonl")]
+
+
+def saver(tmp_path, every=10, keep=10):
+    return ModelCheckpoint("net", str(tmp_path / "mc"), CheckpointConfig(save_checkpoint_steps=every,
+                                                                       keep_checkpoint_max=keep))
+
+
+@pytest.mark.parametrize("monitor_first", [False, True])
+def test_loss_monitor_in_either_order_and_a_nan_recovers(tmp_path, capsys, monitor_first):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, healthy_after=10)
+    loss_monitor = LossMonitor()
+    order = [mon, loss_monitor] if monitor_first else [loss_monitor, mon]
+    # batch 44 holds a NaN: step 45's loss is NaN, which LossMonitor alone answers with ValueError
+    train(order + [saver(tmp_path)], steps=60, poison={44})
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (45, 30) and rb["checkpoint"].endswith("net-1_30.ckpt")
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch:")]
+    steps = [int(line.split("step: ")[1].split(",")[0]) for line in printed]
+    assert steps == [s for s in range(1, 61) if s != 45]  # every step printed but the one rolled back
+    assert all("nan" not in line for line in printed)
+    assert "on_train_step_end" not in vars(loss_monitor)  # the user's callback is left as it was
+    broken = AtStep(lambda cb: 1 / 0 if cb.cur_step_num == 3 else None)
+    with pytest.raises(ZeroDivisionError):  # also when training raised
+        train([loss_monitor, TrainingMonitor(output_dir=str(tmp_path), metrics_port=None), broken], steps=5)
+    assert "on_train_step_end" not in vars(loss_monitor)
+    with pytest.raises(ValueError, match="loss is NAN or INF"):  # and, without the monitor, checks again
+        train([loss_monitor], steps=10, poison={4})
+
+
+def test_loss_monitor_and_a_failed_rollback_stop_with_the_monitor_s_reason(tmp_path, log_lines):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)  # and no checkpoint at all
+    with pytest.raises(SystemExit, match="rollback failed at step 5: no loadable healthy checkpoint") as stop:
+        train([LossMonitor(), mon], steps=20, poison={4})
+    assert stop.value.code != 0 and mon.trainer_step == 5
+    assert any("rollback is on but cannot be done: no checkpoint is saved" in line for line in log_lines)
+    (stopped,) = [e for e in events(tmp_path) if e.get("action") == "stop"]
+    assert stopped["reason"] == mon.stop_reason
+
+
+def test_retention_deletes_old_checkpoints_and_a_later_nan_lands_on_a_kept_healthy_one(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, healthy_after=10)
+    seen = {}
+
+    def after_rollback(cb):
+        if mon.rollbacks and "weights" not in seen:
+            seen["weights"] = {p.name: p.asnumpy().copy() for p in cb.train_network.network.trainable_params()}
+            seen["files"] = sorted(os.listdir(tmp_path / "mc"))
+            seen["ckpt"] = ms.load_checkpoint(mon.rollbacks[0]["checkpoint"])  # the pin goes with a newer healthy one
+
+    # ModelCheckpoint keeps only its 2 newest files; NaN at step 45
+    train([mon, saver(tmp_path, every=5, keep=2), AtStep(after_rollback)], steps=60, poison={44})
+    (rb,) = mon.rollbacks
+    # 30 is the newest healthy checkpoint before 45 (35 and 40 are pending); retention deleted its file at 40
+    assert rb["to_step"] == 30 and "net-1_30.ckpt" not in seen["files"]
+    assert os.path.dirname(rb["checkpoint"]) == str(mon.ckpt_dir / "kept")  # read from the pinned link
+    for name, value in seen["weights"].items():
+        np.testing.assert_array_equal(value, seen["ckpt"][name].asnumpy(), err_msg=name)
+    by_step = {}
+    for e in mon.ledger.entries:
+        by_step.setdefault(e.step, e)
+    assert by_step[10].status == "deleted" and by_step[10].reason == "file deleted (checkpoint retention)"
+    assert all(os.path.exists(e.path) for e in mon.ledger.entries if e.status in ("healthy", "pending"))
+    # pinned now: the newest healthy checkpoint and the pending one (the run ended at trainer step 60)
+    pinned = [e for e in mon.ledger.entries if os.path.dirname(e.path) == str(mon.ckpt_dir / "kept")]
+    assert sorted(os.listdir(mon.ckpt_dir / "kept")) == ["10-net-1_50.ckpt", "11-net-1_55.ckpt"]
+    assert [(e.step, e.status) for e in pinned] == [(35, "healthy")]  # its original is gone, the link holds it
+
+
+def test_no_loadable_checkpoint_stops_the_run(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, healthy_after=10)
+
+    def corrupt_all(cb):
+        if cb.cur_step_num == 44:
+            for e in mon.ledger.entries:
+                with open(e.path, "r+b") as f:
+                    f.truncate(100)
+
+    with pytest.raises(SystemExit, match="rollback failed at step 45: no loadable healthy checkpoint"):
+        train([mon, saver(tmp_path), AtStep(corrupt_all), LossMonitor()], steps=60, poison={44})
+    assert mon.trainer_step == 45 and not mon.rollbacks
+    assert {e.status for e in mon.ledger.entries if e.step < 40} == {"quarantined"}
+
+
+SCRIPT = """
+import sys
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import LossMonitor, Model
+sys.path.insert(0, {tests!r})
+from callbacks import TrainingMonitor
+from callbacks.tinylm import TinyLM, make_dataset
+from train_helpers import CORPUS, SEQ, BATCH, Served
+
+ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+net = TinyLM(seq_len=SEQ, hidden=32, layers=1, heads=2)
+source = Served(CORPUS, SEQ, BATCH, 40, 0)
+source.poison = {{30}}
+schedule = nn.PolynomialDecayLR(0.05, 0.01, 40, 1.0)  # a schedule not wrapped in ScaledLearningRate
+opt = nn.SGD(net.trainable_params(), learning_rate=schedule)
+mon = TrainingMonitor(output_dir={out!r}, metrics_port=None, checkpoint_every=5, healthy_after=5)
+Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=[LossMonitor(), mon],
+                                           dataset_sink_mode=False)
+print("trained on to the end")
+"""
+
+
+def test_an_lr_that_cannot_be_scaled_stops_the_process_with_status_1(tmp_path):
+    out = tmp_path / "out"
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tests=os.path.join(ROOT, "tests"), out=str(out)))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "trained on to the end" not in run.stdout
+    assert "rollback is on but cannot be done: cannot scale a PolynomialDecayLR" in run.stderr  # at start
+    reason = "rollback failed at step 31: cannot scale a PolynomialDecayLR learning rate in place"
+    assert f"training-monitor: stopped the run: {reason}" in run.stderr
+    (stopped,) = [e for e in events(out) if e.get("action") == "stop"]
+    assert stopped["reason"].startswith(reason)
+
+
+def test_on_failed_rollback_continue_reports_and_trains_on(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, on_failed_rollback="continue")
+    train([mon], steps=12, poison={4})
+    assert mon.trainer_step == 12 and mon.stop_reason is None
+    failed = [e for e in events(tmp_path) if e.get("action") == "rollback_failed"]
+    # SGD wrote the NaN into the weights: every later step is NaN too, and each says it was not rolled back
+    assert [e["at_step"] for e in failed] == list(range(5, 13))
+    assert failed[0]["reason"] == "no loadable healthy checkpoint before step 5"
+
+
+def test_strict_raises_a_taken_metrics_port_and_an_unwritable_output_dir(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=busy.getsockname()[1], strict=True,
+                              checkpoint_every=5)
+        with pytest.raises(MonitorFailure, match="metrics endpoint .* not started"):
+            train([mon], steps=3)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(MonitorFailure, match="cannot be opened"):
+        TrainingMonitor(output_dir=str(tmp_path / "file" / "out"), metrics_port=None, strict=True)
+    with pytest.raises(MonitorFailure, match="rollback is on but cannot be done"):
+        train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True)], steps=3)
+    # an anomaly, its rollback, and a checkpoint that fails to load are news, not monitor failures
+    mon = TrainingMonitor(output_dir=str(tmp_path / "ok"), metrics_port=None, strict=True, checkpoint_every=5,
+                          healthy_after=3)
+
+    def corrupt(cb):  # the newest healthy checkpoint (step 10) before the NaN at 15
+        if cb.cur_step_num == 14:
+            os.truncate(mon.ledger.entries[1].path, 100)
+
+    train([mon, AtStep(corrupt)], steps=20, poison={14})
+    assert [rb["to_step"] for rb in mon.rollbacks] == [5]
+    assert mon.ledger.entries[1].reason.startswith("failed to load")
+
+
+def test_data_wait_leaves_out_later_callbacks_and_a_fixed_lr_is_reported(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=5)
+    records = []
+    slow = AtStep(lambda cb: (time.sleep(0.05), records.append(mon.last_record)))
+    train([mon, slow], steps=30, poison={24})
+    waits = sorted(r.data_wait_s for r in records[1:])
+    assert waits[len(waits) // 2] < 0.02, waits  # the 50 ms the callback after the monitor sleeps are not data wait
+    assert records[0].tokens == BATCH * SEQ
+    assert records[10].lr == pytest.approx(0.05)  # the optimizer's fixed LR, as plain TrainOneStepCell gives none
+    (rb,) = mon.rollbacks
+    assert rb["lr_multiplier"] == 0.5  # a multiplier, not the new LR
+    assert records[-1].lr == pytest.approx(0.025)
+
+
+def test_scaled_learning_rate_refuses_settings_it_cannot_forward():
+    with pytest.raises(TypeError, match="total_steps cannot be given to a schedule that is already built"):
+        ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.01, 40, 1.0), total_steps=100)
