@@ -21,6 +21,7 @@ from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
 from monitor.policy import RollbackPolicy
 from monitor.recordlog import RecordLog
+from monitor.resume import restore, trajectory
 from monitor.record import StepRecord
 from monitor.rules import Rules
 from monitor.watchdog import Watchdog
@@ -136,7 +137,11 @@ class TrainingMonitor(Callback):
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
-        self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers)
+        self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
+        # a restart from a checkpoint of this run takes up its detector windows and ledger (monitor.resume)
+        self.resumed = restore(self.engine, self.ledger, cfg.resume_from, str(out), self.rank, cfg.run,
+                               self.record_log) if cfg.resume_from else None
+        self._resume_step = self.resumed.entry.step if self.resumed else None
         self.policy = RollbackPolicy(self.ledger, cfg.checkpoint_every, cfg.rollback_margin, cfg.lr_factor,
                                      cfg.max_rollbacks)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
@@ -223,6 +228,9 @@ class TrainingMonitor(Callback):
             self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
+        if self._resume_step is not None:  # the first step of this process follows the resumed checkpoint's
+            self._offset, self._resume_step = cb.cur_step_num - self._resume_step, None
+            self.metrics.set_healthy(self.ledger.last_healthy_step)
         self._source = find_skippable(cb.get("train_dataset"))
         mine = cb.list_callback.index(self) if self in cb.list_callback else 0
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later
@@ -263,9 +271,10 @@ class TrainingMonitor(Callback):
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
+        self._watch_model_checkpoints(step, 1)
         if self.record_log is not None:
             self.record_log.write(rec)
-        self._watch_model_checkpoints(step)
+        self._watch_model_checkpoints(step, 0)
         # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
         onset = self.policy.rollback_onset(events)
@@ -299,12 +308,14 @@ class TrainingMonitor(Callback):
                 return int(shape[0] * shape[1] * max(cb.get("device_number") or 1, 1))
         return None
 
-    def _watch_model_checkpoints(self, step: int) -> None:
-        for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
+    def _watch_model_checkpoints(self, step: int, lag: int) -> None:
+        """Ledger the new files of the ModelCheckpoint callbacks that save ``lag`` steps before we see them
+        (called before this step's record is logged for lag 1, after it for lag 0)."""
+        for i, (mc, after, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
-            if name and name != seen:
+            if after == lag and name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
-                self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
+                self.ledger.add(step - lag, name, self._prev_trainer_step - lag, self._trajectory())
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -312,7 +323,10 @@ class TrainingMonitor(Callback):
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path), self._prev_trainer_step)
+        self.ledger.add(step, str(path), self._prev_trainer_step, self._trajectory())
+
+    def _trajectory(self) -> list | None:
+        return trajectory(self.record_log, self.resumed.entry.records if self.resumed else None)
 
     def _alert(self, events: list[Event], action: str) -> None:
         """Queue the events for the alert sinks (returns at once; delivery is in the background)."""
@@ -330,6 +344,7 @@ class TrainingMonitor(Callback):
         while target is not None:
             error = None
             try:
+                self.ledger.verify(target)
                 scale = restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
                                             target.path, self.cfg.lr_factor)
             except (ValueError, RuntimeError, OSError) as exc:
