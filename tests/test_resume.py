@@ -10,6 +10,7 @@ from pathlib import Path
 
 import mindspore as ms
 import numpy as np
+import pytest
 
 from callbacks import TrainingMonitor
 from monitor.engine import Engine
@@ -142,3 +143,59 @@ def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy
     assert rb["to_step"] == 20
     bad = next(e for e in mon.ledger.entries if e.step == 30)
     assert bad.status == "quarantined" and "checksum mismatch" in bad.reason
+
+
+def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_resumed_trajectory(tmp_path):
+    """Framework-free: a 'process' that rolls back once and saves, then a resume from its last checkpoint."""
+    from monitor.ledger import Ledger
+    from monitor.record import StepRecord
+    from monitor.recordlog import RecordLog
+    from monitor.resume import ResumeError, restore, resume, trajectory
+
+    rng = np.random.default_rng(0)
+    log = RecordLog(str(tmp_path / "records_rank0.csv"))
+    ledger = Ledger(str(tmp_path / "ledger_rank0.json"), healthy_after=5, run="r", checksums=True)
+    reference, fed = Engine(), []
+
+    def step(s):
+        rec = StepRecord(s, 3.0 + 0.05 * rng.standard_normal(), 1.0 + 0.05 * rng.standard_normal())
+        log.write(rec)
+        reference.observe(rec)
+        fed.append(rec)
+        ledger.observe(s)
+
+    def save(s, name):
+        (tmp_path / name).write_bytes(rng.bytes(4096))
+        return ledger.add(s, str(tmp_path / name), s, trajectory(log, None))
+
+    for s in range(1, 41):
+        step(s)
+        if s % 10 == 0:
+            save(s, f"{s}.ckpt")
+    for s in range(21, 36):  # a rollback to step 20: the checkpoint at 30 is not on the way any more
+        step(s)
+    last = save(35, "35.ckpt")
+    for s in range(36, 39):  # steps after the save, then the crash (the rows were flushed or not)
+        step(s)
+    assert ledger.wait(10)
+    (tmp_path / "ledger_rank0.json").rename(tmp_path / "ledger_rank0.before-x.json")
+
+    engine = Engine()
+    done = resume(engine, last.path, str(tmp_path), 0, "r", log.path)
+    assert done.records == 55 and [e.step for e in done.carried] == [10, 20, 35]
+    # the detectors are where they were at the save: both engines judge a spike after it alike
+    reference.rewind(35)
+    for s in range(36, 60):
+        rec = StepRecord(s, 9.0 if s == 45 else 3.0 + 0.05 * rng.standard_normal(), 1.0)
+        assert [e.rule for e in engine.observe(rec)] == [e.rule for e in reference.observe(rec)]
+    assert any(e.rule == "loss_spike" for e in engine.events)
+    # a copy of the file is found by its checksum; another run's ledger or a changed file is refused
+    copy = tmp_path / "copy.ckpt"
+    copy.write_bytes(Path(last.path).read_bytes())
+    assert resume(Engine(), str(copy), str(tmp_path), 0, "r", log.path).entry.step == 35
+    with pytest.raises(ResumeError, match="in no ledger of run 'other'.*ledgers of other runs: r"):
+        resume(Engine(), last.path, str(tmp_path), 0, "other", log.path)
+    with open(last.path, "r+b") as f:
+        f.write(b"\0" * 16)
+    fresh = Ledger(None)
+    assert restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log) is None and fresh.entries == []
