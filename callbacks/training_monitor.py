@@ -85,7 +85,9 @@ class TrainingMonitor(Callback):
     process exits with status 1 and that reason once ``Model.train`` has wound
     down. Each process keeps its own ledger (``ledger_rank<r>.json``; an older one is renamed
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
-    (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. With more than one rank, the step values
+    (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. A job restarted from a checkpoint of the
+    same run (``resume_from``) takes up that checkpoint's step, detector windows and earlier checkpoints
+    (:mod:`monitor.resume`). Checkpoints are checksummed in the background and verified before a load. With more than one rank, the step values
     are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
     the same.
 
