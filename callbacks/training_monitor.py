@@ -87,9 +87,9 @@ class TrainingMonitor(Callback):
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
     (``checkpoints/rank_<r>/<instance>/``); nothing is deleted. A job restarted from a checkpoint of the
     same run (``resume_from``) takes up that checkpoint's step, detector windows and earlier checkpoints
-    (:mod:`monitor.resume`). Checkpoints are checksummed in the background and verified before a load. With more than one rank, the step values
-    are reduced across ranks first (:class:`callbacks.consensus.RankConsensus`), so every rank decides
-    the same.
+    (:mod:`monitor.resume`). Checkpoints are checksummed in the background and verified before a load.
+    With more than one rank, the step values are reduced across ranks first
+    (:class:`callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
