@@ -140,10 +140,8 @@ class TrainingMonitor(Callback):
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
-        # a restart from a checkpoint of this run takes up its detector windows and ledger (monitor.resume)
-        self.resumed = restore(self.engine, self.ledger, cfg.resume_from, str(out), self.rank, cfg.run,
-                               self.record_log) if cfg.resume_from else None
-        self._resume_step = self.resumed.entry.step if self.resumed else None
+        self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
+        self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
         self.policy = RollbackPolicy(self.ledger, cfg.checkpoint_every, cfg.rollback_margin, cfg.lr_factor,
                                      cfg.max_rollbacks)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
@@ -230,9 +228,13 @@ class TrainingMonitor(Callback):
             self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
-        if self._resume_step is not None:  # the first step of this process follows the resumed checkpoint's
-            self._offset, self._resume_step = cb.cur_step_num - self._resume_step, None
-            self.metrics.set_healthy(self.ledger.last_healthy_step)
+        if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
+            self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank, cfg.run,
+                                   self.record_log, self._consensus.all_ok if self._consensus else None)
+            self._resume_from = None
+            if self.resumed:  # this process's first step follows the checkpoint's
+                self.engine, self._offset = self.resumed.engine, cb.cur_step_num - self.resumed.entry.step
+                self.metrics.set_healthy(self.ledger.last_healthy_step)
         self._source = find_skippable(cb.get("train_dataset"))
         mine = cb.list_callback.index(self) if self in cb.list_callback else 0
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later

@@ -78,10 +78,11 @@ class MonitorConfig:
         alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file, see
             :class:`monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
         resume_from: the checkpoint file this job was restarted from (what it loaded into the network
-            before ``Model.train``; MindFormers: the file ``load_checkpoint``/``resume_training`` loads). When it is
-            a checkpoint of this ``run`` in the output folder's ledgers, the detectors' windows and the
-            checkpoints on its trajectory are restored and steps continue from its step
-            (:mod:`monitor.resume`); otherwise an error says why and the run starts afresh. None: a new run.
+            before ``Model.train``; MindFormers: the file ``load_checkpoint``/``resume_training`` loads);
+            ``{rank}`` in it stands for the rank. When it is a checkpoint of this ``run`` in the output
+            folder's ledgers, the detectors' windows and the checkpoints on its trajectory are restored and
+            steps continue from its step (:mod:`monitor.resume`); with several ranks, only when every rank
+            restored. Otherwise an error says why and the run starts afresh. None: a new run.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 

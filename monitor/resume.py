@@ -38,11 +38,12 @@ class ResumeError(Exception):
 @dataclass
 class Resumed:
     """What :func:`resume` restored: the checkpoint's entry, the entries carried over (it included when its
-    file is there) and how many records were fed again."""
+    file is there), how many records were fed again, and the engine they were fed to."""
 
     entry: CheckpointEntry
     carried: list[CheckpointEntry]
     records: int
+    engine: Engine
 
 
 def trajectory(record_log: RecordLog | None, base: list | None) -> list | None:
@@ -155,20 +156,27 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
     if entry.status == QUARANTINED:
         logger.warning("resumed from {}, which the ledger quarantined ({}): it is no rollback target",
                        entry.path, entry.reason)
-    return Resumed(entry, carried, len(steps))
+    return Resumed(entry, carried, len(steps), engine)
 
 
 def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, rank: int, run: str,
-            record_log: RecordLog | None) -> Resumed | None:
-    """:func:`resume` for the live callback: on success the carried checkpoints join ``ledger``; on failure
-    the run goes on with empty detector windows and no earlier checkpoint, and an error says why."""
+            record_log: RecordLog | None, agree=None) -> Resumed | None:
+    """:func:`resume` for the live callback, into a new engine with ``engine``'s rules and sinks (the
+    returned ``engine``, to use from now on); the carried checkpoints join ``ledger``. ``agree(ok) -> bool``,
+    with several ranks: True when every rank restored (they all restore, or all start afresh). On failure
+    (None) the run goes on with empty detector windows and no earlier checkpoint, and an error says why."""
+    done, why = None, "not restored on every rank"
     try:
         if record_log is None:
             raise ResumeError("the record log is off (record_log: false)")
-        done = resume(engine, checkpoint, output_dir, rank, run, record_log.path)
+        done = resume(Engine(engine.rules, engine.sinks), checkpoint, output_dir, rank, run, record_log.path)
     except (ResumeError, OSError) as exc:
+        why = str(exc)
+    if agree is not None and not agree(done is not None):
+        done = None
+    if done is None:
         logger.error("resume from {}: run state not restored ({}); the detectors start empty and no "
-                     "checkpoint from before the restart is a rollback target", checkpoint, exc)
+                     "checkpoint from before the restart is a rollback target", checkpoint, why)
         return None
     ledger.restore(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
