@@ -2,7 +2,9 @@
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from monitor.replay.csvlog import Parser
 from train_helpers import AtStep, train
 
 JOB = Path(__file__).parent / "jobs" / "crash_resume.py"
+RANKS_JOB = Path(__file__).parent / "jobs" / "resume_ranks.py"
 ROOT = Path(__file__).parent.parent
 
 
@@ -199,3 +202,35 @@ def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_r
         f.write(b"\0" * 16)
     fresh = Ledger(None)
     assert restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log) is None and fresh.entries == []
+
+
+def msrun(out, *args):
+    """Run RANKS_JOB as a real 2-rank msrun job; its status."""
+    bin_dir = os.path.dirname(sys.executable)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [shutil.which("msrun", path=bin_dir), "--worker_num=2", "--local_worker_num=2", f"--master_port={port}",
+           f"--log_dir={out / ('logs-' + args[0])}", "--join=True", str(RANKS_JOB), str(out), *args]
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    return subprocess.run(cmd, env=env, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=300).returncode
+
+
+def test_two_ranks_resume_together_or_both_start_afresh(tmp_path):
+    ok, broken = tmp_path / "ok", tmp_path / "broken"
+    ok.mkdir()
+    assert msrun(ok, "first") == 0
+    shutil.copytree(ok, broken)
+    # each rank finds its own file (resume_from has {rank}) and restores the windows and its checkpoints
+    assert msrun(ok, "resume") == 0
+    for r in (0, 1):
+        assert json.loads((ok / f"resumed_rank{r}.json").read_text()) == {"resumed": 30, "carried": [10, 20, 30],
+                                                                           "last_step": 40}
+    # rank 1's record log lost its rows (the copy's checkpoints are found by checksum): neither rank restores
+    head = (broken / "records_rank1.csv").read_text().splitlines()[0]
+    (broken / "records_rank1.csv").write_text(head + "\n")
+    assert msrun(broken, "resume") == 0
+    for r in (0, 1):
+        assert json.loads((broken / f"resumed_rank{r}.json").read_text()) == {"resumed": None, "carried": [],
+                                                                               "last_step": 10}
