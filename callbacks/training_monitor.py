@@ -29,7 +29,7 @@ from monitor.watchdog import Watchdog
 from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
 from .outputs import read_step_outputs
-from .rollback import restore_train_state, save_train_state, train_optimizer
+from .rollback import global_step, restore_train_state, save_train_state, train_optimizer
 
 
 def _env_rank() -> int:
@@ -235,6 +235,10 @@ class TrainingMonitor(Callback):
             if self.resumed:  # this process's first step follows the checkpoint's
                 self.engine, self._offset = self.resumed.engine, cb.cur_step_num - self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
+        elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
+            logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
+                           "resume_from to it, or the detectors start empty and no checkpoint from before the "
+                           "restart is a rollback target", loaded)
         self._source = find_skippable(cb.get("train_dataset"))
         mine = cb.list_callback.index(self) if self in cb.list_callback else 0
         # a ModelCheckpoint after us in the list saves after our step_end: we see its file one step later

@@ -4,7 +4,7 @@ checkpoint it restarted from left them.
 Each ledger entry written by the live callback names the stretches of the record log
 (``records_rank<r>.csv``) whose steps led to its state: ``records``, a list of ``[start, end]`` byte
 ranges, one per process on the way (a resumed process's checkpoints carry the ranges of the checkpoint it
-resumed from, then its own). Resuming from a checkpoint :
+resumed from, then its own). Resuming from a checkpoint:
 
 1. finds its entry in this rank's earlier ledgers (``ledger_rank<r>.before-*.json``, newest first) whose
    ``run`` is this run: by path, else by checksum (a copied file);

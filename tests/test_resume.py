@@ -126,6 +126,21 @@ def test_a_run_killed_in_its_first_step_is_replayed_from_its_event_log(tmp_path)
     assert result["format"][0] == "events" and [a["rule"] for a in result["anomalies"]] == ["stall"]
 
 
+def test_a_job_that_loaded_a_checkpoint_without_resume_from_is_told_what_it_loses(tmp_path, log_lines):
+    first = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10)
+    train([first], steps=10)
+    (saved,) = first.ledger.entries
+
+    def loaded(net, opt):
+        cell = ms.nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(cell, ms.load_checkpoint(saved.path))
+        return cell
+
+    train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)], steps=3, cell=loaded)
+    assert any("the network's global step is 10 at the start: if this job resumed from a checkpoint, set "
+               "resume_from to it" in line for line in log_lines)
+
+
 def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy_one_loaded(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
     corrupted = {}
