@@ -77,13 +77,13 @@ class Ledger:
     def add(self, step: int, path: str, batches_consumed: int | None = None,
             records: list | None = None) -> CheckpointEntry:
         entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, records=records)
-        self.restore([entry])
+        self.extend([entry])
         if self._hasher is not None:
             self._hashing = {k: f for k, f in self._hashing.items() if not f.done()}
             self._hashing[id(entry)] = self._hasher.submit(self._checksum, entry)
         return entry
 
-    def restore(self, entries: list[CheckpointEntry]) -> None:
+    def extend(self, entries: list[CheckpointEntry]) -> None:
         """Add entries as they are (status, checksum): a resumed run's checkpoints from before the restart."""
         self.entries.extend(entries)
         self._pending = sorted(self._pending + [e for e in entries if e.status == PENDING], key=lambda e: e.step)

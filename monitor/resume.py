@@ -8,7 +8,7 @@ resumed from, then its own). Resuming from a checkpoint:
 
 1. finds its entry in this rank's earlier ledgers (``ledger_rank<r>.before-*.json``, newest first) whose
    ``run`` is this run: by path, else by checksum (a copied file);
-2. checks the file against the checksum and size recorded when it was saved;
+2. checks the file against the checksum recorded when it was saved;
 3. feeds the records of those ranges, in order, through the engine with its sinks detached (no event is
    published again), which leaves every detector exactly as it was when the checkpoint was saved; the last
    record must be the checkpoint's step;
@@ -22,7 +22,7 @@ import json
 import os
 from array import array
 from dataclasses import dataclass, replace
-from glob import glob
+from glob import escape, glob
 
 from .engine import Engine
 from .ledger import QUARANTINED, CheckpointEntry, Ledger, file_checksum
@@ -56,7 +56,7 @@ def trajectory(record_log: RecordLog | None, base: list | None) -> list | None:
 
 
 def _ledgers(output_dir: str, rank: int) -> list[str]:
-    paths = glob(os.path.join(output_dir, f"ledger_rank{rank}.before-*.json"))
+    paths = glob(os.path.join(escape(output_dir), f"ledger_rank{rank}.before-*.json"))
     return sorted(paths, key=lambda p: (os.path.getmtime(p), p), reverse=True)
 
 
@@ -178,7 +178,7 @@ def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, ra
         logger.error("resume from {}: run state not restored ({}); the detectors start empty and no "
                      "checkpoint from before the restart is a rollback target", checkpoint, why)
         return None
-    ledger.restore(done.carried)
+    ledger.extend(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
                 "from before the restart kept", run, done.entry.step, checkpoint, done.records, len(done.carried))
     return done
