@@ -172,6 +172,9 @@ def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, ra
         done = resume(Engine(engine.rules, engine.sinks), checkpoint, output_dir, rank, run, record_log.path)
     except (ResumeError, OSError) as exc:
         why = str(exc)
+    except Exception as exc:  # a bug or a malformed ledger: still reach the agreement, or the other ranks wait
+        logger.opt(exception=exc).error("resume from {} failed", checkpoint)
+        why = repr(exc)
     if agree is not None and not agree(done is not None):
         done = None
     if done is None:

@@ -220,6 +220,11 @@ def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_r
         f.write(b"\0" * 16)
     fresh = Ledger(None)
     assert restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log) is None and fresh.entries == []
+    # a malformed ledger is a logged failure too, never an exception into the trainer
+    broken = json.loads((tmp_path / "ledger_rank0.before-x.json").read_text())
+    broken["run"], broken["checkpoints"][0]["records"] = "r2", "garbage"
+    (tmp_path / "ledger_rank0.before-y.json").write_text(json.dumps(broken))
+    assert restore(Engine(), fresh, broken["checkpoints"][0]["path"], str(tmp_path), 0, "r2", log) is None
 
 
 def msrun(out, *args):
