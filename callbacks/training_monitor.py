@@ -196,6 +196,8 @@ class TrainingMonitor(Callback):
             self._watchdog = None
         if self._sd_file and os.path.exists(self._sd_file):
             os.unlink(self._sd_file)
+        if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
+            self._watch_model_checkpoints(self.last_record.step, self._prev_trainer_step)
         self.event_log.close()
         if self.record_log is not None:
             self.record_log.close()
@@ -279,10 +281,10 @@ class TrainingMonitor(Callback):
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
-        self._watch_model_checkpoints(step, 1)
+        self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
         if self.record_log is not None:
             self.record_log.write(rec)
-        self._watch_model_checkpoints(step, 0)
+        self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
         # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
         onset = self.policy.rollback_onset(events)
@@ -316,14 +318,15 @@ class TrainingMonitor(Callback):
                 return int(shape[0] * shape[1] * max(cb.get("device_number") or 1, 1))
         return None
 
-    def _watch_model_checkpoints(self, step: int, lag: int) -> None:
+    def _watch_model_checkpoints(self, step: int, batches: int, lag: int | None = None) -> None:
         """Ledger the new files of the ModelCheckpoint callbacks that save ``lag`` steps before we see them
-        (called before this step's record is logged for lag 1, after it for lag 0)."""
+        (None: all) as the state after monitor step ``step``, ``batches`` consumed. Called before this step's
+        record is logged for lag 1, after it for lag 0, and at the end of training for all."""
         for i, (mc, after, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
-            if after == lag and name and name != seen:
-                self._ckpt_watch[i] = (mc, lag, name)
-                self.ledger.add(step - lag, name, self._prev_trainer_step - lag, self._trajectory())
+            if lag in (None, after) and name and name != seen:
+                self._ckpt_watch[i] = (mc, after, name)
+                self.ledger.add(step, name, batches, self._trajectory())
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)

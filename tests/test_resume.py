@@ -143,6 +143,27 @@ def test_a_job_that_loaded_a_checkpoint_without_resume_from_is_told_what_it_lose
                "resume_from to it" in line for line in log_lines)
 
 
+def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_path):
+    from mindspore.train import CheckpointConfig, ModelCheckpoint
+
+    from monitor.resume import resume
+
+    def saver(name):
+        return ModelCheckpoint(name, str(tmp_path / name), CheckpointConfig(save_checkpoint_steps=10))
+
+    after = TrainingMonitor(output_dir=str(tmp_path / "after"), metrics_port=None, run="mc")
+    train([after, saver("after")], steps=30)  # saved after our step end: step 30's file is seen at the end
+    assert [e.step for e in after.ledger.entries] == [10, 20, 30]
+    assert after.ledger.wait(30)
+    last = after.ledger.entries[-1]
+    (tmp_path / "after" / "ledger_rank0.json").rename(tmp_path / "after" / "ledger_rank0.before-x.json")
+    done = resume(Engine(), last.path, str(tmp_path / "after"), 0, "mc", after.record_log.path)
+    assert (done.entry.step, done.records) == (30, 30)
+    before = TrainingMonitor(output_dir=str(tmp_path / "before"), metrics_port=None)
+    train([saver("before"), before], steps=25)  # ModelCheckpoint's end() saves step 25 before our end
+    assert [(e.step, os.path.basename(e.path)) for e in before.ledger.entries][-1] == (25, "before-1_25.ckpt")
+
+
 def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy_one_loaded(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
     corrupted = {}
