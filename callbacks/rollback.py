@@ -16,6 +16,13 @@ def train_optimizer(train_network, optimizer=None):
     return opt
 
 
+def global_step(train_network, optimizer=None) -> int:
+    """The optimizer's ``global_step`` (updates applied, as restored by a loaded checkpoint); 0 when it has none."""
+    step = getattr(optimizer if optimizer is not None else getattr(train_network, "optimizer", None), "global_step",
+                   None)
+    return int(step.asnumpy().reshape(-1)[0]) if step is not None else 0
+
+
 def save_train_state(train_network, path: str) -> None:
     """Save every parameter of the train-step cell: weights, optimizer moments, global step, loss scale."""
     ms.save_checkpoint(train_network, path)

@@ -24,6 +24,7 @@ from monitor.metrics import Metrics
 from monitor.mindformers_layout import write_health_json, write_iteration_status
 from monitor.policy import RollbackPolicy
 from monitor.recordlog import RecordLog
+from monitor.resume import restore, trajectory
 from monitor.record import StepRecord
 from monitor.rules import Rules
 from monitor.watchdog import Watchdog
@@ -33,7 +34,7 @@ from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
 from .peers import hook_step_end, nan_checks, unhook
-from .rollback import restore_train_state, save_train_state, train_optimizer
+from .rollback import global_step, restore_train_state, save_train_state, train_optimizer
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
@@ -101,10 +102,12 @@ class TrainingMonitor(Callback):
     ``ledger_rank<r>.before-<instance>.json``) and checkpoint folder
     (``checkpoints/rank_<r>/<instance>/``); the monitor deletes none of its checkpoints. ``ModelCheckpoint``
     files are followed through retention (``keep_checkpoint_max``) and hard-linked under ``kept/`` there
-    while they may become the newest healthy one. Callbacks that raise on a NaN step (MindSpore's
-    ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at train begin: the monitor judges each
-    step before them and they skip the steps it rolled back or stops at (:mod:`callbacks.peers`). With
-    more than one rank, the step values are reduced across ranks first
+    while they may become the newest healthy one. Checkpoints are checksummed in the background and verified
+    before a load. A job restarted from a checkpoint of the same run (``resume_from``) takes up that
+    checkpoint's step, detector windows and earlier checkpoints (:mod:`monitor.resume`). Callbacks that
+    raise on a NaN step (MindSpore's ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at
+    train begin: the monitor judges each step before them and they skip the steps it rolled back or stops
+    at (:mod:`callbacks.peers`). With more than one rank, the step values are reduced across ranks first
     (:class:`callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
@@ -160,7 +163,9 @@ class TrainingMonitor(Callback):
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
-        self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers)
+        self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
+        self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
+        self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
         self.policy = RollbackPolicy(self.ledger, cfg.checkpoint_every, cfg.rollback_margin, cfg.lr_factor,
                                      cfg.max_rollbacks)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
@@ -235,6 +240,8 @@ class TrainingMonitor(Callback):
             self._watchdog = None
         if self._sd_file and os.path.exists(self._sd_file):
             os.unlink(self._sd_file)
+        if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
+            self._watch_model_checkpoints(self.last_record.step, self._prev_trainer_step)
         self.event_log.close()
         if self.record_log is not None:
             self.record_log.close()
@@ -301,6 +308,17 @@ class TrainingMonitor(Callback):
             self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
+        if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
+            self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank, cfg.run,
+                                   self.record_log, self._consensus.all_ok if self._consensus else None)
+            self._resume_from = None
+            if self.resumed:  # this process's first step follows the checkpoint's
+                self.engine, self._offset = self.resumed.engine, cb.cur_step_num - self.resumed.entry.step
+                self.metrics.set_healthy(self.ledger.last_healthy_step)
+        elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
+            logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
+                           "resume_from to it, or the detectors start empty and no checkpoint from before the "
+                           "restart is a rollback target", loaded)
         self._source = find_skippable(cb.get("train_dataset"))
         checks = self._hook_peers(cb.list_callback)
         # the monitor judges a step at its place in the list or at a NaN check before it; a ModelCheckpoint
@@ -389,9 +407,10 @@ class TrainingMonitor(Callback):
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
+        self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
         if self.record_log is not None:
             self.record_log.write(rec)
-        self._watch_model_checkpoints(step)
+        self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
         # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
         onset = self.policy.rollback_onset(events)
@@ -432,12 +451,15 @@ class TrainingMonitor(Callback):
             width -= 1
         return int(rows * width * max(cb.get("device_number") or 1, 1))
 
-    def _watch_model_checkpoints(self, step: int) -> None:
-        for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
+    def _watch_model_checkpoints(self, step: int, batches: int, lag: int | None = None) -> None:
+        """Ledger the new files of the ModelCheckpoint callbacks that save ``lag`` steps before we see them
+        (None: all) as the state after monitor step ``step``, ``batches`` consumed. Called before this step's
+        record is logged for lag 1, after it for lag 0, and at the end of training for all."""
+        for i, (mc, after, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
-            if name and name != seen:
-                self._ckpt_watch[i] = (mc, lag, name)
-                self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
+            if lag in (None, after) and name and name != seen:
+                self._ckpt_watch[i] = (mc, after, name)
+                self.ledger.add(step, name, batches, self._trajectory())
                 self._follow_retention()
 
     def _follow_retention(self) -> None:
@@ -498,7 +520,10 @@ class TrainingMonitor(Callback):
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path), self._prev_trainer_step)
+        self.ledger.add(step, str(path), self._prev_trainer_step, self._trajectory())
+
+    def _trajectory(self) -> list | None:
+        return trajectory(self.record_log, self.resumed.entry.records if self.resumed else None)
 
     def _alert(self, events: list[Event], action: str) -> None:
         """Queue the events for the alert sinks (returns at once; delivery is in the background)."""
@@ -546,6 +571,7 @@ class TrainingMonitor(Callback):
         while target is not None:
             error = None
             try:
+                self.ledger.verify(target)
                 restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
                                     target.path, self.cfg.lr_factor)
             except (ValueError, RuntimeError, OSError) as exc:

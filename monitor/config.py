@@ -172,6 +172,12 @@ class MonitorConfig:
         peak_tflops: peak dense TFLOP/s of one device, overriding the table.
         alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file, see
             :class:`monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
+        resume_from: the checkpoint file this job was restarted from (what it loaded into the network
+            before ``Model.train``; MindFormers: the file ``load_checkpoint``/``resume_training`` loads);
+            ``{rank}`` in it stands for the rank. When it is a checkpoint of this ``run`` in the output
+            folder's ledgers, the detectors' windows and the checkpoints on its trajectory are restored and
+            steps continue from its step (:mod:`monitor.resume`); with several ranks, only when every rank
+            restored. Otherwise an error says why and the run starts afresh. None: a new run.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 
@@ -203,6 +209,7 @@ class MonitorConfig:
     device: str | None = None
     peak_tflops: float | None = None
     alerts: dict | str | None = None
+    resume_from: str | None = None
     strict: bool = False
 
     @classmethod
@@ -275,5 +282,6 @@ class MonitorConfig:
         need(self.on_failed_rollback in ("stop", "continue"), "on_failed_rollback", "stop or continue")
         need(self.consensus in (None, True, False), "consensus", "true, false or null")
         need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
+        need(self.resume_from is None or isinstance(self.resume_from, str), "resume_from", "a file path or null")
         for key in ("rollback", "strict", "watchdog", "exit_on_stop", "record_log"):
             need(isinstance(getattr(self, key), bool), key, "true or false")

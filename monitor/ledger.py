@@ -1,8 +1,11 @@
 """Checkpoint ledger: which saved checkpoints are safe to roll back to."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 
 from .files import write_atomic
@@ -16,13 +19,27 @@ DELETED = "deleted"  # its file was removed (checkpoint retention): never a roll
 class CheckpointEntry:
     """A checkpoint holding the state after ``step``. ``reason`` says why it was quarantined;
     ``batches_consumed`` is how many batches the data pipeline had delivered when it was saved (None when
-    unknown), so a rollback can name the batches it will not train on again."""
+    unknown), so a rollback can name the batches it will not train on again. ``checksum`` (``blake2b:<hex>``
+    of the file) and ``size`` (bytes) identify the file as saved; ``records`` lists the ``[start, end]`` byte
+    ranges of the record log holding the steps that led to it, so a resumed run can feed them to its
+    detectors again (:mod:`monitor.resume`)."""
 
     step: int
     path: str
     status: str = PENDING
     reason: str = ""
     batches_consumed: int | None = None
+    checksum: str | None = None
+    size: int | None = None
+    records: list | None = None
+
+
+def file_checksum(path: str) -> tuple[str, int]:
+    """``("blake2b:<hex>", size in bytes)`` of a file (read in blocks; the hashing releases the GIL).
+    Raises OSError."""
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "blake2b").hexdigest()
+        return f"blake2b:{digest}", f.tell()
 
 
 class Ledger:
@@ -39,23 +56,72 @@ class Ledger:
         healthy_after: clean steps needed after a checkpoint before it is trusted.
         on_change: called with the entries after every change (e.g. to mirror the health into
             MindFormers' layouts, :mod:`monitor.mindformers_layout`); its OSError is logged, not raised.
+        run: the run id kept in the file (a resumed run only reuses checkpoints of its own run).
+        checksums: record each added file's checksum and size, computed on a background thread, and let
+            :meth:`verify` check them before a load.
     """
 
-    def __init__(self, path: str | None = None, healthy_after: int = 20, on_change=None):
-        self.path, self.healthy_after, self.on_change = path, healthy_after, on_change
+    def __init__(self, path: str | None = None, healthy_after: int = 20, on_change=None, run: str | None = None,
+                 checksums: bool = False):
+        self.path, self.healthy_after, self.on_change, self.run = path, healthy_after, on_change, run
         self.entries: list[CheckpointEntry] = []
         if path and os.path.exists(path):
             with open(path) as f:
-                self.entries = [CheckpointEntry(**e) for e in json.load(f)["checkpoints"]]
+                data = json.load(f)
+            self.entries = [CheckpointEntry(**e) for e in data["checkpoints"]]
+            self.run = data.get("run", run)
         self._pending = [e for e in self.entries if e.status == PENDING]
+        self._lock = threading.Lock()  # the checksum thread saves too
+        self._hasher = ThreadPoolExecutor(1, "checkpoint-checksum") if checksums else None
+        self._hashing: dict[int, Future] = {}
 
-    def add(self, step: int, path: str, batches_consumed: int | None = None) -> CheckpointEntry:
-        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed)
-        self.entries.append(entry)
-        self._pending.append(entry)
-        self._pending.sort(key=lambda e: e.step)
-        self._save()
+    def add(self, step: int, path: str, batches_consumed: int | None = None,
+            records: list | None = None) -> CheckpointEntry:
+        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, records=records)
+        self.extend([entry])
+        if self._hasher is not None:
+            self._hashing = {k: f for k, f in self._hashing.items() if not f.done()}
+            self._hashing[id(entry)] = self._hasher.submit(self._checksum, entry)
         return entry
+
+    def extend(self, entries: list[CheckpointEntry]) -> None:
+        """Add entries as they are (status, checksum): a resumed run's checkpoints from before the restart."""
+        self.entries.extend(entries)
+        self._pending = sorted(self._pending + [e for e in entries if e.status == PENDING], key=lambda e: e.step)
+        self._save()
+
+    def _checksum(self, entry: CheckpointEntry) -> None:
+        try:
+            entry.checksum, entry.size = file_checksum(entry.path)
+        except OSError as exc:
+            logger.error("checkpoint {}: checksum not computed ({})", entry.path, exc)
+            return
+        self._save()
+
+    def verify(self, entry: CheckpointEntry) -> None:
+        """Check that ``entry``'s file is the one saved (size, then checksum), waiting for its checksum if
+        the background thread is still computing it.
+
+        Raises:
+            ValueError: no checksum was recorded, or the file differs from it (the reason says which).
+            OSError: the file cannot be read.
+        """
+        pending = self._hashing.pop(id(entry), None)
+        if pending is not None:
+            pending.result()
+        if entry.checksum is None:
+            raise ValueError(f"{entry.path}: no checksum was recorded for it")
+        size = os.path.getsize(entry.path)
+        if size != entry.size:
+            raise ValueError(f"{entry.path}: {size} bytes, {entry.size} when saved")
+        checksum, _ = file_checksum(entry.path)
+        if checksum != entry.checksum:
+            raise ValueError(f"{entry.path}: checksum mismatch ({checksum[:20]}..., {entry.checksum[:20]}... "
+                             "when saved)")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the checksums being computed; True when none is left."""
+        return not wait(list(self._hashing.values()), timeout).not_done
 
     def observe(self, step: int) -> list[CheckpointEntry]:
         """Step ``step`` finished clean: promote pending checkpoints that now have enough clean steps."""
@@ -107,14 +173,16 @@ class Ledger:
         return max(steps) if steps else None
 
     def _save(self) -> None:
-        if self.on_change is not None:
+        with self._lock:
+            if self.on_change is not None:
+                try:
+                    self.on_change(self.entries)
+                except (OSError, ValueError) as exc:
+                    logger.error("checkpoint health not mirrored into MindFormers' files ({})", exc)
+            if not self.path:
+                return
             try:
-                self.on_change(self.entries)
-            except (OSError, ValueError) as exc:
-                logger.error("checkpoint health not mirrored into MindFormers' files ({})", exc)
-        if not self.path:
-            return
-        try:
-            write_atomic(self.path, json.dumps({"checkpoints": [asdict(e) for e in self.entries]}, indent=1))
-        except OSError as exc:
-            logger.error("checkpoint ledger {} not saved ({}); kept in memory", self.path, exc)
+                write_atomic(self.path, json.dumps({"run": self.run, "checkpoints": [asdict(e) for e in self.entries]},
+                                                   indent=1))
+            except OSError as exc:
+                logger.error("checkpoint ledger {} not saved ({}); kept in memory", self.path, exc)

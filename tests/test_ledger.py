@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from monitor.ledger import HEALTHY, PENDING, QUARANTINED, Ledger
+from monitor.ledger import HEALTHY, PENDING, QUARANTINED, Ledger, file_checksum
 
 
 def test_pending_becomes_healthy_after_clean_steps_and_survives_a_restart(tmp_path):
@@ -95,3 +95,30 @@ def test_mindformers_iteration_layout_resume_picks_the_ledger_s_newest_healthy(t
     assert json.loads((root / "iteration_00000300" / "common.json").read_text())["loss_scale"] == 1.0
     back = {e.step: e.status for e in read_iterations(str(root))}
     assert back == {100: HEALTHY, 200: HEALTHY, 300: QUARANTINED}
+
+
+def test_checksums_are_recorded_in_the_background_and_a_changed_file_fails_verification(tmp_path):
+    files = {s: tmp_path / f"{s}.ckpt" for s in (10, 20, 30)}
+    for s, f in files.items():
+        f.write_bytes(bytes(range(256)) * (64 * s))
+    led = Ledger(str(tmp_path / "l.json"), healthy_after=5, checksums=True, run="r")
+    entries = [led.add(s, str(f)) for s, f in files.items()]
+    assert led.wait(30)
+    back = Ledger(str(tmp_path / "l.json"))
+    assert back.run == "r"
+    assert [(e.checksum, e.size) for e in back.entries] == [file_checksum(str(f)) for f in files.values()]
+    led.verify(entries[0])
+    with open(files[20], "r+b") as f:  # one byte changed in the middle
+        f.seek(f.seek(0, 2) // 2)
+        f.write(b"\xff")
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        led.verify(entries[1])
+    with open(files[30], "ab") as f:
+        f.write(b"x")
+    with pytest.raises(ValueError, match="bytes, .* when saved"):
+        led.verify(entries[2])
+    files[10].unlink()
+    with pytest.raises(OSError):
+        led.verify(entries[0])
+    with pytest.raises(ValueError, match="no checksum"):
+        Ledger(None).verify(Ledger(None).add(40, str(files[30])))

@@ -168,23 +168,35 @@ def rank_of(path: str) -> int | None:
     return None
 
 
+def _has_rows(path: str) -> bool:
+    """True when a record log holds a row below its header."""
+    try:
+        with open(path, "rb") as f:
+            return bool(f.readline(1 << 16)) and bool(f.readline(1 << 16).strip())
+    except OSError:
+        return False
+
+
 def _folder(root: str) -> list[Source]:
-    """The logs below ``root``. A monitor output folder (one holding ``records_rank<r>.csv``) is replayed from
-    its record logs, every step as the live engine saw it; its event logs and the trainer logs below it are
-    other views of the same run, left out (named in ``left_out``)."""
+    """The logs below ``root``. A monitor output folder (one holding a ``records_rank<r>.csv`` with rows) is
+    replayed from its record logs, every step as the live engine saw it; its event logs and the trainer logs
+    below it are other views of the same run, left out (named in ``left_out``). A record log without rows
+    (a run killed before its first rows were written) is left out instead, and the other views replayed."""
     groups: dict[str, list] = {}
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
     unread: list[OSError] = []
     for folder, dirs, files in os.walk(os.path.normpath(root), onerror=unread.append):
         dirs.sort()
         names = set(files)
-        if any(_RECORDS.match(n) for n in names):
+        if any(_RECORDS.match(n) and _has_rows(os.path.join(folder, n)) for n in names):
             outputs[folder] = []
         home = next((o for o in outputs if folder == o or folder.startswith(o + os.sep)), None)
         for name in sorted(files):
             if not _LOG_NAME.search(name) or (name == "error.log" and "info.log" in names) or \
                     _empty(os.path.join(folder, name)):
                 continue
+            if _RECORDS.match(name) and not _has_rows(os.path.join(folder, name)):
+                continue  # a run killed before its first rows reached the file: its other views are replayed
             if home is not None and not (folder == home and _RECORDS.match(name)):
                 outputs[home].append(os.path.join(folder, name))
                 continue

@@ -1,0 +1,279 @@
+"""Crashes and restarts: live resume after a real kill -9, verified checkpoints, the record log of a crashed run."""
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mindspore as ms
+import numpy as np
+import pytest
+
+from callbacks import TrainingMonitor
+from monitor.engine import Engine
+from monitor.ledger import file_checksum
+from monitor.recordlog import FIELDS
+from monitor.replay import replay_file
+from monitor.replay.csvlog import Parser
+from train_helpers import AtStep, train
+
+JOB = Path(__file__).parent / "jobs" / "crash_resume.py"
+RANKS_JOB = Path(__file__).parent / "jobs" / "resume_ranks.py"
+ROOT = Path(__file__).parent.parent
+
+
+def start(out, *args):
+    return subprocess.Popen([sys.executable, str(JOB), str(out), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=open(Path(out) / f"stderr-{args[0]}.txt", "w"), text=True, cwd=ROOT)
+
+
+def wait_for(proc, line: str, timeout: float = 300) -> None:
+    """Wait until the job prints ``line`` (it then hangs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 1.0)[0]:
+            got = proc.stdout.readline()
+            assert got, f"job ended (status {proc.wait()}) before printing {line!r}"
+            if got.strip() == line:
+                return
+    raise AssertionError(f"job did not print {line!r} within {timeout} s")
+
+
+def kill9(proc) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+
+
+def rows(path):
+    """The record log's lines after its header, each checked to be a whole row."""
+    lines = Path(path).read_text().splitlines()
+    assert lines[0] == ",".join(FIELDS)
+    assert all(len(line.split(",")) == len(FIELDS) for line in lines[1:]), "a torn row"
+    return lines[1:]
+
+
+def key(e):
+    return e["rule"], e["step"], e["onset_step"], str(e["value"])
+
+
+def test_a_killed_run_resumed_from_its_checkpoint_catches_a_fault_at_once_and_rolls_back_before_the_restart(tmp_path):
+    first = start(tmp_path, "hang", 47)
+    wait_for(first, "at 47")
+    deadline = time.monotonic() + 60  # the checksums are computed in the background: let them finish
+    while time.monotonic() < deadline and '"checksum": null' in (tmp_path / "ledger_rank0.json").read_text():
+        time.sleep(0.2)
+    kill9(first)
+    # kill -9 loses at most the last 9 rows (rows are flushed every 10, whole)
+    records = tmp_path / "records_rank0.csv"
+    before = rows(records)
+    assert int(before[-1].split(",")[0]) >= 47 - 9
+    (old,) = tmp_path.glob("ledger_rank0.json")
+    ledger = json.loads(old.read_text())
+    assert ledger["run"] == "resume-test"
+    assert [(e["step"], e["status"]) for e in ledger["checkpoints"]] == [
+        (10, "healthy"), (20, "healthy"), (30, "healthy"), (40, "pending")]
+    for e in ledger["checkpoints"]:
+        assert (e["checksum"], e["size"]) == file_checksum(e["path"])
+    pre = {e["step"]: e["path"] for e in ledger["checkpoints"]}
+
+    # a NEW process loads the step-40 checkpoint and resumes; LR x30 for the update after its 4th step
+    second = subprocess.run([sys.executable, str(JOB), str(tmp_path), "resume", pre[40], "4"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = json.loads((tmp_path / "resumed.json").read_text())
+    assert out["resumed"] == {"step": 40, "records": 40, "carried": [10, 20, 30, 40]}
+    spikes = [e for e in out["events"] if "rollback" in e["actions"]]
+    assert spikes and spikes[0]["step"] <= 40 + 10, "the fault after the resume was not caught within 10 steps"
+    (rb, *_) = out["rollbacks"]
+    # the resumed checkpoint (40) was still pending: the rollback lands on step 30, saved before the restart
+    assert rb["at_step"] == spikes[0]["step"] and rb["to_step"] == 30 and rb["checkpoint"] == pre[30]
+    assert out["instance"] not in pre[30]
+    status = {(e["step"], e["path"]): e["status"] for e in out["ledger"]}
+    assert status[(40, pre[40])] == "quarantined" and status[(30, pre[30])] == "healthy"
+
+    # live = replay across the crash: replaying the record log gives the resumed process's events ...
+    lines = rows(records)
+    head, cut = ",".join(FIELDS), len(before)
+    (tmp_path / "first.csv").write_text("\n".join([head, *lines[:cut]]) + "\n")
+    whole = [key(e.to_dict()) for e in replay_file(str(records)).events]
+    earlier = [key(e.to_dict()) for e in replay_file(str(tmp_path / "first.csv")).events]
+    assert whole[:len(earlier)] == earlier and whole[len(earlier):] == [key(e) for e in out["events"]]
+    # ... and without the restored windows, the resumed steps alone would have raised no spike
+    fresh, parser = Engine(), Parser()
+    for line in [head, *lines[cut:]]:
+        rec = parser.feed(line + "\n")
+        if rec is not None:
+            fresh.observe(rec)
+    assert not [e for e in fresh.events if "rollback" in e.actions]
+
+
+def test_a_run_killed_in_its_first_step_is_replayed_from_its_event_log(tmp_path):
+    job = start(tmp_path, "first-hang")
+    wait_for(job, "at 1")  # step 1 hangs before the monitor sees it; the watchdog reports the stall
+    events = tmp_path / "events_rank0.jsonl"
+    deadline = time.monotonic() + 60
+    while not (events.exists() and '"stall"' in events.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    kill9(job)
+    assert rows(tmp_path / "records_rank0.csv") == []  # the header was written at once, no row reached the file
+    out = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["format"][0] == "events" and [a["rule"] for a in result["anomalies"]] == ["stall"]
+
+
+def test_a_job_that_loaded_a_checkpoint_without_resume_from_is_told_what_it_loses(tmp_path, log_lines):
+    first = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10)
+    train([first], steps=10)
+    (saved,) = first.ledger.entries
+
+    def loaded(net, opt):
+        cell = ms.nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(cell, ms.load_checkpoint(saved.path))
+        return cell
+
+    train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)], steps=3, cell=loaded)
+    assert any("the network's global step is 10 at the start: if this job resumed from a checkpoint, set "
+               "resume_from to it" in line for line in log_lines)
+
+
+def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_path):
+    from mindspore.train import CheckpointConfig, ModelCheckpoint
+
+    from monitor.resume import resume
+
+    def saver(name):
+        return ModelCheckpoint(name, str(tmp_path / name), CheckpointConfig(save_checkpoint_steps=10))
+
+    after = TrainingMonitor(output_dir=str(tmp_path / "after"), metrics_port=None, run="mc")
+    train([after, saver("after")], steps=30)  # saved after our step end: step 30's file is seen at the end
+    assert [e.step for e in after.ledger.entries] == [10, 20, 30]
+    assert after.ledger.wait(30)
+    last = after.ledger.entries[-1]
+    (tmp_path / "after" / "ledger_rank0.json").rename(tmp_path / "after" / "ledger_rank0.before-x.json")
+    done = resume(Engine(), last.path, str(tmp_path / "after"), 0, "mc", after.record_log.path)
+    assert (done.entry.step, done.records) == (30, 30)
+    before = TrainingMonitor(output_dir=str(tmp_path / "before"), metrics_port=None)
+    train([saver("before"), before], steps=25)  # ModelCheckpoint's end() saves step 25 before our end
+    assert [(e.step, os.path.basename(e.path)) for e in before.ledger.entries][-1] == (25, "before-1_25.ckpt")
+
+
+def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy_one_loaded(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    corrupted = {}
+
+    def corrupt(cb):
+        if cb.cur_step_num == 44:  # 4 KiB overwritten in the middle of the newest healthy checkpoint (step 30)
+            assert mon.ledger.wait(60), "checksums still being computed"
+            path = next(e.path for e in mon.ledger.entries if e.step == 30)
+            size = os.path.getsize(path)
+            with open(path, "r+b") as f:
+                f.seek(size // 2)
+                f.write(np.random.default_rng(0).bytes(4096))
+            corrupted["params"] = ms.load_checkpoint(path)  # MindSpore itself loads it without complaint
+
+    train([mon, AtStep(corrupt)], steps=50, poison={44})
+    assert corrupted["params"]
+    (rb,) = mon.rollbacks
+    assert rb["to_step"] == 20
+    bad = next(e for e in mon.ledger.entries if e.step == 30)
+    assert bad.status == "quarantined" and "checksum mismatch" in bad.reason
+
+
+def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_resumed_trajectory(tmp_path):
+    """Framework-free: a 'process' that rolls back once and saves, then a resume from its last checkpoint."""
+    from monitor.ledger import Ledger
+    from monitor.record import StepRecord
+    from monitor.recordlog import RecordLog
+    from monitor.resume import ResumeError, restore, resume, trajectory
+
+    rng = np.random.default_rng(0)
+    log = RecordLog(str(tmp_path / "records_rank0.csv"))
+    ledger = Ledger(str(tmp_path / "ledger_rank0.json"), healthy_after=5, run="r", checksums=True)
+    reference, fed = Engine(), []
+
+    def step(s):
+        rec = StepRecord(s, 3.0 + 0.05 * rng.standard_normal(), 1.0 + 0.05 * rng.standard_normal())
+        log.write(rec)
+        reference.observe(rec)
+        fed.append(rec)
+        ledger.observe(s)
+
+    def save(s, name):
+        (tmp_path / name).write_bytes(rng.bytes(4096))
+        return ledger.add(s, str(tmp_path / name), s, trajectory(log, None))
+
+    for s in range(1, 41):
+        step(s)
+        if s % 10 == 0:
+            save(s, f"{s}.ckpt")
+    for s in range(21, 36):  # a rollback to step 20: the checkpoint at 30 is not on the way any more
+        step(s)
+    last = save(35, "35.ckpt")
+    for s in range(36, 39):  # steps after the save, then the crash (the rows were flushed or not)
+        step(s)
+    assert ledger.wait(10)
+    (tmp_path / "ledger_rank0.json").rename(tmp_path / "ledger_rank0.before-x.json")
+
+    engine = Engine()
+    done = resume(engine, last.path, str(tmp_path), 0, "r", log.path)
+    assert done.records == 55 and [e.step for e in done.carried] == [10, 20, 35]
+    # the detectors are where they were at the save: both engines judge a spike after it alike
+    reference.rewind(35)
+    for s in range(36, 60):
+        rec = StepRecord(s, 9.0 if s == 45 else 3.0 + 0.05 * rng.standard_normal(), 1.0)
+        assert [e.rule for e in engine.observe(rec)] == [e.rule for e in reference.observe(rec)]
+    assert any(e.rule == "loss_spike" for e in engine.events)
+    # a copy of the file is found by its checksum; another run's ledger or a changed file is refused
+    copy = tmp_path / "copy.ckpt"
+    copy.write_bytes(Path(last.path).read_bytes())
+    assert resume(Engine(), str(copy), str(tmp_path), 0, "r", log.path).entry.step == 35
+    with pytest.raises(ResumeError, match="in no ledger of run 'other'.*ledgers of other runs: r"):
+        resume(Engine(), last.path, str(tmp_path), 0, "other", log.path)
+    with open(last.path, "r+b") as f:
+        f.write(b"\0" * 16)
+    fresh = Ledger(None)
+    assert restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log) is None and fresh.entries == []
+    # a malformed ledger is a logged failure too, never an exception into the trainer
+    broken = json.loads((tmp_path / "ledger_rank0.before-x.json").read_text())
+    broken["run"], broken["checkpoints"][0]["records"] = "r2", "garbage"
+    (tmp_path / "ledger_rank0.before-y.json").write_text(json.dumps(broken))
+    assert restore(Engine(), fresh, broken["checkpoints"][0]["path"], str(tmp_path), 0, "r2", log) is None
+
+
+def msrun(out, *args):
+    """Run RANKS_JOB as a real 2-rank msrun job; its status."""
+    bin_dir = os.path.dirname(sys.executable)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [shutil.which("msrun", path=bin_dir), "--worker_num=2", "--local_worker_num=2", f"--master_port={port}",
+           f"--log_dir={out / ('logs-' + args[0])}", "--join=True", str(RANKS_JOB), str(out), *args]
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    return subprocess.run(cmd, env=env, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=300).returncode
+
+
+def test_two_ranks_resume_together_or_both_start_afresh(tmp_path):
+    ok, broken = tmp_path / "ok", tmp_path / "broken"
+    ok.mkdir()
+    assert msrun(ok, "first") == 0
+    shutil.copytree(ok, broken)
+    # each rank finds its own file (resume_from has {rank}) and restores the windows and its checkpoints
+    assert msrun(ok, "resume") == 0
+    for r in (0, 1):
+        assert json.loads((ok / f"resumed_rank{r}.json").read_text()) == {"resumed": 30, "carried": [10, 20, 30],
+                                                                           "last_step": 40}
+    # rank 1's record log lost its rows (the copy's checkpoints are found by checksum): neither rank restores
+    head = (broken / "records_rank1.csv").read_text().splitlines()[0]
+    (broken / "records_rank1.csv").write_text(head + "\n")
+    assert msrun(broken, "resume") == 0
+    for r in (0, 1):
+        assert json.loads((broken / f"resumed_rank{r}.json").read_text()) == {"resumed": None, "carried": [],
+                                                                               "last_step": 10}
