@@ -83,9 +83,10 @@ def test_retention_deletes_old_checkpoints_and_a_later_nan_lands_on_a_kept_healt
         by_step.setdefault(e.step, e)
     assert by_step[10].status == "deleted" and by_step[10].reason == "file deleted (checkpoint retention)"
     assert all(os.path.exists(e.path) for e in mon.ledger.entries if e.status in ("healthy", "pending"))
-    # pinned now: the newest healthy checkpoint and the pending one (the run ended at trainer step 60)
+    # pinned now: the newest healthy checkpoint and the pending ones (the run ended at trainer step 60, whose
+    # file ModelCheckpoint saved at train end)
     pinned = [e for e in mon.ledger.entries if os.path.dirname(e.path) == str(mon.ckpt_dir / "kept")]
-    assert sorted(os.listdir(mon.ckpt_dir / "kept")) == ["10-net-1_50.ckpt", "11-net-1_55.ckpt"]
+    assert sorted(os.listdir(mon.ckpt_dir / "kept")) == ["10-net-1_50.ckpt", "11-net-1_55.ckpt", "12-net-1_60.ckpt"]
     assert [(e.step, e.status) for e in pinned] == [(35, "healthy")]  # its original is gone, the link holds it
 
 
