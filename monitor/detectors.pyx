@@ -341,11 +341,18 @@ cdef class RobustSpike(Detector):
     nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
     when the next value is still over ``m + threshold * s / 2`` (a one-batch outlier that clipping
     absorbs is not an event); the event then carries the first step.
+
+    With fewer than ``min_history`` values (a short excerpt, the first steps after the warm-up or after
+    going back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once:
+    ``x > excursion_ratio * m`` with at least one earlier value and ``m > 0`` (Megatron-LM's rerun check,
+    loss >= 10x the max of its first 100 values, also judges from the first value on). Onset: the earliest
+    step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
+    ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
 
     cdef public Py_ssize_t window, min_history
     cdef public long long confirm_steps
-    cdef public double threshold, min_sigma_ratio, min_ratio
+    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio
     cdef Window history
     cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
@@ -376,6 +383,12 @@ cdef class RobustSpike(Detector):
                         self.pending, self.pending_bound = event, m + 0.5 * self.threshold * s
                     else:
                         out = event
+        elif hist.n and self.excursion_ratio:
+            m = hist.median()
+            if m > 0 and x > self.excursion_ratio * m:
+                out = (x, hist.run_start(self.ratio * m, r.step),
+                       f"{self.label} {x:.4g} at step {r.step} is {x / m:.3g}x the median {m:.4g} of the "
+                       f"{hist.n} earlier steps")
         hist.add(r.step, x)
         return out
 
@@ -499,49 +512,82 @@ cdef class GradNormSpike(RobustSpike):
         return out
 
 
-cdef class OverflowStorm(Detector):
-    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration;
-    or, at once, an overflow at a loss scale more than ``max_growth`` times the previous step's, which a
-    dynamic loss scaler (growing by at most its factor, 2, per step) cannot have produced: a scale
-    restored from another state, a stale scaler.
+cdef long long halvings(double prev, double scale) noexcept:
+    """Halvings in a fall of the loss scale from ``prev`` to ``scale``: ``max(1, round(log2(prev / scale)))``,
+    1 for a fall to 0 or below (from inf: as many as a double's range holds), 0 when it did not fall."""
+    if not scale < prev:
+        return 0
+    return <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
 
-    Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
-    halves down from its initial value; those never count, up to ``max_calibration`` of them (24 by
-    default: from 2^32, DeepSpeed's initial scale, down to 2^8): a start-up that keeps overflowing past
-    that is a storm, not calibration. The onset is the window's first overflow.
+
+cdef class LossScaleWatch(Detector):
+    """Base of the loss-scale rules: the previous record's scale and the start-up calibration.
+
+    Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
+    (2^32 in DeepSpeed and Megatron-LM): a record is calibration while no step known to be clean came before
+    it, its step is at most ``calibration_steps`` (the trainer's step: a log or a process that starts at
+    step 17060 is not at start-up) and it overflowed or does not say (a trainer that prints no overflow
+    flag). The first clean step ends it (the fall into it is still calibration's), and so does the first
+    record past ``calibration_steps``: a start-up that keeps overflowing past them is trouble."""
+
+    cdef public long long calibration_steps
+    cdef bint calibrated, has_prev
+    cdef double prev_scale
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.calibrated, self.has_prev = False, False
+
+    cdef bint calibrating(self, Rec* r) noexcept:
+        """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
+        cdef bint out = False
+        if not self.calibrated:
+            out = r.overflow != 0 and r.step <= self.calibration_steps
+            if not out:
+                self.calibrated = True
+                out = r.overflow == 0 and self.has_prev
+        if r.has_loss_scale:
+            self.has_prev, self.prev_scale = True, r.loss_scale
+        return out
+
+    cdef void forget(self, long long step) noexcept:
+        self.has_prev = False
+
+
+cdef class OverflowStorm(LossScaleWatch):
+    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration (see
+    :class:`LossScaleWatch`); or, at once, an overflow at a loss scale more than ``max_growth`` times the
+    previous step's, which a dynamic loss scaler (growing by at most its factor, 2, per step) cannot have
+    produced: a scale restored from another state, a stale scaler.
+
+    A record that does not say whether it overflowed (Megatron-LM's interval lines count skipped iterations
+    instead) counts one overflow per halving of the loss scale since the previous record: a dynamic scaler
+    lowers the scale only on an overflow. The onset is the window's first overflow.
     """
 
-    cdef public long long window, max_overflows, max_calibration
+    cdef public long long window, max_overflows
     cdef public double max_growth
-    cdef bint calibrated, has_prev
-    cdef long long calibration
-    cdef double prev_scale
     cdef Steps overflow_steps
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.calibrated, self.calibration, self.has_prev = False, 0, False  # overflows before the first clean step
         self.overflow_steps = Steps(self.window)
 
     cdef object update(self, Rec* r):
         cdef bint had = self.has_prev
         cdef double prev = self.prev_scale, scale = r.loss_scale
+        cdef long long times = 1
         cdef Py_ssize_t n
+        if self.calibrating(r) or r.overflow == 0:
+            return None
         if r.overflow == -1:
-            return None
-        self.has_prev, self.prev_scale = r.has_loss_scale, scale
-        if r.overflow == 0:
-            self.calibrated = True
-            return None
-        if not self.calibrated:
-            self.calibration += 1
-            if self.calibration <= self.max_calibration:
+            times = halvings(prev, scale) if had and r.has_loss_scale else 0
+            if not times:
                 return None
-            self.calibrated = True
-        if had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
+        elif had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
             return (scale, r.step, f"overflow at loss scale {scale:.6g}, {scale / prev:.6g}x "
                                    f"the previous step's {prev:.6g}: not the dynamic scaler's doing")
-        n = self.overflow_steps.add(r.step, 1)
+        n = self.overflow_steps.add(r.step, times)
         if n >= self.max_overflows:
             return (float(n), self.overflow_steps.first(),
                     f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)})")
@@ -549,43 +595,36 @@ cdef class OverflowStorm(Detector):
 
     cdef void forget(self, long long step) noexcept:
         self.overflow_steps.rewind_to(step)
-        self.has_prev = False
+        LossScaleWatch.forget(self, step)
 
 
-cdef class LossScaleCollapse(Detector):
+cdef class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
-    steps, after calibration (the halvings before the first clean step). A scale that never moved (static
-    scaling, or bf16 with a scale of 1) is not judged. A fall from ``prev`` to ``scale`` counts
-    ``max(1, round(log2(prev / scale)))`` halvings (1 for a fall to 0 or below). Onset: the first halving of
-    the fall."""
+    steps, after calibration (see :class:`LossScaleWatch`). A scale that never moved (static scaling, or
+    bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
+    of the fall."""
 
     cdef public double floor
     cdef public long long window, max_halvings
-    cdef bint calibrated, has_prev
-    cdef double prev, highest
+    cdef double highest
     cdef Steps drops
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.calibrated, self.has_prev, self.highest = False, False, 0.0
+        self.highest = 0.0
         self.drops = Steps(self.window)
 
     cdef object update(self, Rec* r):
-        cdef double scale = r.loss_scale, prev = self.prev
+        cdef double scale = r.loss_scale, prev = self.prev_scale
         cdef bint had = self.has_prev
-        cdef long long times = 0
         cdef Py_ssize_t n
         if not r.has_loss_scale:
             return None
-        self.has_prev, self.prev = True, scale
         if scale > self.highest:
             self.highest = scale
-        if not self.calibrated:  # the fall into the first clean step is still calibration
-            self.calibrated = r.overflow == 0
+        if self.calibrating(r):
             return None
-        if had and scale < prev:  # (a fall from inf counts as many halvings as a double's range holds)
-            times = <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
-        n = self.drops.add(r.step, times)
+        n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if scale <= self.floor < self.highest:
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
@@ -594,7 +633,7 @@ cdef class LossScaleCollapse(Detector):
 
     cdef void forget(self, long long step) noexcept:
         self.drops.rewind_to(step)
-        self.has_prev = False
+        LossScaleWatch.forget(self, step)
 
 
 cdef class LossDegenerate(Detector):
