@@ -146,6 +146,8 @@ class TrainingMonitor(Callback):
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._prev_trainer_step = 0
         self._t_begin = self._t_end = None
+        self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
+        self._epoch = None
         self._tokens = cfg.tokens_per_step
         self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
         self._watchdog: Watchdog | None = None
@@ -254,8 +256,12 @@ class TrainingMonitor(Callback):
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens
         step = cb.cur_step_num - self._offset
+        saved = self._watch_model_checkpoints(step)
+        epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
+        slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
+        self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
-                         time.time(), steps)
+                         time.time(), steps, slow_reason=slow)
         if self._peak and step_time and tokens:
             rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec
@@ -265,7 +271,6 @@ class TrainingMonitor(Callback):
         self.metrics.observe(rec)
         if self.record_log is not None:
             self.record_log.write(rec)
-        self._watch_model_checkpoints(step)
         # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
         # does not): then checkpoints since its onset are suspect, else this step counts as clean
         onset = self.policy.rollback_onset(events)
@@ -299,12 +304,17 @@ class TrainingMonitor(Callback):
                 return int(shape[0] * shape[1] * max(cb.get("device_number") or 1, 1))
         return None
 
-    def _watch_model_checkpoints(self, step: int) -> None:
+    def _watch_model_checkpoints(self, step: int) -> bool:
+        """Add the files ModelCheckpoint wrote since the last step to the ledger; True when there is one (its
+        save slowed this step: in its compute or, saved after our previous step end, in its data wait)."""
+        saved = False
         for i, (mc, lag, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
             if name and name != seen:
                 self._ckpt_watch[i] = (mc, lag, name)
                 self.ledger.add(step - lag, name, self._prev_trainer_step - lag)
+                saved = True
+        return saved
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -313,6 +323,7 @@ class TrainingMonitor(Callback):
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
         self.ledger.add(step, str(path), self._prev_trainer_step)
+        self._slow = "checkpoint"  # the save is in the next step's data wait
 
     def _alert(self, events: list[Event], action: str) -> None:
         """Queue the events for the alert sinks (returns at once; delivery is in the background)."""
@@ -346,6 +357,7 @@ class TrainingMonitor(Callback):
             return f"not rolled back: no healthy checkpoint before step {onset}"
         self._offset += step - target.step
         self.engine.rewind(target.step)
+        self._slow = "rollback"
         rb = self.policy.rolled_back(step, onset, target, scale, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]

@@ -15,7 +15,7 @@ FIELDS = [f.name for f in fields(StepRecord)]  # the column order RecordLog.writ
 
 
 def _cell(value) -> str:
-    return "" if value is None else repr(value)
+    return "" if value is None else value if isinstance(value, str) else repr(value)
 
 
 class RecordLog:
@@ -45,7 +45,7 @@ class RecordLog:
         try:  # missing values are empty cells; repr keeps floats exact
             self._f.write(",".join(map(_cell, (r.step, r.loss, r.grad_norm, r.loss_scale, r.overflow, r.lr,
                                                r.step_time_s, r.data_wait_s, r.tokens, r.rank, r.timestamp,
-                                               r.steps, r.mfu))) + "\n")
+                                               r.steps, r.mfu, r.slow_reason))) + "\n")
             self._rows += 1
             if self._rows % self.flush_every == 0:
                 self._f.flush()

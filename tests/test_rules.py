@@ -225,14 +225,34 @@ def test_early_plateau_but_not_a_learning_run():
     assert fired([StepRecord(i + 1, loss=x, grad_norm=None) for i, x in enumerate(flat)], "loss_plateau")[0] == (1100, 101)
 
 
-def test_throughput_drop_needs_several_slow_steps():
-    recs = [StepRecord(i + 1, loss=x, tokens=4096, step_time_s=0.5 + 0.01 * (i % 3))
-            for i, x in enumerate(noisy_losses(60))]
-    recs[40].step_time_s = 5.0  # one slow step (a checkpoint save): not a drop
+def steady(n, step_time=0.5, wait=0.001):
+    return [StepRecord(i + 1, loss=x, tokens=4096, step_time_s=step_time + 0.01 * (i % 3), data_wait_s=wait)
+            for i, x in enumerate(noisy_losses(n))]
+
+
+def test_throughput_drop_when_the_steps_wait_for_data():
+    recs = steady(80)
+    recs[40].data_wait_s = 5.0  # one slow step: not a drop
     assert fired(recs, "throughput_drop") == []
     for r in recs[50:]:
-        r.step_time_s = 1.0  # TPS halves from step 51 on
-    assert fired(recs, "throughput_drop") == [(55, 51)]
+        r.data_wait_s = 0.5  # the pipeline is 2x slower from step 51 on: the period doubles
+    (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
+    assert (ev.step, ev.onset_step) == (60, 51) and "waiting for data" in ev.message
+    for r in recs[50:]:
+        r.slow_reason = "checkpoint"  # slow for a reason the monitor knows: not judged
+    assert fired(recs, "throughput_drop") == []
+
+
+def test_a_slower_compute_is_a_drop_only_when_it_lasts():
+    # a busy shared host stretches the step's compute for a while; the data wait stays where it was
+    busy = steady(120)
+    for r in busy[50:]:
+        r.step_time_s *= 3
+    assert fired(busy, "throughput_drop") == []  # 70 slow steps of 1.5 s: under min_seconds (300 s)
+    slow = steady(300)
+    for r in slow[50:]:
+        r.step_time_s *= 3
+    assert fired(slow, "throughput_drop") == [(246, 51)]  # 196 steps of about 1.53 s: 300 s
 
 
 def test_low_mfu_only_when_known_and_sustained():
@@ -275,3 +295,58 @@ def check_window(window, rng):
             assert window.sorted_values() == values
             assert window.median() == m
             assert window.sigma(m) == 1.4826 * median(sorted(abs(v - m) for v in values))
+
+# Short excerpts and runs that start late, with the numbers of the public excerpts in /work/shared/samples
+# (Megatron-DeepSpeed tr1-13B, a Hugging Face fine-tune, MindFormers Llama 2 13B and GLM-6B).
+MEGATRON_DS = {29020: (2.775923, 32768.0), 29030: (2.772822, 32768.0), 29040: (2.768131, 65536.0),
+               29050: (7.343709, 8192.0), 29060: (8.715872, 4096.0), 29070: (7.654131, 4096.0),
+               29080: (7.192470, 4096.0), 29090: (6.849044, 4096.0)}
+
+
+def test_an_unambiguous_loss_excursion_in_a_short_excerpt_fires():
+    recs = [StepRecord(s, loss=x, loss_scale=ls, steps=10) for s, (x, ls) in MEGATRON_DS.items()]
+    events = run(recs)
+    spike = [e for e in events if e.rule == "loss_spike"][0]
+    assert (spike.step, spike.onset_step) == (29050, 29050) and "2.65x the median" in spike.message
+    # the lines print no overflow flag: the scale's fall 65536 -> 8192 is 3 overflows, a storm
+    assert [(e.step, e.onset_step) for e in events if e.rule == "overflow_storm"] == [(29050, 29050)]
+    assert run(recs, Rules({"loss_spike": {"excursion_ratio": 0.0}, "overflow_storm": {"enabled": False}})) == []
+
+
+def test_healthy_short_excerpts_raise_nothing_even_past_the_warm_up():
+    hf = [0.9225, 1.0654, 0.7203, 0.6427, 1.0184, 1.0611, 1.3879, 0.9321]
+    assert run([StepRecord(5000 + 10 * i, loss=x) for i, x in enumerate(hf)]) == []
+    llama = [(10.649, 1.31049), (10.633, 1.508834), (9.673, 10.579812), (9.287, 21.932272), (8.867, 16.986555)]
+    assert run([StepRecord(17061 + i, loss=x, grad_norm=g, overflow=False, loss_scale=1.0)
+                for i, (x, g) in enumerate(llama)]) == []
+
+
+def test_a_grad_norm_up_by_orders_of_magnitude_in_a_short_excerpt_fires_at_once():
+    norms = [0.24, 0.25, 0.23, 0.26, 1.9, 15.0, 120.0, 960.0]
+    recs = [StepRecord(5001 + i, loss=2.5, grad_norm=g) for i, g in enumerate(norms)]
+    (ev,) = [e for e in run(recs) if e.rule == "grad_norm_spike"]
+    assert (ev.step, ev.onset_step, ev.value) == (5007, 5005, 120.0)  # 470x the median; the climb began at 5005
+
+
+def test_overflows_at_the_start_of_a_log_that_begins_late_are_not_calibration():
+    late = [StepRecord(17060 + i, loss=2.0, overflow=True, loss_scale=2.0 ** (16 - i)) for i in range(3)]
+    assert [(e.rule, e.step, e.onset_step) for e in run(late)] == [("overflow_storm", 17062, 17060)]
+    fresh = [StepRecord(1 + i, loss=2.0, overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(3)]
+    assert run(fresh) == []  # a fresh run's first steps: calibration
+
+
+def test_loss_scale_halved_many_times_in_a_late_excerpt_is_a_collapse():
+    # fairseq: 12 overflows in a row after update 10198, the scale 0.5 -> 0.000122
+    recs = [StepRecord(10198, loss=6.343, loss_scale=0.5)]
+    recs += [StepRecord(10199 + i, overflow=True, loss_scale=0.5 / 2 ** (i + 1)) for i in range(12)]
+    hits = {e.rule: (e.step, e.onset_step) for e in run(recs)}
+    assert hits == {"overflow_storm": (10201, 10199), "loss_scale_collapse": (10206, 10199)}
+
+
+def test_a_calibration_seen_only_at_its_ends_stays_calibration():
+    # GLM-6B, sink size 4: the first two sinks overflow while the scale falls from 2^28; then clean at 2^14
+    recs = [StepRecord(4, loss=2.244, overflow=True, loss_scale=268435460.0, steps=4),
+            StepRecord(8, loss=2.499, overflow=True, loss_scale=16777216.0, steps=4)]
+    recs += [StepRecord(s, loss=x, overflow=False, loss_scale=16384.0, steps=4)
+             for s, x in ((116, 2.220), (120, 2.092), (124, 2.346))]
+    assert run(recs) == []
