@@ -728,66 +728,108 @@ cdef class SustainedLow(Detector):
         self.low_since = NONE
 
 
-cdef class ThroughputDrop(SustainedLow):
-    """Throughput (tokens / (step time + data wait)) below ``ratio`` x its rolling median (the last
-    ``window`` normal steps) for ``min_steps`` steps in a row, when the time lost is the run's own: at least
-    ``data_share`` of it spent waiting for data (a slow pipeline, a sleeping callback or thread between the
-    steps), or the slow run lasting ``min_seconds`` of wall time. A slower compute alone, for less than
-    that, is what other processes do to a step on a shared host: on the CPU runs of the test suite and the
-    detection benchmark the step's compute swings up to 10x with the machine's load for a minute at a time
-    while the data wait stays under a millisecond. The time lost by a slow step is
-    ``period * (1 - tps / median)``; its data wait counts beyond the median wait of the normal steps.
+cdef class ThroughputDrop(Detector):
+    """Throughput (tokens / (step time + data wait)) low for a stretch: the median of the last ``min_steps``
+    steps below ``ratio`` x the median of the last ``window`` steps, when the time lost is the run's own: at
+    least ``data_share`` of the time the last ``min_steps`` steps lost spent waiting for data (a slow
+    pipeline, a sleeping callback or thread between the steps), or the stretch lasting ``min_seconds`` of
+    wall time. A slower compute alone, for less than that, is what other processes do to a step on a shared
+    host: on the CPU runs of the test suite and the detection benchmark the step's compute swings up to 10x
+    with the machine's load for a minute at a time while the data wait stays under a millisecond. A step
+    loses ``period * (1 - tps / median)``; its data wait counts beyond the median wait.
 
-    Onset: the first low step. The low values are kept out of the median; a TPS that is not a number (a NaN
-    step time) and a step known to be slow (``StepRecord.slow_reason``) are not judged.
+    The median is over every judged step, the low ones too, so a lasting new level becomes the normal one
+    within ``window / 2`` steps (a drop is reported when it comes, then it is the run's speed; a compute
+    slowdown is reported when ``min_seconds`` pass within those steps), and the first ``min_history``
+    steps after the warm-up only set it: a run's first steps after compiling are fed from the batches its
+    data pipeline prefetched meanwhile, faster than the pipeline's own pace.
+
+    Onset: the first low step of the stretch. A TPS that is not a number (a NaN step time) and a step known
+    to be slow (``StepRecord.slow_reason``) are not judged.
     """
 
-    cdef public Py_ssize_t window, min_history
+    cdef public Py_ssize_t window, min_history, min_steps
     cdef public double ratio, data_share, min_seconds
     cdef Window values, waits
-    cdef double lost, waited, seconds  # over the current low run
+    cdef long long* steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
+    cdef double* ring  # ... and their tps, period, wait beyond the median, time lost: 4 x min_steps
+    cdef Py_ssize_t n, k
+    cdef long long low_since
+    cdef double seconds
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.values = Window(self.window)
-        self.waits = Window(self.window, lazy=True)  # read only on low steps
+        self.min_steps = max(self.min_steps, 1)
+        self.values, self.waits = Window(self.window), Window(self.window)
+        self.steps = <long long*>malloc(self.min_steps * sizeof(long long))
+        self.ring = <double*>malloc(4 * self.min_steps * sizeof(double))
+        if not self.steps or not self.ring:
+            raise MemoryError()
+        self.n = self.k = 0
+        self.low_since = NONE
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.ring)
 
     cdef object update(self, Rec* r):
-        cdef double x = r.tps, m
+        cdef double x = r.tps, m, w0, med, lost = 0.0, waited = 0.0
+        cdef double* q = self.ring
+        cdef double v[64]
+        cdef Py_ssize_t c = self.min_steps, i, j, cnt
+        cdef long long onset
         if not r.has_tps or isnan(x) or r.step <= self.warmup_steps:
             return None
-        if self.values.n >= self.min_history:
-            m = self.values.median()
-            if x < self.ratio * m:
-                return self.low_step(r, m)
-        self.low_since = NONE
+        if self.values.n < self.min_history:
+            self.values.add(r.step, x)
+            self.waits.add(r.step, r.wait)
+            return None
+        m, w0 = self.values.median(), self.waits.median()
         self.values.add(r.step, x)
         self.waits.add(r.step, r.wait)
-        return None
-
-    cdef object low_step(self, Rec* r, double m):
-        cdef long long onset
-        if self.low_since == NONE:
-            self.lost = self.waited = self.seconds = 0.0
-        self.lost += r.period * (1.0 - r.tps / m)
-        self.waited += max(r.wait - self.waits.median(), 0.0)
-        self.seconds += r.period
-        onset = self.low(r.step)
-        if onset == NONE:
+        i = self.k
+        self.steps[i] = r.step
+        q[4 * i], q[4 * i + 1], q[4 * i + 2] = x, r.period, max(r.wait - w0, 0.0)
+        q[4 * i + 3] = r.period * max(1.0 - x / m, 0.0)
+        self.k, self.n = (i + 1) % c, min(self.n + 1, c)
+        if self.n < c:
             return None
-        if self.waited >= self.data_share * self.lost:
-            why = f"{self.waited:.3g} s of the {self.lost:.3g} s lost waiting for data"
+        cnt = min(c, 64)  # the median of the last min_steps (at most 64) values
+        for j in range(cnt):
+            v[j] = q[4 * ((self.k + c - cnt + j) % c)]
+        _sort(v, cnt)
+        med = _median(v, cnt)
+        if med >= self.ratio * m:
+            self.low_since = NONE
+            return None
+        for j in range(c):
+            waited += q[4 * j + 2]
+            lost += q[4 * j + 3]
+        if self.low_since == NONE:  # a new stretch: from the oldest low step held
+            self.seconds = 0.0
+            for j in range(c):
+                i = (self.k + j) % c
+                if self.low_since == NONE and q[4 * i] < self.ratio * m:
+                    self.low_since = self.steps[i]
+                if self.low_since != NONE:
+                    self.seconds += q[4 * i + 1]
+        else:
+            self.seconds += r.period
+        onset = self.low_since
+        if waited >= self.data_share * lost:
+            why = f"{waited:.3g} s of the {lost:.3g} s lost over the last {c} steps waiting for data"
         elif self.seconds >= self.min_seconds:
             why = f"for {self.seconds:.0f} s"
         else:
             return None
-        return (r.tps, onset, f"tokens_per_second {r.tps:.4g} below {self.ratio:.0%} of its median {m:.4g} "
-                              f"since step {onset}, {why}")
+        return (med, onset, f"tokens_per_second {med:.4g} (median of the last {c} steps) below {self.ratio:.0%} "
+                            f"of its median {m:.4g} since step {onset}, {why}")
 
     cdef void forget(self, long long step) noexcept:
         self.values.rewind(step)
         self.waits.rewind(step)
-        SustainedLow.forget(self, step)
+        self.n = self.k = 0
+        self.low_since = NONE
 
 
 cdef class LowMfu(SustainedLow):

@@ -231,28 +231,32 @@ def steady(n, step_time=0.5, wait=0.001):
 
 
 def test_throughput_drop_when_the_steps_wait_for_data():
-    recs = steady(80)
-    recs[40].data_wait_s = 5.0  # one slow step: not a drop
+    recs = steady(260)
+    recs[140].data_wait_s = 5.0  # one slow step: not a drop
     assert fired(recs, "throughput_drop") == []
-    for r in recs[50:]:
-        r.data_wait_s = 0.5  # the pipeline is 2x slower from step 51 on: the period doubles
+    for r in recs[150:200]:
+        r.data_wait_s = 0.5  # the pipeline is 2x slower for steps 151-200: the period doubles
     (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
-    assert (ev.step, ev.onset_step) == (60, 51) and "waiting for data" in ev.message
-    for r in recs[50:]:
+    assert (ev.step, ev.onset_step) == (156, 151) and "waiting for data" in ev.message  # 6 of the last 10 low
+    for r in recs[150:200]:
         r.slow_reason = "checkpoint"  # slow for a reason the monitor knows: not judged
     assert fired(recs, "throughput_drop") == []
+    fast_start = steady(260)
+    for r in fast_start[5:40]:
+        r.step_time_s /= 3  # the first steps after compiling run on prefetched batches: not the normal pace
+    assert fired(fast_start, "throughput_drop") == []
 
 
 def test_a_slower_compute_is_a_drop_only_when_it_lasts():
     # a busy shared host stretches the step's compute for a while; the data wait stays where it was
-    busy = steady(120)
-    for r in busy[50:]:
+    busy = steady(250)
+    for r in busy[150:220]:
         r.step_time_s *= 3
-    assert fired(busy, "throughput_drop") == []  # 70 slow steps of 1.5 s: under min_seconds (300 s)
-    slow = steady(300)
-    for r in slow[50:]:
-        r.step_time_s *= 3
-    assert fired(slow, "throughput_drop") == [(246, 51)]  # 196 steps of about 1.53 s: 300 s
+    assert fired(busy, "throughput_drop") == []  # 70 slow steps of about 1.5 s: under min_seconds (300 s)
+    slow = steady(600, step_time=5.0)
+    for r in slow[150:]:
+        r.step_time_s *= 2  # 10 s steps: the slow stretch reaches 300 s at its 30th step
+    assert fired(slow, "throughput_drop") == [(180, 151), (281, 151)]  # and again after the cooldown
 
 
 def test_low_mfu_only_when_known_and_sustained():
