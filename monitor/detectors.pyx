@@ -344,8 +344,9 @@ cdef class RobustSpike(Detector):
     ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
     step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
     nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
-    when the next value is still over ``m + threshold * s / 2`` (a one-batch outlier that clipping
-    absorbs is not an event); the event then carries the first step.
+    when the next value is still over half the margin, ``m + threshold * s / 2`` and ``(1 + min_ratio / 2)
+    * m`` (a one-batch outlier that clipping absorbs is not an event); the event then carries the first
+    step.
 
     With fewer than ``min_history`` values (a short excerpt, the first steps after the warm-up or after
     going back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once:
@@ -385,7 +386,8 @@ cdef class RobustSpike(Detector):
                 if x > m + self.threshold * s:
                     event = self.event(r.step, x, m, s)
                     if self.confirm_steps > 1 and not self.corroborated(r):
-                        self.pending, self.pending_bound = event, m + 0.5 * self.threshold * s
+                        self.pending = event
+                        self.pending_bound = max(m + 0.5 * self.threshold * s, (1.0 + 0.5 * self.min_ratio) * m)
                     else:
                         out = event
         elif hist.n and self.excursion_ratio:
@@ -468,39 +470,75 @@ cdef class GradNormSpike(RobustSpike):
     its last ``window`` finite values by ``confirm_loss_sigma`` robust sigmas: a damaging update (an LR
     surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was (on the
     curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
-    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off."""
+    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off.
+
+    Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
+    the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
+    Noise rarely lifts both twice running; a mild LR surge does from its first step on (on the curves of
+    ``benchmarks/detection_quality.py``, tuned on seeds 0-11). ``joint_ratio: 0`` turns this off."""
 
     cdef public Py_ssize_t climb_window
-    cdef public double climb_ratio, confirm_loss_sigma
+    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
     cdef Window losses
-    cdef long long climb_every
+    cdef long long climb_every, joint_since
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.label = "grad norm"
-        self.losses = Window(self.window, lazy=True)  # read only to corroborate a spike
+        self.losses = Window(self.window, lazy=True)  # read only when the grad norm is up
         self.climb_every = max(self.climb_window // 2, 1)
+        self.joint_since = NONE
 
-    cdef bint corroborated(self, Rec* r):
+    cdef double loss_sigmas(self, Rec* r):
+        """How many robust sigmas the step's loss is over the median of the last ``window`` (-1 when unknown)."""
         cdef Window losses = self.losses
         cdef double m
-        if not self.confirm_loss_sigma or not r.has_loss or losses.n < self.min_history:
-            return False
+        if not r.has_loss or not isfinite(r.loss) or losses.n < self.min_history:
+            return -1.0
         m = losses.median()
-        return r.loss > m + self.confirm_loss_sigma * max(losses.sigma(m), 1e-6 * fabs(m))
+        return (r.loss - m) / max(losses.sigma(m), 1e-6 * fabs(m), 1e-300)
+
+    cdef bint corroborated(self, Rec* r):
+        return self.confirm_loss_sigma > 0 and self.loss_sigmas(r) > self.confirm_loss_sigma
+
+    cdef object joint(self, Rec* r, double x):
+        """The two-step joint excursion (see the class docstring), judged before ``x`` is learned."""
+        cdef Window hist = self.history
+        cdef double m, z
+        cdef long long since = self.joint_since
+        self.joint_since = NONE
+        if not self.joint_ratio or hist.n < self.min_history:
+            return None
+        m = hist.median()
+        if x <= self.joint_ratio * m:
+            return None
+        z = self.loss_sigmas(r)
+        if z <= self.joint_sigma:
+            return None
+        self.joint_since = r.step
+        if since == NONE:
+            return None
+        return (x, since, f"grad norm {x:.4g} ({x / m:.2g}x its median) and loss {r.loss:.4g} ({z:.1f} robust "
+                          f"sigma over its median) up together since step {since}")
 
     cdef void forget(self, long long step) noexcept:
         RobustSpike.forget(self, step)
         self.losses.rewind(step)
+        self.joint_since = NONE
 
     cdef object update(self, Rec* r):
         cdef double x = r.grad_norm, base, new, rise
         cdef Window hist = self.history
         cdef Py_ssize_t k = min(self.climb_window, self.window), i
         cdef long long onset
-        out = None
+        out = joint = None
         if r.has_grad_norm and r.step > self.warmup_steps and isfinite(x) and r.overflow != 1:
+            joint = self.joint(r, x)
             out = self.spike(r, x)
+            if out is None:
+                out = joint
+        else:
+            self.joint_since = NONE
         if r.has_loss and isfinite(r.loss) and r.overflow != 1 and r.step > self.warmup_steps:
             self.losses.add(r.step, r.loss)
         if out is None and hist.n == self.window and r.step % self.climb_every == 0:
