@@ -54,6 +54,7 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
 
     from callbacks import ScaledLearningRate, TrainingMonitor, mindformers_train_step
     from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+    from monitor.rules import Rules
 
     class Source(ByteWindows):
         noise: set = set()
@@ -94,6 +95,7 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
     runs = [(f"healthy_s{s}_lr{lr:g}", None, s, lr, healthy_steps, None) for s in seeds for lr in (3e-4, 1e-3)]
     runs += [(f"healthy_fp16_s{s}", None, s, 1e-3, healthy_steps, None) for s in seeds]
     runs += [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * (s % 5)) for kind in KINDS for s in seeds]
+    no_rules = {rule: {"enabled": False} for rule in Rules().rules}
     manifest = {}
     for name, kind, seed, lr, steps, at in runs:
         run_dir = out / name
@@ -120,8 +122,9 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
                                                                                 50 if half else 200))
         if run_dir.exists():
             shutil.rmtree(run_dir)
+        # the curve is the record log; the rules read it afterwards (so a rule change needs no new training)
         mon = TrainingMonitor(run=name, output_dir=str(run_dir), metrics_port=None, rollback=False, watchdog=False,
-                              tokens_per_step=8 * 32, exit_on_stop=False)
+                              tokens_per_step=8 * 32, exit_on_stop=False, rules=no_rules)
         callbacks = [mon] + ([Inject(kind, surge, cell, at)] if kind in ("lr_surge", "fp16_overflow") else [])
         Model(cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
         mon.close()

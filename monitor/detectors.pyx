@@ -774,7 +774,7 @@ cdef class ThroughputDrop(Detector):
     wall time. A slower compute alone, for less than that, is what other processes do to a step on a shared
     host: on the CPU runs of the test suite and the detection benchmark the step's compute swings up to 10x
     with the machine's load for a minute at a time while the data wait stays under a millisecond. A step
-    loses ``period * (1 - tps / median)``; its data wait counts beyond the median wait.
+    loses ``period * (1 - tps / median)``; the data wait of a low step counts beyond the median wait.
 
     The median is over every judged step, the low ones too, so a lasting new level becomes the normal one
     within ``window / 2`` steps (a drop is reported when it comes, then it is the run's speed; a compute
@@ -798,7 +798,7 @@ cdef class ThroughputDrop(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.min_steps = max(self.min_steps, 1)
-        self.values, self.waits = Window(self.window), Window(self.window)
+        self.values, self.waits = Window(self.window), Window(self.window, lazy=True)  # waits: read on low steps
         self.steps = <long long*>malloc(self.min_steps * sizeof(long long))
         self.ring = <double*>malloc(4 * self.min_steps * sizeof(double))
         if not self.steps or not self.ring:
@@ -811,7 +811,8 @@ cdef class ThroughputDrop(Detector):
         free(self.ring)
 
     cdef object update(self, Rec* r):
-        cdef double x = r.tps, m, w0, med, lost = 0.0, waited = 0.0
+        cdef double x = r.tps, m, med, lost = 0.0, waited = 0.0
+        cdef bint low
         cdef double* q = self.ring
         cdef double v[64]
         cdef Py_ssize_t c = self.min_steps, i, j, cnt
@@ -822,13 +823,15 @@ cdef class ThroughputDrop(Detector):
             self.values.add(r.step, x)
             self.waits.add(r.step, r.wait)
             return None
-        m, w0 = self.values.median(), self.waits.median()
-        self.values.add(r.step, x)
-        self.waits.add(r.step, r.wait)
+        m = self.values.median()
+        low = x < self.ratio * m
         i = self.k
         self.steps[i] = r.step
-        q[4 * i], q[4 * i + 1], q[4 * i + 2] = x, r.period, max(r.wait - w0, 0.0)
+        q[4 * i], q[4 * i + 1] = x, r.period
+        q[4 * i + 2] = max(r.wait - self.waits.median(), 0.0) if low else 0.0
         q[4 * i + 3] = r.period * max(1.0 - x / m, 0.0)
+        self.values.add(r.step, x)
+        self.waits.add(r.step, r.wait)
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return None
