@@ -342,23 +342,25 @@ cdef class RobustSpike(Detector):
     Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
     MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
     ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
-    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
-    nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
+    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged so
+    (compile, noisy start), only learned from. With ``confirm_steps: 2`` a value over the bound fires only
     when the next value is still over half the margin, ``m + threshold * s / 2`` and ``(1 + min_ratio / 2)
     * m`` (a one-batch outlier that clipping absorbs is not an event); the event then carries the first
     step.
 
-    With fewer than ``min_history`` values (a short excerpt, the first steps after the warm-up or after
-    going back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once:
-    ``x > excursion_ratio * m`` with at least one earlier value and ``m > 0`` (Megatron-LM's rerun check,
-    loss >= 10x the max of its first 100 values, also judges from the first value on). Onset: the earliest
+    With fewer than ``min_history`` values (a short excerpt, a run's first steps, the steps after going
+    back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once, from
+    the second value on (warm-up included; Megatron-LM's rerun check, loss >= 10x the max of its first 100
+    values, also judges from the first value on): with ``m > 0`` the median of the earlier values,
+    ``x > excursion_ratio * m``, ``x - m >= excursion_min`` and ``x - m > excursion_spread`` times the
+    range of the earlier values (a noisy excerpt is judged against its own noise). Onset: the earliest
     step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
     ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
 
     cdef public Py_ssize_t window, min_history
     cdef public long long confirm_steps
-    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio
+    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio, excursion_spread, excursion_min
     cdef Window history
     cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
@@ -372,13 +374,17 @@ cdef class RobustSpike(Detector):
         self.ratio, self.least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
 
     cdef object spike(self, Rec* r, double x):
-        """Judge and learn ``x``, the finite value of a record past the warm-up that did not overflow."""
+        """Judge and learn ``x``, the finite value of a record that did not overflow."""
         cdef double m, s
         cdef Window hist = self.history
         out, pending, self.pending = None, self.pending, None
-        if pending is not None and x > self.pending_bound:
+        if hist.n < self.min_history:
+            out = self.excursion(r.step, x)
+        elif r.step <= self.warmup_steps:
+            pass
+        elif pending is not None and x > self.pending_bound:
             out = pending
-        elif hist.n >= self.min_history:
+        else:
             m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > self.ratio * m and x > m + self.least * fabs(m):
@@ -390,14 +396,21 @@ cdef class RobustSpike(Detector):
                         self.pending_bound = max(m + 0.5 * self.threshold * s, (1.0 + 0.5 * self.min_ratio) * m)
                     else:
                         out = event
-        elif hist.n and self.excursion_ratio:
-            m = hist.median()
-            if m > 0 and x > self.excursion_ratio * m:
-                out = (x, hist.run_start(self.ratio * m, r.step),
-                       f"{self.label} {x:.4g} at step {r.step} is {x / m:.3g}x the median {m:.4g} of the "
-                       f"{hist.n} earlier steps")
         hist.add(r.step, x)
         return out
+
+    cdef object excursion(self, long long step, double x):
+        """The few-values test (see the class docstring) of ``x`` against the history held."""
+        cdef Window hist = self.history
+        cdef double m
+        if not hist.n or not self.excursion_ratio:
+            return None
+        m = hist.median()
+        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min
+                and x - m > self.excursion_spread * (hist.ordered[hist.n - 1] - hist.ordered[0])):
+            return None
+        return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "
+                                                         f"median {m:.4g} of the {hist.n} earlier steps")
 
     cdef object event(self, long long step, double x, double m, double s):
         cdef Window hist = self.history
@@ -434,10 +447,10 @@ cdef class LossSpike(RobustSpike):
         cdef double x = r.loss, level, m, floor, s
         cdef Py_ssize_t k = self.shift_steps
         cdef long long onset
-        if not r.has_loss or r.step <= self.warmup_steps or not isfinite(x) or r.overflow == 1:
+        if not r.has_loss or not isfinite(x) or r.overflow == 1:
             return None
         out = self.spike(r, x)
-        if not k:
+        if not k or r.step <= self.warmup_steps:
             return out
         recent, hist = self.recent, self.history
         recent.add(r.step, x)
@@ -532,8 +545,11 @@ cdef class GradNormSpike(RobustSpike):
         cdef Py_ssize_t k = min(self.climb_window, self.window), i
         cdef long long onset
         out = joint = None
-        if r.has_grad_norm and r.step > self.warmup_steps and isfinite(x) and r.overflow != 1:
-            joint = self.joint(r, x)
+        if r.has_grad_norm and isfinite(x) and r.overflow != 1:
+            if r.step > self.warmup_steps:
+                joint = self.joint(r, x)
+            else:
+                self.joint_since = NONE
             out = self.spike(r, x)
             if out is None:
                 out = joint
