@@ -331,6 +331,14 @@ def test_an_unambiguous_loss_excursion_in_a_short_excerpt_fires():
     assert run(recs, Rules({"loss_spike": {"excursion_ratio": 0.0}, "overflow_storm": {"enabled": False}})) == []
 
 
+def test_a_loss_jump_after_a_single_logged_value_fires_when_it_is_large():
+    # BigScience tr8-104B: 6.44 -> 11.42 between two logged iterations (the grad norm only 2.2x)
+    recs = [StepRecord(7000, loss=6.444662, grad_norm=98258.265), StepRecord(7010, loss=11.42026, grad_norm=219645.978)]
+    assert [(e.rule, e.step) for e in run(recs)] == [("loss_spike", 7010)]
+    # a fine-tune's 0.64 -> 1.02 (1.6x, but 0.4 up): its noise, not an event
+    assert run([StepRecord(5030, loss=0.6427), StepRecord(5040, loss=1.0184)]) == []
+
+
 def test_healthy_short_excerpts_raise_nothing_even_past_the_warm_up():
     hf = [0.9225, 1.0654, 0.7203, 0.6427, 1.0184, 1.0611, 1.3879, 0.9321]
     assert run([StepRecord(5000 + 10 * i, loss=x) for i, x in enumerate(hf)]) == []
