@@ -792,7 +792,9 @@ cdef class ThroughputDrop(Detector):
     with the machine's load for a minute at a time while the data wait stays under a millisecond. A step
     loses ``period * (1 - tps / median)``; the data wait of a low step counts beyond the median wait.
 
-    The median is over every judged step, the low ones too, so a lasting new level becomes the normal one
+    The reference is the median of the medians of each ``min_steps`` steps (at most 64) over the last
+    ``window`` steps (cheaper per step than a median of ``window`` values, and as robust). It is over every
+    judged step, the low ones too, so a lasting new level becomes the normal one
     within ``window / 2`` steps (a drop is reported when it comes, then it is the run's speed; a compute
     slowdown is reported when ``min_seconds`` pass within those steps), and the first ``min_history``
     steps after the warm-up only set it: a run's first steps after compiling are fed from the batches its
@@ -804,19 +806,20 @@ cdef class ThroughputDrop(Detector):
 
     cdef public Py_ssize_t window, min_history, min_steps
     cdef public double ratio, data_share, min_seconds
-    cdef Window values, waits
+    cdef Window values, waits  # the medians of tps and data wait of each min_steps steps (a block)
     cdef long long* steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
-    cdef double* ring  # ... and their tps, period, wait beyond the median, time lost: 4 x min_steps
+    cdef double* ring  # ... and their tps, period, data wait, its part beyond the median, time lost
     cdef Py_ssize_t n, k
     cdef long long low_since
     cdef double seconds
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.min_steps = max(self.min_steps, 1)
-        self.values, self.waits = Window(self.window), Window(self.window, lazy=True)  # waits: read on low steps
+        self.min_steps = min(max(self.min_steps, 1), 64)
+        blocks = max(self.window // self.min_steps, 1)
+        self.values, self.waits = Window(blocks), Window(blocks, lazy=True)  # waits: read on low steps only
         self.steps = <long long*>malloc(self.min_steps * sizeof(long long))
-        self.ring = <double*>malloc(4 * self.min_steps * sizeof(double))
+        self.ring = <double*>malloc(5 * self.min_steps * sizeof(double))
         if not self.steps or not self.ring:
             raise MemoryError()
         self.n = self.k = 0
@@ -826,50 +829,51 @@ cdef class ThroughputDrop(Detector):
         free(self.steps)
         free(self.ring)
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.tps, m, med, lost = 0.0, waited = 0.0
-        cdef bint low
-        cdef double* q = self.ring
+    cdef double ring_median(self, Py_ssize_t slot) noexcept:
         cdef double v[64]
-        cdef Py_ssize_t c = self.min_steps, i, j, cnt
+        cdef Py_ssize_t j
+        for j in range(self.n):
+            v[j] = self.ring[5 * j + slot]
+        _sort(v, self.n)
+        return _median(v, self.n)
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.tps, m = NAN, med, lost = 0.0, waited = 0.0
+        cdef bint known
+        cdef double* q = self.ring
+        cdef Py_ssize_t c = self.min_steps, i, j
         cdef long long onset
         if not r.has_tps or isnan(x) or r.step <= self.warmup_steps:
             return None
-        if self.values.n < self.min_history:
-            self.values.add(r.step, x)
-            self.waits.add(r.step, r.wait)
-            return None
-        m = self.values.median()
-        low = x < self.ratio * m
+        known = self.values.n * c >= self.min_history
+        if known:
+            m = self.values.median()
         i = self.k
         self.steps[i] = r.step
-        q[4 * i], q[4 * i + 1] = x, r.period
-        q[4 * i + 2] = max(r.wait - self.waits.median(), 0.0) if low else 0.0
-        q[4 * i + 3] = r.period * max(1.0 - x / m, 0.0)
-        self.values.add(r.step, x)
-        self.waits.add(r.step, r.wait)
+        q[5 * i], q[5 * i + 1], q[5 * i + 2] = x, r.period, r.wait
+        q[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
+        q[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return None
-        cnt = min(c, 64)  # the median of the last min_steps (at most 64) values
-        for j in range(cnt):
-            v[j] = q[4 * ((self.k + c - cnt + j) % c)]
-        _sort(v, cnt)
-        med = _median(v, cnt)
-        if med >= self.ratio * m:
+        med = self.ring_median(0)
+        if self.k == 0:  # a block is complete: its medians join the reference
+            self.values.add(r.step, med)
+            self.waits.add(r.step, self.ring_median(2))
+        if not known or med >= self.ratio * m:
             self.low_since = NONE
             return None
         for j in range(c):
-            waited += q[4 * j + 2]
-            lost += q[4 * j + 3]
+            waited += q[5 * j + 3]
+            lost += q[5 * j + 4]
         if self.low_since == NONE:  # a new stretch: from the oldest low step held
             self.seconds = 0.0
             for j in range(c):
                 i = (self.k + j) % c
-                if self.low_since == NONE and q[4 * i] < self.ratio * m:
+                if self.low_since == NONE and q[5 * i] < self.ratio * m:
                     self.low_since = self.steps[i]
                 if self.low_since != NONE:
-                    self.seconds += q[4 * i + 1]
+                    self.seconds += q[5 * i + 1]
         else:
             self.seconds += r.period
         onset = self.low_since
