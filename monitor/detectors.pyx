@@ -447,7 +447,7 @@ cdef class LossSpike(RobustSpike):
         cdef double x = r.loss, level, m, floor, s
         cdef Py_ssize_t k = self.shift_steps
         cdef long long onset
-        if not r.has_loss or not isfinite(x) or r.overflow == 1:
+        if not r.has_loss or not isfinite(x):  # (an overflowed step's loss is its batch's real loss)
             return None
         out = self.spike(r, x)
         if not k or r.step <= self.warmup_steps:
@@ -555,7 +555,7 @@ cdef class GradNormSpike(RobustSpike):
                 out = joint
         else:
             self.joint_since = NONE
-        if r.has_loss and isfinite(r.loss) and r.overflow != 1 and r.step > self.warmup_steps:
+        if r.has_loss and isfinite(r.loss) and r.step > self.warmup_steps:
             self.losses.add(r.step, r.loss)
         if out is None and hist.n == self.window and r.step % self.climb_every == 0:
             base, new = hist.median(), hist.median_of(hist.n - k, k)

@@ -361,6 +361,17 @@ def test_overflows_at_the_start_of_a_log_that_begins_late_are_not_calibration():
     assert run(fresh) == []  # a fresh run's first steps: calibration
 
 
+def test_a_resumed_run_s_spike_with_overflows_is_a_spike_and_a_storm():
+    # BigScience tr8b-104B resumed at iteration 17060: the loss 2.67 -> 4.37 as DeepSpeed's overflows begin
+    # (an overflowed step's loss is its batch's real loss: it is judged)
+    rows = [(17060, 2.665295, 1048576.0, False), (17061, 2.667121, 1048576.0, False),
+            (17062, 4.374269, 1048576.0, True), (17063, 4.365822, 524288.0, True),
+            (17064, 4.391485, 262144.0, True), (17065, 4.404639, 131072.0, True), (17066, 4.398458, 131072.0, False)]
+    events = run([StepRecord(s, loss=x, loss_scale=ls, overflow=o) for s, x, ls, o in rows])
+    assert [(e.rule, e.step, e.onset_step) for e in events] == [("loss_spike", 17062, 17062),
+                                                                 ("overflow_storm", 17064, 17062)]
+
+
 def test_loss_scale_halved_many_times_in_a_late_excerpt_is_a_collapse():
     # fairseq: 12 overflows in a row after update 10198, the scale 0.5 -> 0.000122
     recs = [StepRecord(10198, loss=6.343, loss_scale=0.5)]
