@@ -175,6 +175,8 @@ class TrainingMonitor(Callback):
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._prev_trainer_step = 0
         self._t_begin = self._t_end = None
+        self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
+        self._epoch = None
         self._tokens = cfg.tokens_per_step
         self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
         self._watchdog: Watchdog | None = None
@@ -398,8 +400,16 @@ class TrainingMonitor(Callback):
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens
         step = cb.cur_step_num - self._offset
+        # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
+        # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
+        saved = self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
+        saved = saved or any(after == 0 and mc.latest_ckpt_file_name not in (None, seen)
+                             for mc, after, seen in self._ckpt_watch)
+        epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
+        slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
+        self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
-                         time.time(), steps)
+                         time.time(), steps, slow_reason=slow)
         if self._peak and step_time and tokens:
             rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec
@@ -407,7 +417,6 @@ class TrainingMonitor(Callback):
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
         self.metrics.observe(rec)
-        self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
         if self.record_log is not None:
             self.record_log.write(rec)
         self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
@@ -451,16 +460,20 @@ class TrainingMonitor(Callback):
             width -= 1
         return int(rows * width * max(cb.get("device_number") or 1, 1))
 
-    def _watch_model_checkpoints(self, step: int, batches: int, lag: int | None = None) -> None:
+    def _watch_model_checkpoints(self, step: int, batches: int, lag: int | None = None) -> bool:
         """Ledger the new files of the ModelCheckpoint callbacks that save ``lag`` steps before we see them
         (None: all) as the state after monitor step ``step``, ``batches`` consumed. Called before this step's
-        record is logged for lag 1, after it for lag 0, and at the end of training for all."""
+        record is logged for lag 1, after it for lag 0, and at the end of training for all. True when there
+        was one."""
+        saved = False
         for i, (mc, after, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
             if lag in (None, after) and name and name != seen:
                 self._ckpt_watch[i] = (mc, after, name)
                 self.ledger.add(step, name, batches, self._trajectory())
                 self._follow_retention()
+                saved = True
+        return saved
 
     def _follow_retention(self) -> None:
         """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
@@ -521,6 +534,7 @@ class TrainingMonitor(Callback):
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
         self.ledger.add(step, str(path), self._prev_trainer_step, self._trajectory())
+        self._slow = "checkpoint"  # the save is in the next step's data wait
 
     def _trajectory(self) -> list | None:
         return trajectory(self.record_log, self.resumed.entry.records if self.resumed else None)
@@ -548,6 +562,7 @@ class TrainingMonitor(Callback):
         self._offset += step - target.step
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
+        self._slow = "rollback"
         rb = self.policy.rolled_back(step, onset, target, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]

@@ -202,8 +202,9 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
     history = rules.rules["loss_spike"].params["min_history"]
     for r in results:
         if 0 < r.records <= history:
-            click.echo(f"note: {r.path} has {r.records} step records; loss_spike judges a step only after "
-                       f"{history} earlier ones (lower min_history with --rules to judge a short excerpt)", err=True)
+            click.echo(f"note: {r.path} has {r.records} step records; with fewer than {history} earlier ones the "
+                       f"spike rules report only unambiguous excursions (lower min_history with --rules to judge "
+                       f"more)", err=True)
 
 
 @main.group()

@@ -34,14 +34,19 @@ cdef int rec_from(Rec* r, object rec) except -1:
         r.loss_scale = v
     v = rec.overflow
     r.overflow = -1 if v is None else (1 if v else 0)
+    # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
+    known_slow = rec.slow_reason is not None
     v = rec.mfu
-    r.has_mfu = v is not None
+    r.has_mfu = v is not None and not known_slow
     if r.has_mfu:
         r.mfu = v
-    v = rec.tokens_per_second if rec.tokens else None
-    r.has_tps = v is not None
-    if r.has_tps:
-        r.tps = v
+    v = rec.step_time_s
+    r.has_tps = bool(rec.tokens) and bool(v) and not known_slow
+    if r.has_tps:  # throughput over the step's whole period: the time waiting for data counts
+        w = rec.data_wait_s
+        r.wait = w if w is not None and w > 0 else 0.0
+        r.period = v + r.wait
+        r.tps = rec.tokens / r.period
     return 0
 
 
@@ -337,15 +342,25 @@ cdef class RobustSpike(Detector):
     Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
     MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
     ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
-    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged
-    nor learned from (compile, noisy start). With ``confirm_steps: 2`` a value over the bound fires only
-    when the next value is still over ``m + threshold * s / 2`` (a one-batch outlier that clipping
-    absorbs is not an event); the event then carries the first step.
+    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged so
+    (compile, noisy start), only learned from. With ``confirm_steps: 2`` a value over the bound fires only
+    when the next value is still over half the margin, ``m + threshold * s / 2`` and ``(1 + min_ratio / 2)
+    * m`` (a one-batch outlier that clipping absorbs is not an event); the event then carries the first
+    step.
+
+    With fewer than ``min_history`` values (a short excerpt, a run's first steps, the steps after going
+    back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once, from
+    the second value on (warm-up included; Megatron-LM's rerun check, loss >= 10x the max of its first 100
+    values, also judges from the first value on): with ``m > 0`` the median of the earlier values,
+    ``x > excursion_ratio * m``, ``x - m >= excursion_min`` and ``x - m > excursion_spread`` times the
+    range of the earlier values (a noisy excerpt is judged against its own noise). Onset: the earliest
+    step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
+    ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
 
     cdef public Py_ssize_t window, min_history
     cdef public long long confirm_steps
-    cdef public double threshold, min_sigma_ratio, min_ratio
+    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio, excursion_spread, excursion_min
     cdef Window history
     cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
@@ -359,13 +374,17 @@ cdef class RobustSpike(Detector):
         self.ratio, self.least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
 
     cdef object spike(self, Rec* r, double x):
-        """Judge and learn ``x``, the finite value of a record past the warm-up that did not overflow."""
+        """Judge and learn ``x``, the finite value of a record that did not overflow."""
         cdef double m, s
         cdef Window hist = self.history
         out, pending, self.pending = None, self.pending, None
-        if pending is not None and x > self.pending_bound:
+        if hist.n < self.min_history:
+            out = self.excursion(r.step, x)
+        elif r.step <= self.warmup_steps:
+            pass
+        elif pending is not None and x > self.pending_bound:
             out = pending
-        elif hist.n >= self.min_history:
+        else:
             m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > self.ratio * m and x > m + self.least * fabs(m):
@@ -373,11 +392,25 @@ cdef class RobustSpike(Detector):
                 if x > m + self.threshold * s:
                     event = self.event(r.step, x, m, s)
                     if self.confirm_steps > 1 and not self.corroborated(r):
-                        self.pending, self.pending_bound = event, m + 0.5 * self.threshold * s
+                        self.pending = event
+                        self.pending_bound = max(m + 0.5 * self.threshold * s, (1.0 + 0.5 * self.min_ratio) * m)
                     else:
                         out = event
         hist.add(r.step, x)
         return out
+
+    cdef object excursion(self, long long step, double x):
+        """The few-values test (see the class docstring) of ``x`` against the history held."""
+        cdef Window hist = self.history
+        cdef double m
+        if not hist.n or not self.excursion_ratio:
+            return None
+        m = hist.median()
+        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min
+                and x - m > self.excursion_spread * (hist.ordered[hist.n - 1] - hist.ordered[0])):
+            return None
+        return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "
+                                                         f"median {m:.4g} of the {hist.n} earlier steps")
 
     cdef object event(self, long long step, double x, double m, double s):
         cdef Window hist = self.history
@@ -414,10 +447,10 @@ cdef class LossSpike(RobustSpike):
         cdef double x = r.loss, level, m, floor, s
         cdef Py_ssize_t k = self.shift_steps
         cdef long long onset
-        if not r.has_loss or r.step <= self.warmup_steps or not isfinite(x) or r.overflow == 1:
+        if not r.has_loss or not isfinite(x):  # (an overflowed step's loss is its batch's real loss)
             return None
         out = self.spike(r, x)
-        if not k:
+        if not k or r.step <= self.warmup_steps:
             return out
         recent, hist = self.recent, self.history
         recent.add(r.step, x)
@@ -450,40 +483,79 @@ cdef class GradNormSpike(RobustSpike):
     its last ``window`` finite values by ``confirm_loss_sigma`` robust sigmas: a damaging update (an LR
     surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was (on the
     curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
-    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off."""
+    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off.
+
+    Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
+    the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
+    Noise rarely lifts both twice running; a mild LR surge does from its first step on (on the curves of
+    ``benchmarks/detection_quality.py``, tuned on seeds 0-11). ``joint_ratio: 0`` turns this off."""
 
     cdef public Py_ssize_t climb_window
-    cdef public double climb_ratio, confirm_loss_sigma
+    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
     cdef Window losses
-    cdef long long climb_every
+    cdef long long climb_every, joint_since
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.label = "grad norm"
-        self.losses = Window(self.window, lazy=True)  # read only to corroborate a spike
+        self.losses = Window(self.window, lazy=True)  # read only when the grad norm is up
         self.climb_every = max(self.climb_window // 2, 1)
+        self.joint_since = NONE
 
-    cdef bint corroborated(self, Rec* r):
+    cdef double loss_sigmas(self, Rec* r):
+        """How many robust sigmas the step's loss is over the median of the last ``window`` (-1 when unknown)."""
         cdef Window losses = self.losses
         cdef double m
-        if not self.confirm_loss_sigma or not r.has_loss or losses.n < self.min_history:
-            return False
+        if not r.has_loss or not isfinite(r.loss) or losses.n < self.min_history:
+            return -1.0
         m = losses.median()
-        return r.loss > m + self.confirm_loss_sigma * max(losses.sigma(m), 1e-6 * fabs(m))
+        return (r.loss - m) / max(losses.sigma(m), 1e-6 * fabs(m), 1e-300)
+
+    cdef bint corroborated(self, Rec* r):
+        return self.confirm_loss_sigma > 0 and self.loss_sigmas(r) > self.confirm_loss_sigma
+
+    cdef object joint(self, Rec* r, double x):
+        """The two-step joint excursion (see the class docstring), judged before ``x`` is learned."""
+        cdef Window hist = self.history
+        cdef double m, z
+        cdef long long since = self.joint_since
+        self.joint_since = NONE
+        if not self.joint_ratio or hist.n < self.min_history:
+            return None
+        m = hist.median()
+        if x <= self.joint_ratio * m:
+            return None
+        z = self.loss_sigmas(r)
+        if z <= self.joint_sigma:
+            return None
+        self.joint_since = r.step
+        if since == NONE:
+            return None
+        return (x, since, f"grad norm {x:.4g} ({x / m:.2g}x its median) and loss {r.loss:.4g} ({z:.1f} robust "
+                          f"sigma over its median) up together since step {since}")
 
     cdef void forget(self, long long step) noexcept:
         RobustSpike.forget(self, step)
         self.losses.rewind(step)
+        self.joint_since = NONE
 
     cdef object update(self, Rec* r):
         cdef double x = r.grad_norm, base, new, rise
         cdef Window hist = self.history
         cdef Py_ssize_t k = min(self.climb_window, self.window), i
         cdef long long onset
-        out = None
-        if r.has_grad_norm and r.step > self.warmup_steps and isfinite(x) and r.overflow != 1:
+        out = joint = None
+        if r.has_grad_norm and isfinite(x) and r.overflow != 1:
+            if r.step > self.warmup_steps:
+                joint = self.joint(r, x)
+            else:
+                self.joint_since = NONE
             out = self.spike(r, x)
-        if r.has_loss and isfinite(r.loss) and r.overflow != 1 and r.step > self.warmup_steps:
+            if out is None:
+                out = joint
+        else:
+            self.joint_since = NONE
+        if r.has_loss and isfinite(r.loss) and r.step > self.warmup_steps:
             self.losses.add(r.step, r.loss)
         if out is None and hist.n == self.window and r.step % self.climb_every == 0:
             base, new = hist.median(), hist.median_of(hist.n - k, k)
@@ -499,49 +571,82 @@ cdef class GradNormSpike(RobustSpike):
         return out
 
 
-cdef class OverflowStorm(Detector):
-    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration;
-    or, at once, an overflow at a loss scale more than ``max_growth`` times the previous step's, which a
-    dynamic loss scaler (growing by at most its factor, 2, per step) cannot have produced: a scale
-    restored from another state, a stale scaler.
+cdef long long halvings(double prev, double scale) noexcept:
+    """Halvings in a fall of the loss scale from ``prev`` to ``scale``: ``max(1, round(log2(prev / scale)))``,
+    1 for a fall to 0 or below (from inf: as many as a double's range holds), 0 when it did not fall."""
+    if not scale < prev:
+        return 0
+    return <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
 
-    Calibration is the stretch of overflows before the first clean step, while a dynamic loss scale
-    halves down from its initial value; those never count, up to ``max_calibration`` of them (24 by
-    default: from 2^32, DeepSpeed's initial scale, down to 2^8): a start-up that keeps overflowing past
-    that is a storm, not calibration. The onset is the window's first overflow.
+
+cdef class LossScaleWatch(Detector):
+    """Base of the loss-scale rules: the previous record's scale and the start-up calibration.
+
+    Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
+    (2^32 in DeepSpeed and Megatron-LM): a record is calibration while no step known to be clean came before
+    it, its step is at most ``calibration_steps`` (the trainer's step: a log or a process that starts at
+    step 17060 is not at start-up) and it overflowed or does not say (a trainer that prints no overflow
+    flag). The first clean step ends it (the fall into it is still calibration's), and so does the first
+    record past ``calibration_steps``: a start-up that keeps overflowing past them is trouble."""
+
+    cdef public long long calibration_steps
+    cdef bint calibrated, has_prev
+    cdef double prev_scale
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.calibrated, self.has_prev = False, False
+
+    cdef bint calibrating(self, Rec* r) noexcept:
+        """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
+        cdef bint out = False
+        if not self.calibrated:
+            out = r.overflow != 0 and r.step <= self.calibration_steps
+            if not out:
+                self.calibrated = True
+                out = r.overflow == 0 and self.has_prev
+        if r.has_loss_scale:
+            self.has_prev, self.prev_scale = True, r.loss_scale
+        return out
+
+    cdef void forget(self, long long step) noexcept:
+        self.has_prev = False
+
+
+cdef class OverflowStorm(LossScaleWatch):
+    """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration (see
+    :class:`LossScaleWatch`); or, at once, an overflow at a loss scale more than ``max_growth`` times the
+    previous step's, which a dynamic loss scaler (growing by at most its factor, 2, per step) cannot have
+    produced: a scale restored from another state, a stale scaler.
+
+    A record that does not say whether it overflowed (Megatron-LM's interval lines count skipped iterations
+    instead) counts one overflow per halving of the loss scale since the previous record: a dynamic scaler
+    lowers the scale only on an overflow. The onset is the window's first overflow.
     """
 
-    cdef public long long window, max_overflows, max_calibration
+    cdef public long long window, max_overflows
     cdef public double max_growth
-    cdef bint calibrated, has_prev
-    cdef long long calibration
-    cdef double prev_scale
     cdef Steps overflow_steps
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.calibrated, self.calibration, self.has_prev = False, 0, False  # overflows before the first clean step
         self.overflow_steps = Steps(self.window)
 
     cdef object update(self, Rec* r):
         cdef bint had = self.has_prev
         cdef double prev = self.prev_scale, scale = r.loss_scale
+        cdef long long times = 1
         cdef Py_ssize_t n
+        if self.calibrating(r) or r.overflow == 0:
+            return None
         if r.overflow == -1:
-            return None
-        self.has_prev, self.prev_scale = r.has_loss_scale, scale
-        if r.overflow == 0:
-            self.calibrated = True
-            return None
-        if not self.calibrated:
-            self.calibration += 1
-            if self.calibration <= self.max_calibration:
+            times = halvings(prev, scale) if had and r.has_loss_scale else 0
+            if not times:
                 return None
-            self.calibrated = True
-        if had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
+        elif had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
             return (scale, r.step, f"overflow at loss scale {scale:.6g}, {scale / prev:.6g}x "
                                    f"the previous step's {prev:.6g}: not the dynamic scaler's doing")
-        n = self.overflow_steps.add(r.step, 1)
+        n = self.overflow_steps.add(r.step, times)
         if n >= self.max_overflows:
             return (float(n), self.overflow_steps.first(),
                     f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)})")
@@ -549,43 +654,36 @@ cdef class OverflowStorm(Detector):
 
     cdef void forget(self, long long step) noexcept:
         self.overflow_steps.rewind_to(step)
-        self.has_prev = False
+        LossScaleWatch.forget(self, step)
 
 
-cdef class LossScaleCollapse(Detector):
+cdef class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
-    steps, after calibration (the halvings before the first clean step). A scale that never moved (static
-    scaling, or bf16 with a scale of 1) is not judged. A fall from ``prev`` to ``scale`` counts
-    ``max(1, round(log2(prev / scale)))`` halvings (1 for a fall to 0 or below). Onset: the first halving of
-    the fall."""
+    steps, after calibration (see :class:`LossScaleWatch`). A scale that never moved (static scaling, or
+    bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
+    of the fall."""
 
     cdef public double floor
     cdef public long long window, max_halvings
-    cdef bint calibrated, has_prev
-    cdef double prev, highest
+    cdef double highest
     cdef Steps drops
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.calibrated, self.has_prev, self.highest = False, False, 0.0
+        self.highest = 0.0
         self.drops = Steps(self.window)
 
     cdef object update(self, Rec* r):
-        cdef double scale = r.loss_scale, prev = self.prev
+        cdef double scale = r.loss_scale, prev = self.prev_scale
         cdef bint had = self.has_prev
-        cdef long long times = 0
         cdef Py_ssize_t n
         if not r.has_loss_scale:
             return None
-        self.has_prev, self.prev = True, scale
         if scale > self.highest:
             self.highest = scale
-        if not self.calibrated:  # the fall into the first clean step is still calibration
-            self.calibrated = r.overflow == 0
+        if self.calibrating(r):
             return None
-        if had and scale < prev:  # (a fall from inf counts as many halvings as a double's range holds)
-            times = <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
-        n = self.drops.add(r.step, times)
+        n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if scale <= self.floor < self.highest:
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
@@ -594,7 +692,7 @@ cdef class LossScaleCollapse(Detector):
 
     cdef void forget(self, long long step) noexcept:
         self.drops.rewind_to(step)
-        self.has_prev = False
+        LossScaleWatch.forget(self, step)
 
 
 cdef class LossDegenerate(Detector):
@@ -684,40 +782,115 @@ cdef class SustainedLow(Detector):
         self.low_since = NONE
 
 
-cdef class ThroughputDrop(SustainedLow):
-    """TPS below ``ratio`` x its rolling median (``window`` values) for ``min_steps`` steps in a row.
-    Onset: the first low step. The low values are kept out of the median; a TPS that is not a number (a
-    NaN step time) is not judged."""
+cdef class ThroughputDrop(Detector):
+    """Throughput (tokens / (step time + data wait)) low for a stretch: the median of the last ``min_steps``
+    steps below ``ratio`` x the median of the last ``window`` steps, when the time lost is the run's own: at
+    least ``data_share`` of the time the last ``min_steps`` steps lost spent waiting for data (a slow
+    pipeline, a sleeping callback or thread between the steps), or the stretch lasting ``min_seconds`` of
+    wall time. A slower compute alone, for less than that, is what other processes do to a step on a shared
+    host: on the CPU runs of the test suite and the detection benchmark the step's compute swings up to 10x
+    with the machine's load for a minute at a time while the data wait stays under a millisecond. A step
+    loses ``period * (1 - tps / median)``; the data wait of a low step counts beyond the median wait.
 
-    cdef public Py_ssize_t window, min_history
-    cdef public double ratio
-    cdef Window values
+    The reference is the median of the medians of each ``min_steps`` steps (at most 64) over the last
+    ``window`` steps (cheaper per step than a median of ``window`` values, and as robust). It is over every
+    judged step, the low ones too, so a lasting new level becomes the normal one
+    within ``window / 2`` steps (a drop is reported when it comes, then it is the run's speed; a compute
+    slowdown is reported when ``min_seconds`` pass within those steps), and the first ``min_history``
+    steps after the warm-up only set it: a run's first steps after compiling are fed from the batches its
+    data pipeline prefetched meanwhile, faster than the pipeline's own pace.
+
+    Onset: the first low step of the stretch. A TPS that is not a number (a NaN step time) and a step known
+    to be slow (``StepRecord.slow_reason``) are not judged.
+    """
+
+    cdef public Py_ssize_t window, min_history, min_steps
+    cdef public double ratio, data_share, min_seconds
+    cdef Window values, waits  # the medians of tps and data wait of each min_steps steps (a block)
+    cdef long long* steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
+    cdef double* ring  # ... and their tps, period, data wait, its part beyond the median, time lost
+    cdef Py_ssize_t n, k
+    cdef long long low_since
+    cdef double seconds
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.values = Window(self.window)
+        self.min_steps = min(max(self.min_steps, 1), 64)
+        blocks = max(self.window // self.min_steps, 1)
+        self.values, self.waits = Window(blocks), Window(blocks, lazy=True)  # waits: read on low steps only
+        self.steps = <long long*>malloc(self.min_steps * sizeof(long long))
+        self.ring = <double*>malloc(5 * self.min_steps * sizeof(double))
+        if not self.steps or not self.ring:
+            raise MemoryError()
+        self.n = self.k = 0
+        self.low_since = NONE
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.ring)
+
+    cdef double ring_median(self, Py_ssize_t slot) noexcept:
+        cdef double v[64]
+        cdef Py_ssize_t j
+        for j in range(self.n):
+            v[j] = self.ring[5 * j + slot]
+        _sort(v, self.n)
+        return _median(v, self.n)
 
     cdef object update(self, Rec* r):
-        cdef double x = r.tps, m
+        cdef double x = r.tps, m = NAN, med, lost = 0.0, waited = 0.0
+        cdef bint known
+        cdef double* q = self.ring
+        cdef Py_ssize_t c = self.min_steps, i, j
         cdef long long onset
         if not r.has_tps or isnan(x) or r.step <= self.warmup_steps:
             return None
-        if self.values.n < self.min_history:
-            self.values.add(r.step, x)
+        known = self.values.n * c >= self.min_history
+        if known:
+            m = self.values.median()
+        i = self.k
+        self.steps[i] = r.step
+        q[5 * i], q[5 * i + 1], q[5 * i + 2] = x, r.period, r.wait
+        q[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
+        q[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
+        self.k, self.n = (i + 1) % c, min(self.n + 1, c)
+        if self.n < c:
             return None
-        m = self.values.median()
-        if x >= self.ratio * m:
+        med = self.ring_median(0)
+        if self.k == 0:  # a block is complete: its medians join the reference
+            self.values.add(r.step, med)
+            self.waits.add(r.step, self.ring_median(2))
+        if not known or med >= self.ratio * m:
             self.low_since = NONE
-            self.values.add(r.step, x)
             return None
-        onset = self.low(r.step)
-        if onset == NONE:
+        for j in range(c):
+            waited += q[5 * j + 3]
+            lost += q[5 * j + 4]
+        if self.low_since == NONE:  # a new stretch: from the oldest low step held
+            self.seconds = 0.0
+            for j in range(c):
+                i = (self.k + j) % c
+                if self.low_since == NONE and q[5 * i] < self.ratio * m:
+                    self.low_since = self.steps[i]
+                if self.low_since != NONE:
+                    self.seconds += q[5 * i + 1]
+        else:
+            self.seconds += r.period
+        onset = self.low_since
+        if waited >= self.data_share * lost:
+            why = f"{waited:.3g} s of the {lost:.3g} s lost over the last {c} steps waiting for data"
+        elif self.seconds >= self.min_seconds:
+            why = f"for {self.seconds:.0f} s"
+        else:
             return None
-        return x, onset, f"tokens_per_second {x:.4g} below {self.ratio:.0%} of its median {m:.4g} since step {onset}"
+        return (med, onset, f"tokens_per_second {med:.4g} (median of the last {c} steps) below {self.ratio:.0%} "
+                            f"of its median {m:.4g} since step {onset}, {why}")
 
     cdef void forget(self, long long step) noexcept:
         self.values.rewind(step)
-        SustainedLow.forget(self, step)
+        self.waits.rewind(step)
+        self.n = self.k = 0
+        self.low_since = NONE
 
 
 cdef class LowMfu(SustainedLow):

@@ -22,6 +22,10 @@ class StepRecord:
         timestamp: Unix time in seconds when the step finished; None when unknown.
         steps: how many optimizer steps this record covers (sink size in sink mode, else 1).
         mfu: model FLOPs utilisation of the step, 0..1 (:mod:`monitor.flops`); None when unknown.
+        slow_reason: why the step is known to have been slow, when it is (``checkpoint``: a checkpoint
+            was saved since the previous step; ``rollback``: the monitor restored one; ``epoch``: an epoch
+            ended, with its callbacks, evaluation and the data pipeline's restart); None otherwise. The
+            throughput rules do not judge such a step.
     """
 
     # the order of the fields is relied upon: callbacks.TrainingMonitor and the MindFormers log reader
@@ -39,6 +43,7 @@ class StepRecord:
     timestamp: float | None = None
     steps: int = 1
     mfu: float | None = None
+    slow_reason: str | None = None
 
     @property
     def tokens_per_second(self) -> float | None:

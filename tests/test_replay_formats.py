@@ -170,8 +170,9 @@ def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
             "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
     res = replay_file(write(tmp_path, "hf_ds.log", text))
     assert res.format == "hf" and res.records == 4 and res.merged_lines == 1  # the dict completes step 380
-    # the overflows at 379..382 come before any clean step in this excerpt; the scaler giving up is reported
-    assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 382, 8.0)]
+    # the overflows at 379..382 are not calibration (step 379 is not a start-up): a storm, then the scaler gives up
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("overflow_storm", 381, 3.0),
+                                                                ("loss_scale_collapse", 382, 8.0)]
     assert [res.last.step, res.last.overflow, res.last.loss_scale] == [382, True, 8.0]
 
 

@@ -31,7 +31,8 @@ def _integer(v) -> int:
     return int(f)
 
 
-KINDS = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer, "overflow": _truth}
+KINDS = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer, "overflow": _truth,
+         "slow_reason": str}
 
 
 def canonical(name: str) -> str:

@@ -1,0 +1,59 @@
+"""throughput_drop on a real CPU training run: caught when the run itself slows down, silent on the machine's
+noise (this 2-core machine is shared: its load stretches the step's compute several times over while the
+test runs), and steps slowed for a reason the monitor knows are not judged."""
+import time
+
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback, Model
+
+from callbacks import TrainingMonitor
+from callbacks.tinylm import make_dataset
+from monitor.replay import replay_file
+from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
+
+STEPS = 320
+PIPELINE_S = 0.04  # the data pipeline's time per batch: the run's bottleneck, so its speed is the run's
+PIPELINE_SLOW = range(150, 200)  # batches (0-based) the pipeline takes twice as long for: steps 151-200
+CALLBACK_SLOW = range(260, 310)  # steps after which a callback sleeps 2 x PIPELINE_S (steps 260-309)
+
+
+class SlowSource(Served):
+    def __getitem__(self, i):
+        time.sleep(PIPELINE_S * (2 if i in PIPELINE_SLOW else 1))
+        return super().__getitem__(i)
+
+
+class SleepingCallback(Callback):
+    """A callback listed after the monitor that sleeps at the end of some steps: the rank is slowed between
+    its steps, as by any other work on the training thread. (While it sleeps, the pipeline gets ahead and
+    refills its prefetch queue, so the steps after this stretch run faster for a while: the run ends first.)"""
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num in CALLBACK_SLOW:
+            time.sleep(2 * PIPELINE_S)
+
+
+def test_a_slower_pipeline_and_a_sleeping_callback_are_drops_and_nothing_else_is(tmp_path):
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    net = tiny_net()
+    source = SlowSource(CORPUS, SEQ, BATCH, STEPS, 0)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False, checkpoint_every=50,
+                          tokens_per_step=BATCH * SEQ, exit_on_stop=False)
+    cell = nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05))
+    Model(cell).train(1, make_dataset(source), callbacks=[mon, SleepingCallback()], dataset_sink_mode=False)
+    mon.close()
+    drops = [(e.step, e.onset_step) for e in mon.engine.events if e.rule == "throughput_drop"]
+    assert [e.rule for e in mon.engine.events if e.rule != "throughput_drop"] == []
+    # one drop per slowed stretch, found within 20 steps of its start, its onset inside it
+    assert len(drops) == 2, drops
+    (pipe, pipe_onset), (cb, cb_onset) = drops
+    assert 151 <= pipe_onset <= pipe <= 171 and 261 <= cb_onset <= cb <= 281, drops
+    # the step after each of the monitor's checkpoint saves is known to be slow, and replay reads that back
+    records = str(tmp_path / "records_rank0.csv")
+    replayed = replay_file(records)
+    assert [(e.rule, e.step, e.onset_step) for e in replayed.events] == \
+        [(e.rule, e.step, e.onset_step) for e in mon.engine.events]
+    slow = [line.split(",")[0] for line in open(records) if line.rstrip().endswith(",checkpoint")]
+    assert slow == ["51", "101", "151", "201", "251", "301"]
