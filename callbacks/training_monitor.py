@@ -174,7 +174,7 @@ class TrainingMonitor(Callback):
         self.last_record: StepRecord | None = None
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._prev_trainer_step = 0
-        self._t_begin = self._t_end = None
+        self._t_begin = self._t_end = self._t_judged = self._callbacks_s = None
         self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
         self._epoch = None
         self._tokens = cfg.tokens_per_step
@@ -288,7 +288,10 @@ class TrainingMonitor(Callback):
         return self._undone is not None and self._undone == self._judged
 
     def _stamp_step_end(self) -> None:
-        self._t_end = time.perf_counter()  # after the last callback: data wait excludes the callbacks' time
+        # after the last callback: data wait excludes the callbacks' time, which the next record carries
+        self._t_end = time.perf_counter()
+        if self._t_judged is not None:
+            self._callbacks_s, self._t_judged = self._t_end - self._t_judged, None
 
     def _begin(self, run_context):
         cb = run_context.original_args()
@@ -392,7 +395,8 @@ class TrainingMonitor(Callback):
         else:
             step_time = now - self._t_begin if self._t_begin is not None else None
             wait = self._t_begin - self._t_end if self._t_end is not None and self._t_begin else None
-        self._t_end = now
+        self._t_end = self._t_judged = now
+        callbacks_s, self._callbacks_s = self._callbacks_s, None
         if self._count_tokens is not None:
             tokens = self._count_tokens(cb)
         else:
@@ -409,7 +413,7 @@ class TrainingMonitor(Callback):
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
         self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
-                         time.time(), steps, slow_reason=slow)
+                         time.time(), steps, slow_reason=slow, callbacks_s=callbacks_s)
         if self._peak and step_time and tokens:
             rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
         self.last_record = rec

@@ -42,9 +42,9 @@ cdef int rec_from(Rec* r, object rec) except -1:
         r.mfu = v
     v = rec.step_time_s
     r.has_tps = bool(rec.tokens) and bool(v) and not known_slow
-    if r.has_tps:  # throughput over the step's whole period: the time waiting for data counts
-        w = rec.data_wait_s
-        r.wait = w if w is not None and w > 0 else 0.0
+    if r.has_tps:  # throughput over the step's whole period: the host time between steps counts
+        w, c = rec.data_wait_s, rec.callbacks_s
+        r.wait = (w if w is not None and w > 0 else 0.0) + (c if c is not None and c > 0 else 0.0)
         r.period = v + r.wait
         r.tps = rec.tokens / r.period
     return 0

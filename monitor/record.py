@@ -26,6 +26,9 @@ class StepRecord:
             was saved since the previous step; ``rollback``: the monitor restored one; ``epoch``: an epoch
             ended, with its callbacks, evaluation and the data pipeline's restart); None otherwise. The
             throughput rules do not judge such a step.
+        callbacks_s: seconds the callbacks listed after the monitor took at the end of the previous step
+            (host time between the steps that is not waiting for data); None when unknown. The throughput
+            rule counts it in the step's period, as it counts the data wait.
     """
 
     # the order of the fields is relied upon: callbacks.TrainingMonitor and the MindFormers log reader
@@ -44,6 +47,7 @@ class StepRecord:
     steps: int = 1
     mfu: float | None = None
     slow_reason: str | None = None
+    callbacks_s: float | None = None
 
     @property
     def tokens_per_second(self) -> float | None:
