@@ -1,0 +1,359 @@
+"""The generic step-line reader: any trainer's text log (Megatron, DeepSpeed, Hugging Face, fairseq, torchtitan,
+OLMo, nanoGPT, Colossal-AI, MindSpore's callbacks and model suites, custom loops), with no per-trainer code.
+
+Each physical line is read in four steps.
+
+1. **Decorations off**: ANSI colours, ``> `` quoting, a log viewer's line numbers (``[1763] ``), ``[rankN]:``
+   and ``[defaultN]:`` prefixes, date-times (``2024-08-06 09:59:26.181``, ``[09/30/22 02:46:23]``); a
+   printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
+   Carriage-return segments are lines of their own already (:mod:`.sources`).
+2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
+   one joined): overflows mark their step, the others are reports.
+3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
+   ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
+   ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
+   may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
+   ``%``). Names are read through the one alias table, :mod:`.fields`.
+4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
+   else an anonymous count ``(a/b)`` (``Epoch:[0/19](100/24681)``); else the count of a tqdm bar on the line
+   (``431/788222 [29:28<..., loss=nan]``, its postfix read as values). A step counted within its epoch is
+   made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
+   the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
+   and no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last
+   record, else at the step after it; in a log whose lines number their steps, such a line is a summary.
+
+What a line becomes:
+
+* a step line (a step, and a loss or other values): a record. Megatron-style interval fields are read for
+  what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
+  loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
+  a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
+  running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
+  the second half of a hard-wrapped step line): its values complete the record before it. Right after a
+  record's own line the two lines are read joined (without a space when the first does not end in one: a
+  wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
+* a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
+  evaluation word: a summary; a bar with nothing else: a progress bar;
+* a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
+  a ``nan_inf`` report at the line's step.
+
+An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
+line; otherwise it is a record of its own at the step after the last one seen, which a step line of that
+step (or, when no step was known, the next step line) takes over.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from . import base, messages
+from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .fields import EVAL, lookup
+
+NAME = "text"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
+_STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
+_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
+_BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_PAIR = re.compile(
+    r"(?P<name>[A-Za-z_][\w./-]*(?: (?:[A-Za-z_][\w./-]*|\(\w+\)))*?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
+    r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
+    r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
+_COUNT = re.compile(r"\((\d+)/(\d+)\)")
+_EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
+_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_STEP_NAMES = ("step", "epoch")
+
+
+def clean(line: str) -> str:
+    """``line`` without its decorations (see the module docstring)."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    m = _LEAD.match(line)
+    if m is not None:
+        line = line[m.end():]
+    if "ensor(" in line:
+        line = _TENSOR.sub(r"\1", line)
+    return _STAMP.sub(" ", line) if ":" in line else line
+
+
+def _value(text: str, unit: str | None) -> float | bool:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    return float(text.replace(",", "")) if "," in text else float(text)
+
+
+def pairs(text: str, since: int = 0):
+    """``(field, value, total, unit, name)`` of each known name in ``text`` ending after ``since``."""
+    out = []
+    for m in _PAIR.finditer(text):
+        if m.end() <= since:
+            continue
+        hit = lookup(m.group("name"))
+        if hit is not None:
+            out.append((hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1], m.group("name")))
+    return out
+
+
+class Parser(base.Parser):
+    name = NAME
+
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
+        self.bar, self.bar_total = 0, None   # the training bar's count and total
+        self.numbered = False                # the log's lines number their steps
+        self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
+        self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
+        self.prev, self.prev_space, self.prev_part = "", False, False  # the line before; it ends in a space; of the record
+        self.prev_message = False
+        self.taken_over = False              # the last record is an overflow message's; a step line may take it over
+        self.guessed = False                 # ... and its step was a guess (no step known)
+        self.line_step = 0                   # step of the last step line
+        self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
+        self.found = False                   # a loss or a trainer message was read
+        self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
+
+    def next_step(self) -> int:
+        return max(self.bar, self.step) + 1
+
+    def overflowed(self, attempted, new):
+        self.found = True
+        last = self.last
+        if last is not None and last.steps > 1 and not self.taken_over:
+            self.overflow_lines += 1  # within an interval: the next step line's
+            return MERGED
+        self.guessed = last is None and not self.bar
+        rec = super().overflowed(attempted, new)
+        self.taken_over = True
+        return rec
+
+    def parse(self, line):
+        text = clean(line)
+        prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
+        self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
+        if not text.strip():
+            return BLANK
+        bar = _BAR.search(text) if "%" in text else None
+        if bar is not None:
+            n, total = int(bar.group(2)), int(bar.group(3))
+            self.bar_total = self.bar_total or total
+            if total == self.bar_total:
+                self.bar = n
+            text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + text[bar.end():]
+        joiner = " " if prev_space else ""
+        item = self._message(text, prev.rstrip() + joiner + text.lstrip() if prev and not prev_message else None)
+        if item is not None:
+            self.prev_message = self.found = True
+            return item
+        found = pairs(text)
+        if not found:
+            if bar is not None:
+                return PROGRESS
+            m = _COUNT.search(text) if "(" in text else None
+            if m is None or not self.numbered:
+                return self._complete(prev, joiner, text) if prev_part else NO_STEP
+        if _EVAL_START.match(text) or any(f[0] == EVAL for f in found):
+            return SUMMARY
+        values = {}
+        try:
+            for field, val, tot, unit, _ in found:
+                if field not in values:
+                    values[field] = (_value(val, unit), tot, unit)
+        except ValueError:
+            return NUMBER
+        step = self._step(values, text, bar)
+        low = text.lower()
+        if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
+            self.found = True
+            at = self.step if step is None else step
+            return Report("nan_inf", at, math.nan, f"trainer: loss is NaN or Inf at step {at}, training terminated",
+                          self.rank)
+        if step is None:
+            return self._unnumbered(values, prev, joiner, text, prev_part)
+        return self._step_line(step, values)
+
+    def _message(self, text: str, joined: str | None):
+        if messages.mentioned(text):
+            item = messages.match(text, self)
+            if item is not None:
+                return item
+        if joined is not None and messages.mentioned(joined[-len(text) - 40:]):
+            return messages.match(joined, self)
+        return None
+
+    def _step(self, values: dict, text: str, bar) -> int | None:
+        """The global step of a line, or None when it numbers none."""
+        if "step" in values:
+            v, tot, _ = values["step"]
+        else:
+            m = _COUNT.search(text) if "(" in text else None
+            if m is not None and ("loss" in values or self.numbered):
+                v, tot = float(m.group(1)), m.group(2)
+            elif bar is not None and ("loss" in values or self.numbered):
+                v, tot = float(bar.group(2)), bar.group(3)
+                if int(tot) != self.bar_total:
+                    return None
+            else:
+                return None
+        if isinstance(v, bool) or not float(v).is_integer() or v < 0:
+            return None
+        self.numbered = True
+        step = int(v)
+        epoch = values.get("epoch")
+        if epoch is None or isinstance(epoch[0], bool) or not float(epoch[0]).is_integer():
+            return step
+        return self._global(int(epoch[0]), step, int(tot) if tot else None)
+
+    def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
+        if self.base is None:
+            self.base = 0 if epoch == 0 else 1
+        if per_epoch:
+            return max(0, epoch - self.base) * per_epoch + step
+        if self.epoch is None or epoch < self.epoch:  # the first step line, or a new run in the same log
+            self.epoch, self.offset, self.top, self.low = epoch, 0, step, step
+        elif epoch > self.epoch:
+            if step <= self.top:  # counted within the epoch: add the epochs before
+                self.offset += (epoch - self.epoch) * (self.top + (1 if self.low == 0 else 0))
+            self.epoch, self.top, self.low = epoch, step, step
+        self.top, self.low = max(self.top, step), min(self.low, step)
+        return self.offset + step
+
+    def _unnumbered(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
+        """A line of values with no step."""
+        last = self.last
+        if "loss" in values and not self.numbered:
+            self.found = True
+            if last is not None and self.bar and self.bar == last.step and last.loss is None:
+                return self._fill(values)
+            step = self.bar if self.bar > self.step else self.step + 1
+            return self._step_line(step, values)
+        if last is None:
+            return NO_STEP
+        if prev_part:
+            return self._complete(prev, joiner, text)
+        if "loss" in values and last.loss is not None:
+            return SUMMARY
+        return self._fill(values)
+
+    def _complete(self, prev: str, joiner: str, text: str):
+        """The line after a record's own line: read it joined to that line (a hard wrap)."""
+        if self.last is None:
+            return NO_STEP
+        joined = prev.rstrip() + joiner + text.lstrip()
+        values = {}
+        try:
+            for field, val, tot, unit, _ in pairs(joined, len(prev.rstrip())):
+                values[field] = (_value(val, unit), tot, unit)
+        except ValueError:
+            return NUMBER
+        if not values:
+            return NO_STEP
+        self.prev = joined[-400:]
+        return self._fill(values)
+
+    def _fill(self, values: dict) -> str:
+        """Add ``values`` to the last record (a later line says more: its values win); the line counts as merged."""
+        fields = self._fields(values, self.last.step)
+        if not fields:
+            return NO_STEP
+        for key, value in fields.items():
+            if value is not None:
+                setattr(self.last, key, value)
+        if fields.get("loss") is not None:
+            self.found = True
+        self.prev_part = True
+        return MERGED
+
+    def _fields(self, values: dict, step: int) -> dict:
+        """StepRecord fields from a line's values."""
+        out = {}
+        for key in ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow",
+                    "tokens"):
+            if key not in values:
+                continue
+            v, _, unit = values[key]
+            if key == "overflow":
+                out[key] = bool(v)
+                continue
+            if isinstance(v, bool):
+                continue
+            if key in ("step_time_s", "data_wait_s"):
+                if unit in _UNITS:
+                    self.units[key] = unit
+                unit = unit or self.units.get(key, "s")  # printed without its unit: the one the log gave it
+                v = v * _UNITS[unit] if unit in _UNITS else None
+            elif key == "mfu":
+                v = v / 100.0 if unit == "%" or v > 1 else v
+                v = v if v >= 0 else None  # nanoGPT prints -100% until it has measured
+            elif key == "tokens":
+                v = int(v)
+            out[key] = v
+        if "tps" in values and not isinstance(values["tps"][0], bool):
+            time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
+                           self.last.step == step else None)
+            if time:
+                out["tokens"] = int(values["tps"][0] * time)
+        return out
+
+    def _step_line(self, step: int, values: dict):
+        fields = self._fields(values, step)
+        last = self.last
+        if "loss" not in fields and not fields and "skipped" not in values and "nan_iterations" not in values:
+            if last is not None and step <= last.step:
+                return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
+        gap = step - self.line_step if step > self.line_step else 0
+        self.line_step = step
+        overflows, self.overflow_lines = self.overflow_lines, 0
+        scale = fields.get("loss_scale")
+        fell = scale is not None and self.scale is not None and scale < self.scale
+        self.scale = scale if scale is not None else self.scale
+        steps = 1
+        if "skipped" in values or "nan_iterations" in values:  # the line stands for its interval
+            steps = gap or 1
+            nan = values.get("nan_iterations", (0,))[0]
+            if nan:
+                self.found = True
+                return Report("nan_inf", step, math.nan, f"trainer: {int(nan)} iteration(s) with a NaN/Inf loss "
+                                                         f"among the {gap or '?'} up to iteration {step} (skipped)",
+                              self.rank)
+            skipped = int(values.get("skipped", (0,))[0])
+            if skipped > 0 and (gap == 0 or skipped >= gap):
+                fields["loss"], fields["overflow"] = None, True  # the printed loss is 0: nothing trained
+            else:
+                if "loss" not in fields and "nan_iterations" in values:
+                    fields["loss"] = math.nan  # Megatron leaves out an average that is NaN
+                if "overflow" not in fields:
+                    fields["overflow"] = None if skipped or fell or overflows or "skipped" not in values else False
+        elif "skipped_total" in values:
+            total = int(values["skipped_total"][0])
+            if "overflow" not in fields:
+                fields["overflow"] = None if total != (self.skipped_total or 0) or fell else False
+            self.skipped_total = total
+        elif fell and "overflow" not in fields:
+            fields["overflow"] = None
+        if "tokens_total" in values and "tokens" not in fields:
+            total = values["tokens_total"][0]
+            if self.tokens_total is not None and total > self.tokens_total and gap:
+                fields["tokens"] = int((total - self.tokens_total) / gap)
+            self.tokens_total = total
+        if fields.get("loss") is not None:
+            self.found = True
+        rec = self.record(step, steps=steps, **fields)
+        if self.taken_over and last is not None and (self.guessed or last.step == step):
+            rec.overflow = True if rec.overflow is None else rec.overflow
+            rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
+            self.absorbs = True
+        self.taken_over = self.guessed = False
+        self.prev_part = True
+        return rec
+
+
+def detect(line: str) -> bool:
+    """True when ``line`` names a step and a loss."""
+    return "loss" in line.lower() and {"step", "loss"} <= {f[0] for f in pairs(clean(line))}
