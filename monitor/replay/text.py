@@ -70,8 +70,8 @@ _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.
 _STEP_NAMES = ("step", "epoch")
 
 
-def clean(line: str) -> str:
-    """``line`` without its decorations (see the module docstring)."""
+def _undecorated(line: str) -> str:
+    """``line`` without its decorations but its date-times."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     m = _LEAD.match(line)
@@ -79,7 +79,17 @@ def clean(line: str) -> str:
         line = line[m.end():]
     if "ensor(" in line:
         line = _TENSOR.sub(r"\1", line)
-    return _STAMP.sub(" ", line) if ":" in line else line
+    return line
+
+
+def _blank(m: re.Match) -> str:
+    return " " * len(m.group())
+
+
+def clean(line: str) -> str:
+    """``line`` without its decorations (see the module docstring); date-times become as many spaces."""
+    line = _undecorated(line)
+    return _STAMP.sub(_blank, line) if ":" in line else line
 
 
 def _value(text: str, unit: str | None) -> float | bool:
@@ -89,16 +99,47 @@ def _value(text: str, unit: str | None) -> float | bool:
     return float(text.replace(",", "")) if "," in text else float(text)
 
 
-def pairs(text: str, since: int = 0):
-    """``(field, value, total, unit, name)`` of each known name in ``text`` ending after ``since``."""
-    out = []
+def _pairs(text: str, since: int = 0):
     for m in _PAIR.finditer(text):
-        if m.end() <= since:
-            continue
-        hit = lookup(m.group("name"))
-        if hit is not None:
-            out.append((hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1], m.group("name")))
-    return out
+        if m.end() > since:
+            hit = lookup(m.group("name"))
+            if hit is not None:
+                yield hit, m
+
+
+def pairs(text: str, since: int = 0) -> list[tuple]:
+    """``(field, value, total, unit)`` of each known name in ``text`` (decorations off) ending after ``since``."""
+    return [(hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1]) for hit, m in _pairs(text, since)]
+
+
+# A log prints the same line shape at every step, only its numbers change. A shape (the text between the
+# numbers, :data:`_TOKENS`) is read once with :func:`pairs`; its next lines reuse that reading: which number is
+# which field's value (and total), with which unit, and whether the line is an evaluation summary.
+_TOKENS = re.compile("(" + _NUM + ")")
+_SHAPES: dict[tuple, tuple | None] = {}
+MAX_SHAPES = 4096
+
+
+def _shape(text: str, tokens: list[str]) -> tuple | None:
+    """``(summary, ((field, value token or the value itself, total token or None, unit), ...))`` of a line
+    shape (a word value, ``nan`` or ``True``, is part of the shape), or None when its reading does not fall on
+    its number tokens (it is then read in full each time)."""
+    at, starts = 0, {}
+    for i, tok in enumerate(tokens):
+        if i % 2:
+            starts[at] = i
+        at += len(tok)
+    cleaned = clean(text)
+    fields = []
+    summary = _EVAL_START.match(cleaned) is not None
+    for hit, m in _pairs(cleaned):
+        summary = summary or hit[0] == EVAL
+        val = starts.get(m.start("val"), m.group("val") if m.group("val")[-1:].isalpha() else None)
+        tot = starts.get(m.start("tot")) if m.group("tot") else None
+        if val is None or (m.group("tot") and tot is None):
+            return None
+        fields.append((hit[0], val, tot, m.group("unit") or hit[1]))
+    return summary, tuple(fields)
 
 
 class Parser(base.Parser):
@@ -134,7 +175,7 @@ class Parser(base.Parser):
         return rec
 
     def parse(self, line):
-        text = clean(line)
+        text = _undecorated(line)
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         if not text.strip():
@@ -151,24 +192,24 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             return item
-        found = pairs(text)
+        summary, found = self._read(text, bar is None)
         if not found:
             if bar is not None:
                 return PROGRESS
             m = _COUNT.search(text) if "(" in text else None
             if m is None or not self.numbered:
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
-        if _EVAL_START.match(text) or any(f[0] == EVAL for f in found):
+        if summary:
             return SUMMARY
         values = {}
         try:
-            for field, val, tot, unit, _ in found:
+            for field, val, tot, unit in found:
                 if field not in values:
                     values[field] = (_value(val, unit), tot, unit)
         except ValueError:
             return NUMBER
         step = self._step(values, text, bar)
-        low = text.lower()
+        low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
             self.found = True
             at = self.step if step is None else step
@@ -177,6 +218,25 @@ class Parser(base.Parser):
         if step is None:
             return self._unnumbered(values, prev, joiner, text, prev_part)
         return self._step_line(step, values)
+
+    @staticmethod
+    def _read(text: str, reuse: bool) -> tuple[bool, list]:
+        """``(summary, pairs)`` of a line, through its shape when ``reuse``."""
+        if not reuse:
+            cleaned = clean(text)
+            found = pairs(cleaned)
+            return _EVAL_START.match(cleaned) is not None or any(f[0] == EVAL for f in found), found
+        tokens = _TOKENS.split(text)
+        key = tuple(tokens[0::2])
+        shape = _SHAPES.get(key, False)
+        if shape is False:
+            shape = _shape(text, tokens)
+            if len(_SHAPES) < MAX_SHAPES:
+                _SHAPES[key] = shape
+        if shape is None:
+            return Parser._read(text, False)
+        return shape[0], [(f, v if v.__class__ is str else tokens[v], tokens[t] if t else None, u)
+                          for f, v, t, u in shape[1]]
 
     def _message(self, text: str, joined: str | None):
         if messages.mentioned(text):
@@ -248,7 +308,7 @@ class Parser(base.Parser):
         joined = prev.rstrip() + joiner + text.lstrip()
         values = {}
         try:
-            for field, val, tot, unit, _ in pairs(joined, len(prev.rstrip())):
+            for field, val, tot, unit in pairs(clean(joined), len(prev.rstrip())):
                 values[field] = (_value(val, unit), tot, unit)
         except ValueError:
             return NUMBER
@@ -356,4 +416,4 @@ class Parser(base.Parser):
 
 def detect(line: str) -> bool:
     """True when ``line`` names a step and a loss."""
-    return "loss" in line.lower() and {"step", "loss"} <= {f[0] for f in pairs(clean(line))}
+    return "loss" in line.lower() and {"step", "loss"} <= {f[0] for f in Parser._read(_undecorated(line), True)[1]}
