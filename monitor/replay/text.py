@@ -67,7 +67,8 @@ _PAIR = re.compile(
 _COUNT = re.compile(r"\((\d+)/(\d+)\)")
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
-_STEP_NAMES = ("step", "epoch")
+_READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
+                   "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
 
 
 def _undecorated(line: str) -> str:
@@ -159,6 +160,7 @@ class Parser(base.Parser):
         self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
+        self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
 
     def next_step(self) -> int:
         return max(self.bar, self.step) + 1
@@ -295,27 +297,45 @@ class Parser(base.Parser):
             return self._step_line(step, values)
         if last is None:
             return NO_STEP
+        if "loss" in values and last.loss is not None:
+            return SUMMARY  # a second loss for the step: an average, a summary
         if prev_part:
             return self._complete(prev, joiner, text)
-        if "loss" in values and last.loss is not None:
-            return SUMMARY
         return self._fill(values)
 
     def _complete(self, prev: str, joiner: str, text: str):
-        """The line after a record's own line: read it joined to that line (a hard wrap)."""
+        """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
+        space and with one, the reading that names more fields wins (a wrap cut in a word or number, or at a
+        space that was lost); on a tie, without a space unless the line before ends in one."""
         if self.last is None:
             return NO_STEP
-        joined = prev.rstrip() + joiner + text.lstrip()
+        head, tail = prev.rstrip(), text.lstrip()
+        best = None
+        for sep in (joiner, " " if joiner == "" else ""):
+            found = pairs(clean(head + sep + tail), len(head))
+            if best is None or len(found) > len(best[1]):
+                best = (sep, found)
+        joined = head + best[0] + tail
+        self.prev, self.prev_part = joined[-400:], True  # the record's text goes on
         values = {}
         try:
-            for field, val, tot, unit in pairs(clean(joined), len(prev.rstrip())):
-                values[field] = (_value(val, unit), tot, unit)
+            for field, val, tot, unit in best[1]:
+                if field in _READ:
+                    values[field] = (_value(val, unit), tot, unit)
         except ValueError:
             return NUMBER
         if not values:
             return NO_STEP
-        self.prev = joined[-400:]
-        return self._fill(values)
+        if self.line is None or self.line[0] != self.last.step:
+            return self._fill(values)
+        self.line[1] = {**self.line[1], **values}  # the step line's values, completed: read again
+        derived = self._derive(*self.line)
+        if derived.__class__ is Report:
+            return derived
+        fields, self.last.steps = derived
+        for key, value in fields.items():
+            setattr(self.last, key, value)
+        return MERGED
 
     def _fill(self, values: dict) -> str:
         """Add ``values`` to the last record (a later line says more: its values win); the line counts as merged."""
@@ -364,15 +384,34 @@ class Parser(base.Parser):
     def _step_line(self, step: int, values: dict):
         fields = self._fields(values, step)
         last = self.last
-        if "loss" not in fields and not fields and "skipped" not in values and "nan_iterations" not in values:
+        if not fields and "skipped" not in values and "nan_iterations" not in values:
             if last is not None and step <= last.step:
                 return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
         overflows, self.overflow_lines = self.overflow_lines, 0
+        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total]
+        derived = self._derive(*self.line)
+        if derived.__class__ is Report:
+            return derived
+        fields, steps = derived
+        rec = self.record(step, steps=steps, **fields)
+        if self.taken_over and last is not None and (self.guessed or last.step == step):
+            rec.overflow = True if rec.overflow is None else rec.overflow
+            rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
+            self.absorbs = True
+        self.taken_over = self.guessed = False
+        self.prev_part = True
+        return rec
+
+    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before):
+        """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
+        (its step ``gap`` ago, its loss scale, running skipped and token totals) and the overflow messages since;
+        keeps those totals for the next line."""
+        fields = self._fields(values, step)
         scale = fields.get("loss_scale")
-        fell = scale is not None and self.scale is not None and scale < self.scale
-        self.scale = scale if scale is not None else self.scale
+        fell = scale is not None and scale_before is not None and scale < scale_before
+        self.scale = scale if scale is not None else scale_before
         steps = 1
         if "skipped" in values or "nan_iterations" in values:  # the line stands for its interval
             steps = gap or 1
@@ -393,25 +432,18 @@ class Parser(base.Parser):
         elif "skipped_total" in values:
             total = int(values["skipped_total"][0])
             if "overflow" not in fields:
-                fields["overflow"] = None if total != (self.skipped_total or 0) or fell else False
+                fields["overflow"] = None if total != (skipped_before or 0) or fell else False
             self.skipped_total = total
         elif fell and "overflow" not in fields:
             fields["overflow"] = None
-        if "tokens_total" in values and "tokens" not in fields:
+        if "tokens_total" in values:
             total = values["tokens_total"][0]
-            if self.tokens_total is not None and total > self.tokens_total and gap:
-                fields["tokens"] = int((total - self.tokens_total) / gap)
+            if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
+                fields["tokens"] = int((total - tokens_before) / gap)
             self.tokens_total = total
         if fields.get("loss") is not None:
             self.found = True
-        rec = self.record(step, steps=steps, **fields)
-        if self.taken_over and last is not None and (self.guessed or last.step == step):
-            rec.overflow = True if rec.overflow is None else rec.overflow
-            rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
-            self.absorbs = True
-        self.taken_over = self.guessed = False
-        self.prev_part = True
-        return rec
+        return fields, steps
 
 
 def detect(line: str) -> bool:
