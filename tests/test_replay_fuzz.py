@@ -38,6 +38,16 @@ EXTRA = [
     "step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu",
     "1,10.62,1.53,65536.0,False,1e-05,0.41,0.002,16384,0,1714550400.1,1,",
     "[default1]:epoch: 1 step: 11, loss is 2.2",
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+    "| WARNING: overflow detected, setting loss scale to: 0.25",
+    "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.",
+    "overflow, still update, loss scale adjust to 512.0",
+    "[WARNING] ME(3613:1405,MainProcess):2024-03-07-06:39:44.569.244 There are no valid values in the ndarray(size=32)",
+    "> [1763] \x1b[32m[rank0]:step: 200  loss:  6.1384  tps: 5,856  mfu: 34.29%\x1b[0m",
+    "[step=2/739328,epoch=0]",
+    "    optim/total_grad_norm=0.0002",
+    "Epoch:[0/19](100/24681) loss:5.251 lr:0.00020000 epoch_Time:98.0min:",
+    "{'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}",
 ]
 LINES = [line for f in sorted(DATA.glob("*.log")) for line in f.read_text().splitlines() if line.strip()] + EXTRA
 SEPARATORS = [", ", " | ", " ", ":", "="]

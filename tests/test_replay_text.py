@@ -210,3 +210,16 @@ def test_no_step_and_loss_numbers_is_an_unknown_format(tmp_path):
     path.write_text("restarted at step 300 by hand\nloading 12 shards\n")
     with pytest.raises(ReplayError, match=re.escape(f"{path}: no known training-log format: no step with a loss")):
         replay_file(str(path))
+
+
+def test_a_hard_wrapped_line_of_a_torchrun_worker_stays_with_its_rank(tmp_path):
+    # torchrun --tee prefixes a worker's lines with [defaultN]:; a copy wrapped at 150 characters leaves the rest
+    # of each line without it
+    lines = [line.rstrip("\n") for line in sample("megatron_ds_tr1_13b_spike_lossscale_01.log") if "iteration" in line]
+    path = tmp_path / "tee.log"
+    path.write_text("".join(piece for line in lines for piece in wrap(f"[default7]:{line}", 150, True)))
+    res = replay_file(str(path))
+    plain = replay_file(str(DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log"))
+    assert res.ranks == {7} and res.records == plain.records == 8 and res.merged_lines == 16
+    assert (res.last.step, res.last.loss, res.last.loss_scale, res.last.overflow) == \
+        (plain.last.step, plain.last.loss, plain.last.loss_scale, plain.last.overflow)

@@ -172,6 +172,7 @@ class _Run:
         self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
         self.progress = self.options.progress
         self.countdown = EVERY
+        self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
 
     def slot(self, key: int) -> list:
         """``[parser, pending record]`` of the lines of rank ``key``."""
@@ -312,9 +313,11 @@ def _files(source: Source, first, head: list, progress: Progress | None):
 def _feed_line(run: _Run, line: str) -> None:
     if line.startswith(_RANK_STARTS):
         rank, line = _split_rank(line)
+        if run.module is generic:  # the lines after it without a prefix are its hard-wrapped rest
+            run.prefixed = rank
         run.feed(line, rank)
     else:
-        run.feed(line)
+        run.feed(line, run.prefixed)
 
 
 def _feed_lines(run: _Run, raw, head: list, at: list) -> None:

@@ -93,7 +93,7 @@ def clean(line: str) -> str:
     return _STAMP.sub(_blank, line) if ":" in line else line
 
 
-def _value(text: str, unit: str | None) -> float | bool:
+def _value(text: str) -> float | bool:
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -207,7 +207,7 @@ class Parser(base.Parser):
         try:
             for field, val, tot, unit in found:
                 if field not in values:
-                    values[field] = (_value(val, unit), tot, unit)
+                    values[field] = (_value(val), tot, unit)
         except ValueError:
             return NUMBER
         step = self._step(values, text, bar)
@@ -321,7 +321,7 @@ class Parser(base.Parser):
         try:
             for field, val, tot, unit in best[1]:
                 if field in _READ:
-                    values[field] = (_value(val, unit), tot, unit)
+                    values[field] = (_value(val), tot, unit)
         except ValueError:
             return NUMBER
         if not values:
