@@ -112,8 +112,9 @@ def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
 def test_megatron_lm_normal_run_has_no_events():
     res = replay_file(str(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
     assert res.format == "text" and res.records == 13 and res.events == []
-    # 5 validation lines; the rest (dividers, memory report, "...", checkpoint messages) are other lines
-    assert res.skipped["summary or evaluation line"] == 5 and res.lines == 45
+    # 7 validation lines (5 at iterations, 2 at the end); the rest (dividers, memory report, "...", checkpoint
+    # messages) are other lines
+    assert res.skipped["summary or evaluation line"] == 7 and res.lines == 45
     assert res.last.step == 5000 and res.last.loss == pytest.approx(0.1350079) and res.last.grad_norm == 0.706
 
 
@@ -310,7 +311,7 @@ def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     res = json.loads(out.stdout)
     assert {"format", "records", "skipped_lines", "anomalies", "files"} <= set(res)
     assert res["format"] == ["mindformers", "text"] and res["records"] == 15
-    assert res["skipped"]["progress bar"] == 2 and res["skipped"]["summary or evaluation line"] == 5
+    assert res["skipped"]["progress bar"] == 2 and res["skipped"]["summary or evaluation line"] == 7
     assert res["lines"] == 8 + 45 and res["reports"] == 2
     f0 = res["files"][0]
     assert f0["skipped"] == {"progress bar": 2} and f0["merged_lines"] == 2 and f0["ranks"] == [0]
@@ -322,8 +323,8 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
               str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
     first, *rest = out.stdout.splitlines()
-    assert "text (rank 0), 13 records, 0 trainer reports, 32 lines skipped (no step fields 25, " \
-           "summary or evaluation line 5, step line without loss 2), 0 anomalies" in first
+    assert "text (rank 0), 13 records, 0 trainer reports, 32 lines skipped (no step fields 23, " \
+           "summary or evaluation line 7, step line without loss 2), 0 anomalies" in first
     assert "progress bar 2" in rest[0] and "2 anomalies" in rest[0]
     assert any("onset       2" in line and "grad_norm_spike" in line for line in rest)
 

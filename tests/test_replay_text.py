@@ -190,11 +190,15 @@ def test_a_wrapped_trainer_message_is_read_across_the_wrap():
 
 
 def test_what_is_not_a_training_step():
-    assert read(["step 500: train loss 2.1, val loss 2.3\n", "{'eval_loss': 2.3, 'epoch': 0.3}\n",
+    assert [r.step for r in read(["step 499 | loss 2.2\n", "step 500: train loss 2.1, val loss 2.3\n", "{'eval_loss': 2.3, 'epoch': 0.3}\n",
                  "| epoch 027 | valid on 'valid' subset | valid_loss 8.30118 | num_updates 10198\n",
                  "Eval result: epoch 3, metrics: {'acc': 0.9}\n",
                  "{'train_runtime': 100.0, 'train_loss': 2.1, 'epoch': 1.0}\n",
-                 "number of nan iterations in the report\n", "saving checkpoint to out\n"]) == []
+                 "number of nan iterations in the report\n", "saving checkpoint to out\n"])] == [499]
+    # a log whose step lines carry the validation loss too (nanoVLM): they are its step lines
+    assert [(r.step, r.loss) for r in read(["Step: 0, Loss: 2.5, Val Loss: 2.6, Tokens/s: 37.10\n",
+                                            "Step: 20, Loss: 2.4, Val Loss: 2.5, Tokens/s: 900.86\n"])] == \
+        [(0, 2.5), (20, 2.4)]
     p = text.Parser()
     p.feed("{'loss': 2.5, 'epoch': 0.1}")
     assert p.feed("{'loss': 2.4, 'epoch': 0.1}").step == 2  # no step numbers in the log: the next step
@@ -223,3 +227,24 @@ def test_a_hard_wrapped_line_of_a_torchrun_worker_stays_with_its_rank(tmp_path):
     assert res.ranks == {7} and res.records == plain.records == 8 and res.merged_lines == 16
     assert (res.last.step, res.last.loss, res.last.loss_scale, res.last.overflow) == \
         (plain.last.step, plain.last.loss, plain.last.loss_scale, plain.last.overflow)
+
+
+def test_unnamed_counts_dicts_and_epochs_as_steps():
+    # mmdetection's logger: "Epoch [1][50/5808]\tlr: ..., loss: .."; fairseq's old progress bar: "| epoch 010  2000 /
+    # 8223 loss=1.27 (1.50), .."; a Keras-style loop printing one line per epoch; an HF dict with a note after it
+    mmdet = read(["2021-08-18 19:36:00,257 - mmdet - INFO - Epoch [1][50/5808]\tlr: 1.000e-02, eta: 5:02:49, time: 0.784, "
+                  "data_time: 0.085, memory: 8104, loss_cls: 0.8811, loss: 1.6522\n",
+                  "2021-08-18 19:36:36,093 - mmdet - INFO - Epoch [2][100/5808]\tlr: 1.000e-02, eta: 4:49:14, time: "
+                  "0.717, data_time: 0.020, memory: 8104, loss_cls: 0.4124, loss: nan\n"])
+    assert [(r.step, r.step_time_s, r.data_wait_s) for r in mmdet] == [(50, 0.784, 0.085), (5908, 0.717, 0.02)]
+    assert math.isnan(mmdet[1].loss)
+    fairseq = read(["| epoch 010  2000 / 8223 loss=1.27 (1.50), wps=962, lr=0.001, clip=100%, gnorm=2.1427\n",
+                    "| epoch 010 | train loss 1.44 | train ppl 2.72 | lr 0.001000 | gnorm 2.1113\n",
+                    "| epoch 011  1000 / 8223 loss=1.89 (1.38), wps=963, lr=0.001, clip=100%, gnorm=2.0860\n"])
+    assert [(r.step, r.loss, r.grad_norm) for r in fairseq] == [(9 * 8223 + 2000, 1.27, 2.1427),
+                                                                 (10 * 8223 + 1000, 1.89, 2.086)]
+    keras = read([f"epoch: {e} loss: {0.2 + e / 1e5}\n" for e in range(3442, 3446)])
+    assert [r.step for r in keras] == [3442, 3443, 3444, 3445]
+    noted = read(["{'loss': 1.14,  'grad_norm':    92.10}    <-- spike #1 (step 4)\n",
+                  "{'loss': 1.54,  'grad_norm':    29.00}\n"])
+    assert [(r.step, r.grad_norm) for r in noted] == [(1, 92.1), (2, 29.0)]  # what is outside the dict is not read

@@ -143,9 +143,11 @@ def detect(lines) -> str:
     votes = Counter()
     for line in lines:
         line = _split_rank(line)[1]
-        mod = next((m for m in _VOTERS if m.detect(line)), generic if generic.detect(line) else None)
+        mod = next((m for m in _VOTERS if m.detect(line)), None)
         if mod is not None:
             votes[mod.NAME] += 1
+        elif generic.detect(line):
+            votes[generic.NAME] += 1
     order = list(PARSERS)
     ranked = sorted(votes, key=lambda n: (-votes[n], order.index(n)))
     return ranked[0] if ranked else generic.NAME

@@ -64,7 +64,8 @@ _PAIR = re.compile(
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
-_COUNT = re.compile(r"\((\d+)/(\d+)\)")
+_COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
+           re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
@@ -81,6 +82,25 @@ def _undecorated(line: str) -> str:
     if "ensor(" in line:
         line = _TENSOR.sub(r"\1", line)
     return line
+
+
+def _count(text: str, epoch) -> tuple[str, str] | None:
+    """An unnamed count ``(a, b)`` in ``text`` (not the epoch's own ``[e/E]``)."""
+    for pattern in _COUNTS:
+        for m in pattern.finditer(text):
+            if epoch is None or int(m.group(1)) != epoch[0] or m.group(2) != epoch[1]:
+                return m.groups()
+    return None
+
+
+def _dict(text: str) -> str:
+    """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
+    ``text``."""
+    start = text.find("{'") if "{'" in text else text.find('{"')
+    if start < 0:
+        return text
+    end = text.rfind("}")
+    return text[start:end + 1] if end > start else text[start:]
 
 
 def _blank(m: re.Match) -> str:
@@ -150,6 +170,8 @@ class Parser(base.Parser):
         super().__init__(rank, times)
         self.bar, self.bar_total = 0, None   # the training bar's count and total
         self.numbered = False                # the log's lines number their steps
+        self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
+        self.plain = False                   # a step line without evaluation values was read
         self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
         self.prev, self.prev_space, self.prev_part = "", False, False  # the line before; it ends in a space; of the record
@@ -161,6 +183,7 @@ class Parser(base.Parser):
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
+        self.mentioned = False                # the line before may hold a trainer message that it did not complete
 
     def next_step(self) -> int:
         return max(self.bar, self.step) + 1
@@ -177,7 +200,7 @@ class Parser(base.Parser):
         return rec
 
     def parse(self, line):
-        text = _undecorated(line)
+        text = _undecorated(line).rstrip("\r\n")
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         if not text.strip():
@@ -190,23 +213,25 @@ class Parser(base.Parser):
                 self.bar = n
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + text[bar.end():]
         joiner = " " if prev_space else ""
-        item = self._message(text, prev.rstrip() + joiner + text.lstrip() if prev and not prev_message else None)
+        item = self._message(text, prev if not prev_message else "", joiner)
         if item is not None:
             self.prev_message = self.found = True
             return item
-        summary, found = self._read(text, bar is None)
+        summary, found = self._read(_dict(text), bar is None)
         if not found:
+            if self.plain and _EVAL_START.match(text):
+                return SUMMARY
             if bar is not None:
                 return PROGRESS
-            m = _COUNT.search(text) if "(" in text else None
-            if m is None or not self.numbered:
+            if "/" not in text or not self.numbered or _count(text, None) is None:
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
-        if summary:
-            return SUMMARY
+        if summary and self.plain:
+            return SUMMARY  # evaluation values, in a log whose step lines have none
+        self.plain = self.plain or not summary
         values = {}
         try:
             for field, val, tot, unit in found:
-                if field not in values:
+                if field not in values and (field != "epoch" or val.isdigit()):  # 'epoch': 0.28 counts no epoch
                     values[field] = (_value(val), tot, unit)
         except ValueError:
             return NUMBER
@@ -240,35 +265,42 @@ class Parser(base.Parser):
         return shape[0], [(f, v if v.__class__ is str else tokens[v], tokens[t] if t else None, u)
                           for f, v, t, u in shape[1]]
 
-    def _message(self, text: str, joined: str | None):
-        if messages.mentioned(text):
+    def _message(self, text: str, prev: str, joiner: str):
+        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
+        mentioned, self.mentioned = self.mentioned, messages.mentioned(text)
+        if self.mentioned:
             item = messages.match(text, self)
             if item is not None:
                 return item
-        if joined is not None and messages.mentioned(joined[-len(text) - 40:]):
-            return messages.match(joined, self)
+        if prev:
+            head, tail = prev.rstrip(), text.lstrip()
+            if mentioned or messages.mentioned(head[-24:] + joiner + tail[:24]):  # a mark cut by the wrap
+                return messages.match(head + joiner + tail, self)
         return None
 
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none."""
+        epoch = values.get("epoch")
         if "step" in values:
             v, tot, _ = values["step"]
-        else:
-            m = _COUNT.search(text) if "(" in text else None
-            if m is not None and ("loss" in values or self.numbered):
-                v, tot = float(m.group(1)), m.group(2)
-            elif bar is not None and ("loss" in values or self.numbered):
-                v, tot = float(bar.group(2)), bar.group(3)
-                if int(tot) != self.bar_total:
-                    return None
-            else:
+        elif "loss" not in values and not self.numbered:
+            return None
+        elif bar is not None:
+            v, tot = float(bar.group(2)), bar.group(3)
+            if int(tot) != self.bar_total:
                 return None
+        elif "/" in text and (m := _count(text, epoch)) is not None:
+            v, tot = float(m[0]), m[1]
+        elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
+            self.by_epoch = True  # nothing finer is counted: the epochs are the steps
+            return int(epoch[0])
+        else:
+            return None
         if isinstance(v, bool) or not float(v).is_integer() or v < 0:
             return None
         self.numbered = True
         step = int(v)
-        epoch = values.get("epoch")
-        if epoch is None or isinstance(epoch[0], bool) or not float(epoch[0]).is_integer():
+        if epoch is None:
             return step
         return self._global(int(epoch[0]), step, int(tot) if tot else None)
 
@@ -382,9 +414,8 @@ class Parser(base.Parser):
         return out
 
     def _step_line(self, step: int, values: dict):
-        fields = self._fields(values, step)
         last = self.last
-        if not fields and "skipped" not in values and "nan_iterations" not in values:
+        if _READ.isdisjoint(values):
             if last is not None and step <= last.step:
                 return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
         gap = step - self.line_step if step > self.line_step else 0
