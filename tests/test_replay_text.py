@@ -248,3 +248,13 @@ def test_unnamed_counts_dicts_and_epochs_as_steps():
     noted = read(["{'loss': 1.14,  'grad_norm':    92.10}    <-- spike #1 (step 4)\n",
                   "{'loss': 1.54,  'grad_norm':    29.00}\n"])
     assert [(r.step, r.grad_norm) for r in noted] == [(1, 92.1), (2, 29.0)]  # what is outside the dict is not read
+
+
+def test_a_watchdog_timeout_cut_short_after_a_bar_is_a_stall_after_the_bar_count():
+    # a web viewer's copy of a Hugging Face run: tqdm bars, then PyTorch's NCCL watchdog line cut off by the excerpt
+    lines = ["[1757] {'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}\n",
+             "[1758] \n", "[1759]   1%|          | 20/1752 [00:57<1:22:40,  2.86s/it]\n",
+             "[1763]   1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it][rank5]:[E602 11:17:52.185053341 "
+             "ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operati\n"]
+    assert rows(read(lines))[-1] == ("stall", 24)
+    assert read(lines)[-1].rank == 5 and read(lines)[-1].value is None

@@ -94,6 +94,11 @@ class Parser(abc.ABC):
         """The last step seen (0 before the first)."""
         return self.last.step if self.last is not None else 0
 
+    @property
+    def done(self) -> int:
+        """The last step known to be done (a trainer report is about the time after it)."""
+        return self.step
+
     def next_step(self) -> int:
         """The step an overflow message belongs to: the one after the last step seen."""
         return self.step + 1

@@ -73,6 +73,7 @@ _OVERFLOW = re.compile(
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
 _WATCHDOG = re.compile(r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: (\w+)\((.*?)\) ran for "
                        r"(\d+) milliseconds")
+_WATCHDOG_RANK = re.compile(r"Rank (\d+)\] Watchdog caught")
 _OP = re.compile(r"OpType=(\w+)")
 _HCCL = re.compile(r"\b(EI0002|EI0006)\b")
 _HCCL_RANK = re.compile(r"rank(?:Id)?\[(\d+)\]")
@@ -103,11 +104,11 @@ def match(line: str, parser):
         m = _MIN_SCALE.search(line)
         if m is not None and (m.group(1) is not None or "loss scale" in line.lower()):
             scale = _float(m.group(1)) if m.group(1) else parser.last.loss_scale if parser.last is not None else None
-            return parser.once(Report("loss_scale_collapse", parser.step, scale,
+            return parser.once(Report("loss_scale_collapse", parser.done, scale,
                                       "trainer: loss scale already at its minimum, cannot decrease it (the run exits)",
                                       parser.rank))
     if "no valid values in the ndarray" in line:
-        return parser.hold(Report("nan_inf", parser.step, math.nan,
+        return parser.hold(Report("nan_inf", parser.done, math.nan,
                                   "trainer: a tensor holds no finite value (MindSpore SummaryCollector: \"There are "
                                   "no valid values in the ndarray\")", parser.rank))
     if "Watchdog caught" in line:
@@ -116,21 +117,23 @@ def match(line: str, parser):
             rank, work, inner, ms = m.groups()
             op = _OP.search(inner)
             seconds = int(ms) / 1000.0
-            return parser.once(Report(
-                "stall", parser.step, seconds,
-                f"trainer: {work}({op.group(1) if op else '?'}) collective timed out after {seconds:.0f} s "
-                f"(watchdog) after step {parser.step}", int(rank) if rank else parser.rank))
+            what = f"{work}({op.group(1) if op else '?'}) collective timed out after {seconds:.0f} s (watchdog)"
+        else:  # the message cut short (an excerpt): a watchdog timeout all the same
+            m = _WATCHDOG_RANK.search(line)
+            rank, seconds, what = m.group(1) if m else None, None, "a collective timed out (watchdog)"
+        return parser.once(Report("stall", parser.done, seconds, f"trainer: {what} after step {parser.done}",
+                                  int(rank) if rank else parser.rank))
     if "EI000" in line:
         m = _HCCL.search(line)
         if m is not None:
             r = _HCCL_RANK.search(line)
-            return parser.once(Report("stall", parser.step, None,
-                                      f"trainer: HCCL {_HCCL_WHAT[m.group(1)]} after step {parser.step}",
+            return parser.once(Report("stall", parser.done, None,
+                                      f"trainer: HCCL {_HCCL_WHAT[m.group(1)]} after step {parser.done}",
                                       int(r.group(1)) if r else parser.rank))
     if "socket establish timeout" in line:
         m = _SOCKET_WAIT.search(line)
         if m is not None:
-            return parser.once(Report("stall", parser.step, float(m.group(2)) if m.group(2) else None,
-                                      f"trainer: HCCL {_HCCL_WHAT['EI0006']} after step {parser.step}",
+            return parser.once(Report("stall", parser.done, float(m.group(2)) if m.group(2) else None,
+                                      f"trainer: HCCL {_HCCL_WHAT['EI0006']} after step {parser.done}",
                                       int(m.group(1))))
     return None

@@ -185,8 +185,12 @@ class Parser(base.Parser):
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
 
+    @property
+    def done(self) -> int:
+        return max(self.bar, self.step)  # a progress bar's count says its steps are done
+
     def next_step(self) -> int:
-        return max(self.bar, self.step) + 1
+        return self.done + 1
 
     def overflowed(self, attempted, new):
         self.found = True
