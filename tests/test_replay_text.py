@@ -171,7 +171,7 @@ def test_overflow_messages_anywhere_mark_the_step_after_the_last_one(message, sc
     out = read([*steps, PLACES[place](message), "step: 41  loss: 2.5900  grad_norm: inf"])
     assert [r.step for r in out] == [38, 39, 40, 41]  # the message's record taken over by step 41's line
     assert (out[-1].overflow, out[-1].loss_scale, out[-1].loss) == (True, scale, 2.59)
-    assert [r.overflow for r in out[:-1]] == [None] * 3
+    assert [r.overflow for r in out[:-1]] == [None] * 3  # before the message: unknown
 
 
 def test_overflow_messages_inside_a_logged_interval_mark_the_next_iteration_line():

@@ -172,6 +172,7 @@ class Parser(base.Parser):
         self.numbered = False                # the log's lines number their steps
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
         self.plain = False                   # a step line without evaluation values was read
+        self.overflow_seen = False           # a trainer overflow message was read
         self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
         self.prev, self.prev_space, self.prev_part = "", False, False  # the line before; it ends in a space; of the record
@@ -193,7 +194,7 @@ class Parser(base.Parser):
         return self.done + 1
 
     def overflowed(self, attempted, new):
-        self.found = True
+        self.found = self.overflow_seen = True
         last = self.last
         if last is not None and last.steps > 1 and not self.taken_over:
             self.overflow_lines += 1  # within an interval: the next step line's
@@ -432,7 +433,7 @@ class Parser(base.Parser):
         fields, steps = derived
         rec = self.record(step, steps=steps, **fields)
         if self.taken_over and last is not None and (self.guessed or last.step == step):
-            rec.overflow = True if rec.overflow is None else rec.overflow
+            rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
             self.absorbs = True
         self.taken_over = self.guessed = False
@@ -471,6 +472,8 @@ class Parser(base.Parser):
             self.skipped_total = total
         elif fell and "overflow" not in fields:
             fields["overflow"] = None
+        elif self.overflow_seen and "overflow" not in fields and not overflows:
+            fields["overflow"] = False  # the log prints its overflows (a message each): a step without one is clean
         if "tokens_total" in values:
             total = values["tokens_total"][0]
             if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
