@@ -13,10 +13,15 @@ Each physical line is read in four steps.
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
-   ``%``). Names are read through the one alias table, :mod:`.fields`.
+   ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
+   a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
+   table, :mod:`.fields`; a line shape (its text between the numbers) is read once, and its later lines
+   reuse that reading.
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
-   else an anonymous count ``(a/b)`` (``Epoch:[0/19](100/24681)``); else the count of a tqdm bar on the line
-   (``431/788222 [29:28<..., loss=nan]``, its postfix read as values). A step counted within its epoch is
+   else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
+   values); else an unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else, when the log counts nothing finer, the epoch (one line
+   per epoch). A step counted within its epoch is
    made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
    the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
    and no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last
@@ -34,13 +39,17 @@ What a line becomes:
   record's own line the two lines are read joined (without a space when the first does not end in one: a
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
-  evaluation word: a summary; a bar with nothing else: a progress bar;
+  evaluation word: a summary, once the log has had step lines without one (until then such lines are its
+  step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
+  bar;
 * a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
   a ``nan_inf`` report at the line's step.
 
 An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
 line; otherwise it is a record of its own at the step after the last one seen, which a step line of that
-step (or, when no step was known, the next step line) takes over.
+step (or, when no step was known, the next step line) takes over. Once a log has printed an overflow message,
+its step lines without one are clean steps (``overflow`` False). Trainer reports come after the last step known
+done (a progress bar's count included).
 """
 from __future__ import annotations
 
