@@ -48,6 +48,7 @@ EXTRA = [
     "    optim/total_grad_norm=0.0002",
     "Epoch:[0/19](100/24681) loss:5.251 lr:0.00020000 epoch_Time:98.0min:",
     "{'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}",
+    "epoch 99999999999999999999 step 3/10 loss 2.5 | iteration 123456789012345678901234567890 | loss 1",
 ]
 LINES = [line for f in sorted(DATA.glob("*.log")) for line in f.read_text().splitlines() if line.strip()] + EXTRA
 SEPARATORS = [", ", " | ", " ", ":", "="]

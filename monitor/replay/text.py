@@ -310,16 +310,17 @@ class Parser(base.Parser):
             v, tot = float(m[0]), m[1]
         elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
             self.by_epoch = True  # nothing finer is counted: the epochs are the steps
-            return int(epoch[0])
+            return int(epoch[0]) if epoch[0] < 1e15 else None
         else:
             return None
-        if isinstance(v, bool) or not float(v).is_integer() or v < 0:
+        if isinstance(v, bool) or not float(v).is_integer() or not 0 <= v < 1e15:  # no step counts that far
             return None
         self.numbered = True
         step = int(v)
         if epoch is None:
             return step
-        return self._global(int(epoch[0]), step, int(tot) if tot else None)
+        step = self._global(int(epoch[0]), step, int(tot) if tot else None)
+        return step if step < 1e15 else None
 
     def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
         if self.base is None:
