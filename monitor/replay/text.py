@@ -64,7 +64,8 @@ NAME = "text"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
-_STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
+_STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
+                    r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -144,9 +145,10 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
 
 
 # A log prints the same line shape at every step, only its numbers change. A shape (the text between the
-# numbers, :data:`_TOKENS`) is read once with :func:`pairs`; its next lines reuse that reading: which number is
-# which field's value (and total), with which unit, and whether the line is an evaluation summary.
-# the numbers of _NUM without a sign or a leading dot (twice as fast to split out; a value with one is read in full)
+# numbers, :data:`_TOKENS`: those of _NUM without a sign or a leading dot, twice as fast to split out) is read
+# once with :func:`pairs`; its next lines reuse that reading: which number is which field's value (and total),
+# with which unit, and whether the line is an evaluation summary. A shape whose values do not fall on its
+# number tokens (a signed value) is read in full each time.
 _TOKENS = re.compile(r"(\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*(?:[eE][-+]?\d+)?)")
 _SHAPES: dict[tuple, tuple | None] = {}
 MAX_SHAPES = 4096
@@ -187,7 +189,8 @@ class Parser(base.Parser):
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
-        self.prev, self.prev_space, self.prev_part = "", False, False  # the line before; it ends in a space; of the record
+        self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
+        self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
         self.taken_over = False              # the last record is an overflow message's; a step line may take it over
         self.guessed = False                 # ... and its step was a guess (no step known)
