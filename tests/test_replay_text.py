@@ -260,3 +260,11 @@ def test_a_watchdog_timeout_cut_short_after_a_bar_is_a_stall_after_the_bar_count
              "ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operati\n"]
     assert rows(read(lines))[-1] == ("stall", 24)
     assert read(lines)[-1].rank == 5 and read(lines)[-1].value is None
+
+
+def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():
+    # apex amp on Ascend NPU (a LLaMA-Factory run): the overflow message, then the scaler's own line
+    out = read(["{'loss': 5.2843, 'grad_norm': 641.94, 'learning_rate': 5e-05, 'epoch': 4.7}\n",
+                "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 512.0\n",
+                "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 256.0\n"])
+    assert [(r.step, r.overflow, r.loss_scale) for r in out] == [(1, None, None), (2, True, 512.0), (3, True, 256.0)]

@@ -15,6 +15,11 @@ step line of their own.
       overflow, still update, loss scale adjust to 512.0                         (MindSpore model suites)
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
 
+  A scaler line of its own after such a message gives the overflowed step's record the scale it fell to::
+
+      Gradient overflow. Skipping step
+      Loss scaler reducing loss scale to 512.0                                          (apex amp on Ascend NPU)
+
   DeepSpeed's and apex's files (``deepspeed/runtime/fp16/loss_scaler.py``, ``fused_optimizer.py``,
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
   Colossal-AI's ``zero/sharded_optim/sharded_optim_v2.py``.
@@ -52,7 +57,7 @@ from __future__ import annotations
 import math
 import re
 
-from .base import Report
+from .base import MERGED, Report
 
 
 def _float(text: str | None) -> float | None:
@@ -70,6 +75,7 @@ _OVERFLOW = re.compile(
     r"|overflow detected, setting loss scale to:? " + _NUM +
     r"|overflow, still update, loss scale adjust to " + _NUM +
     r"|found inf during \w+ step", re.IGNORECASE)
+_SCALED = re.compile(r"reducing loss scale to " + _NUM)  # the scaler's own line after an overflow (apex on NPU)
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
 _WATCHDOG = re.compile(r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: (\w+)\((.*?)\) ran for "
                        r"(\d+) milliseconds")
@@ -82,8 +88,8 @@ _HCCL_WHAT = {"EI0002": "a collective's Notify wait timed out (EI0002, HCCL_EXEC
               "EI0006": "building the connection timed out (EI0006, HCCL_CONNECT_TIMEOUT)"}
 
 
-MARKS = ("kipping step", "verflow", "found inf", "already at minimum", "Minimum loss scale", "no valid values",
-         "Watchdog caught", "EI000", "socket establish timeout")
+MARKS = ("kipping step", "verflow", "found inf", "reducing loss scale", "already at minimum", "Minimum loss scale",
+         "no valid values", "Watchdog caught", "EI000", "socket establish timeout")
 _MENTIONED = re.compile("|".join(MARKS))
 
 
@@ -100,6 +106,12 @@ def match(line: str, parser):
         attempted, reduced = numbers[0], numbers[1]
         new = reduced if reduced is not None else next((x for x in numbers[2:] if x is not None), None)
         return parser.overflowed(attempted, new)
+    if "reducing loss scale" in line:
+        m = _SCALED.search(line)
+        last = parser.last
+        if m is not None and last is not None and last.overflow and last.loss_scale is None:
+            last.loss_scale = _float(m.group(1))  # the overflowed step's record gets the scale its scaler fell to
+            return MERGED
     if "inimum" in line:
         m = _MIN_SCALE.search(line)
         if m is not None and (m.group(1) is not None or "loss scale" in line.lower()):
