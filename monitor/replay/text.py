@@ -151,6 +151,10 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
 # number tokens (a signed value) is read in full each time.
 _TOKENS = re.compile(r"(\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*(?:[eE][-+]?\d+)?)")
 _SHAPES: dict[tuple, tuple | None] = {}
+# and a shape whose numbers have the same widths (the line with its digits as 0s) has its values at the same
+# places: read by slicing, without splitting
+_ZEROS = str.maketrans("123456789", "000000000")
+_SPANS: dict[str, tuple] = {}
 MAX_SHAPES = 4096
 
 
@@ -273,15 +277,27 @@ class Parser(base.Parser):
             cleaned = clean(text)
             found = pairs(cleaned)
             return _EVAL_START.match(cleaned) is not None or any(f[0] == EVAL for f in found), found
+        key = text.translate(_ZEROS)
+        spans = _SPANS.get(key)
+        if spans is not None:  # the same shape with numbers of the same widths: the values are at the same places
+            return spans[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
+                              for f, v, t, u in spans[1]]
         tokens = _TOKENS.split(text)
-        key = tuple(tokens[0::2])
-        shape = _SHAPES.get(key, False)
+        shape_key = tuple(tokens[0::2])
+        shape = _SHAPES.get(shape_key, False)
         if shape is False:
             shape = _shape(text, tokens)
             if len(_SHAPES) < MAX_SHAPES:
-                _SHAPES[key] = shape
+                _SHAPES[shape_key] = shape
         if shape is None:
             return Parser._read(text, False)
+        at, where = 0, []
+        for tok in tokens:
+            where.append((at, at + len(tok)))
+            at += len(tok)
+        if len(_SPANS) < MAX_SHAPES:
+            _SPANS[key] = (shape[0], tuple((f, v if v.__class__ is str else where[v], where[t] if t else None, u)
+                                           for f, v, t, u in shape[1]))
         return shape[0], [(f, v if v.__class__ is str else tokens[v], tokens[t] if t else None, u)
                           for f, v, t, u in shape[1]]
 
