@@ -49,6 +49,7 @@ EXTRA = [
     "Epoch:[0/19](100/24681) loss:5.251 lr:0.00020000 epoch_Time:98.0min:",
     "{'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}",
     "epoch 99999999999999999999 step 3/10 loss 2.5 | iteration 123456789012345678901234567890 | loss 1",
+    "iteration 5/10 | lm loss: 2.0 | number of skipped iterations: nan | number of nan iterations: inf | tps: inf",
 ]
 LINES = [line for f in sorted(DATA.glob("*.log")) for line in f.read_text().splitlines() if line.strip()] + EXTRA
 SEPARATORS = [", ", " | ", " ", ":", "="]

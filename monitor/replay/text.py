@@ -78,6 +78,7 @@ _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
 
@@ -441,13 +442,14 @@ class Parser(base.Parser):
                 v = v / 100.0 if unit == "%" or v > 1 else v
                 v = v if v >= 0 else None  # nanoGPT prints -100% until it has measured
             elif key == "tokens":
-                v = int(v)
+                v = int(v) if 0 <= v < math.inf else None
             out[key] = v
         if "tps" in values and not isinstance(values["tps"][0], bool):
             time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
                            self.last.step == step else None)
-            if time:
-                out["tokens"] = int(values["tps"][0] * time)
+            tokens = values["tps"][0] * time if time else math.nan
+            if 0 <= tokens < math.inf:
+                out["tokens"] = int(tokens)
         return out
 
     def _step_line(self, step: int, values: dict):
@@ -475,7 +477,9 @@ class Parser(base.Parser):
     def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before):
         """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
         (its step ``gap`` ago, its loss scale, running skipped and token totals) and the overflow messages since;
-        keeps those totals for the next line."""
+        keeps those totals for the next line. A count that is not a finite number >= 0 is left out."""
+        values = {k: v for k, v in values.items()
+                  if k not in _COUNTED or v[0].__class__ is float and 0 <= v[0] < math.inf}
         fields = self._fields(values, step)
         scale = fields.get("loss_scale")
         fell = scale is not None and scale_before is not None and scale < scale_before
