@@ -120,3 +120,16 @@ def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
         assert sum(res.skipped.values()) == res.skipped_lines
     finally:
         os.unlink(path)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(lines(), min_size=1, max_size=6))
+def test_the_text_readers_kept_shapes_read_as_the_full_reading(batch):
+    # the text reader keeps each line shape's reading (monitor/replay/text.py): a line read through it reads as
+    # the line read in full
+    from monitor.replay import text
+
+    for line in batch + [line.replace("1", "7").replace("0", "00") for line in batch]:
+        t = text._dict(text._undecorated(line).rstrip("\r\n"))
+        assert text.Parser._read(t, True) == text.Parser._read(t, False), t
+

@@ -145,41 +145,27 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
     return [(hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1]) for hit, m in _pairs(text, since)]
 
 
-# A log prints the same line shape at every step, only its numbers change. A shape (the text between the
-# numbers, :data:`_TOKENS`: those of _NUM without a sign or a leading dot, twice as fast to split out) is read
-# once with :func:`pairs`; its next lines reuse that reading: which number is which field's value (and total),
-# with which unit, and whether the line is an evaluation summary. A shape whose values do not fall on its
-# number tokens (a signed value) is read in full each time.
-_TOKENS = re.compile(r"(\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*(?:[eE][-+]?\d+)?)")
-_SHAPES: dict[tuple, tuple | None] = {}
-# and a shape whose numbers have the same widths (the line with its digits as 0s) has its values at the same
-# places: read by slicing, without splitting
+# A log prints the same line shape at every step, only its numbers change. A line is read in full once per
+# shape, the shape being the line with its digits as 0s (its numbers keep their widths, so every reading rule,
+# date-times included, falls the same way on it); the next lines of that shape have their values sliced out at
+# the same places.
 _ZEROS = str.maketrans("123456789", "000000000")
-_SPANS: dict[str, tuple] = {}
+_SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
 
 
-def _shape(text: str, tokens: list[str]) -> tuple | None:
-    """``(summary, ((field, value token or the value itself, total token or None, unit), ...))`` of a line
-    shape (a word value, ``nan`` or ``True``, is part of the shape), or None when its reading does not fall on
-    its number tokens (it is then read in full each time)."""
-    at, starts = 0, {}
-    for i, tok in enumerate(tokens):
-        if i % 2:
-            starts[at] = i
-        at += len(tok)
+def _reading(text: str) -> tuple[bool, list, tuple]:
+    """``(summary, pairs, shape)`` of a line read in full: the shape holds, for each pair, the places of its
+    value and total in the line (a word value, ``nan`` or ``True``, is part of the shape: itself)."""
     cleaned = clean(text)
-    fields = []
     summary = _EVAL_START.match(cleaned) is not None
+    found, shape = [], []
     for hit, m in _pairs(cleaned):
         summary = summary or hit[0] == EVAL
-        val = starts.get(m.start("val"), m.group("val") if m.group("val")[-1:].isalpha() else None)
-        tot = starts.get(m.start("tot")) if m.group("tot") else None
-        if (val is None or val.__class__ is int and tokens[val] != m.group("val")
-                or m.group("tot") and (tot is None or tokens[tot] != m.group("tot"))):
-            return None
-        fields.append((hit[0], val, tot, m.group("unit") or hit[1]))
-    return summary, tuple(fields)
+        unit, val, tot = m.group("unit") or hit[1], m.group("val"), m.group("tot")
+        found.append((hit[0], val, tot, unit))
+        shape.append((hit[0], val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
+    return summary, found, tuple(shape)
 
 
 class Parser(base.Parser):
@@ -275,31 +261,15 @@ class Parser(base.Parser):
     def _read(text: str, reuse: bool) -> tuple[bool, list]:
         """``(summary, pairs)`` of a line, through its shape when ``reuse``."""
         if not reuse:
-            cleaned = clean(text)
-            found = pairs(cleaned)
-            return _EVAL_START.match(cleaned) is not None or any(f[0] == EVAL for f in found), found
+            return _reading(text)[:2]
         key = text.translate(_ZEROS)
-        spans = _SPANS.get(key)
-        if spans is not None:  # the same shape with numbers of the same widths: the values are at the same places
-            return spans[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
-                              for f, v, t, u in spans[1]]
-        tokens = _TOKENS.split(text)
-        shape_key = tuple(tokens[0::2])
-        shape = _SHAPES.get(shape_key, False)
-        if shape is False:
-            shape = _shape(text, tokens)
-            if len(_SHAPES) < MAX_SHAPES:
-                _SHAPES[shape_key] = shape
+        shape = _SHAPES.get(key)
         if shape is None:
-            return Parser._read(text, False)
-        at, where = 0, []
-        for tok in tokens:
-            where.append((at, at + len(tok)))
-            at += len(tok)
-        if len(_SPANS) < MAX_SHAPES:
-            _SPANS[key] = (shape[0], tuple((f, v if v.__class__ is str else where[v], where[t] if t else None, u)
-                                           for f, v, t, u in shape[1]))
-        return shape[0], [(f, v if v.__class__ is str else tokens[v], tokens[t] if t else None, u)
+            summary, found, places = _reading(text)
+            if len(_SHAPES) < MAX_SHAPES:
+                _SHAPES[key] = (summary, places)
+            return summary, found
+        return shape[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
                           for f, v, t, u in shape[1]]
 
     def _message(self, text: str, prev: str, joiner: str):
