@@ -15,7 +15,7 @@ Each physical line is read in four steps.
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
    ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
-   table, :mod:`.fields`; a line shape (its text between the numbers) is read once, and its later lines
+   table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
    reuse that reading.
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
    else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
