@@ -1,4 +1,5 @@
-"""How fast ``monitor replay`` reads a long MindFormers log, against ``awk`` pulling the loss out of the same file.
+"""How fast ``monitor replay`` reads a long MindFormers log, and the same run as a custom training loop's log,
+against ``awk`` pulling the loss out of the same file.
 
 1. ``generate`` (once; cached under ``--out``, by default ``$TMPDIR/replay-speed``): a MindFormers 1.x
    ``MFLossMonitor`` log of a 1,000,000-step pretraining run (282 MB), every step line in the shape and
@@ -24,6 +25,11 @@
    * step 900000: 12 overflows in a row, the loss scale halving at each (``overflow_storm``,
      ``loss_scale_collapse``).
 
+   The same run is also written as a custom loop's log (``CUSTOM_LINE``, 1,000,000 step lines of
+   ``[2025-04-07 15:34:29] Step 2/1000000 | loss 10.4161 | lr 3.000e-07 | grad_norm 4.864801 | loss_scale
+   65536.0 | time 1742ms``, apex's ``Gradient overflow.  Skipping step, ..`` message before an overflowed
+   step's line, a line saying the run resumes after the NaN), read by the generic text reader.
+
 2. Time, side by side, interleaved, ``--rounds`` times (median), each a fresh process on the same file:
 
    * ``awk``: the one-liner a person writes to get the loss column (``awk -F'loss: ' ...``), with the
@@ -35,6 +41,9 @@
      per-record work: would-be rollback policy, step-time statistics); the difference is the rules' share
      (the compiled detectors, :mod:`monitor.detectors`); and the command on a 5-line log (start-up and
      output). What is left of the end-to-end time is the command's own (JSON of the result, exit).
+
+   and, for the custom loop's log, awk (``awk -F'loss ' ..``), ``monitor replay --json`` and the replay with
+   every rule off.
 
    Wall time and CPU time (user + system) are both reported: on a shared machine the CPU time moves
    less. Then the replay's anomalies are checked against the injected faults (each must be caught within
@@ -69,7 +78,13 @@ PROGRESS_LINE = "  {pct:4.1f}% |{bar:<50}| {sps:.5f} samples/s/p  {eta} }}"
 SAVE_LINE = "......Saving ckpt......, step: {step}, path: ./output/checkpoint/rank_0/llama2_13b_rank_0-{step}_1.ckpt"
 NAN_LINE = "The current value of loss is NaN, terminate training."
 EPOCHS = 2
+# the custom loop: a torch.cuda.amp-style fp16 loop printing its own line (as torchtitan, MiniMind and most
+# hand-written loops do) and its scaler's overflow message; read by the generic text reader
+CUSTOM_LINE = ("[{date}] Step {step}/{steps} | loss {loss:.4f} | lr {lr:.3e} | grad_norm {norm} | "
+               "loss_scale {scale:.1f} | time {ms}ms")
+CUSTOM_OVERFLOW = "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {scale:.1f}"
 AWK_PROGRAM = "-F'loss: ' 'NF > 1 { split($2, v, \",\"); print v[1] }'"
+AWK_CUSTOM = "-F'loss ' 'NF > 1 { split($2, v, \" \"); print v[1] }'"
 FAULT_WINDOW = 10
 TINY = os.path.join(ROOT, "tests", "data", "mindformers_llama2_13b_normal_01.log")  # 5 lines: start-up and output
 
@@ -97,7 +112,8 @@ def _float32_text(x: float) -> str:
     return text if ("e" in text or "." in text) else text + ".0"
 
 
-def generate(path: str, steps: int, seed: int = 0) -> None:
+def generate(path: str, steps: int, seed: int = 0, custom: bool = False) -> None:
+    """Write the run's log: MindFormers' lines, or (``custom``) a custom loop's (:data:`CUSTOM_LINE`)."""
     rng = random.Random(seed)
     at = faults(steps)
     resume_from = at["nan_inf"] - steps // 200  # the checkpoint before the NaN
@@ -156,6 +172,15 @@ def generate(path: str, steps: int, seed: int = 0) -> None:
             clock += ms / 1000.0
             date = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(clock)) + f",{int(clock * 1000) % 1000:03d}"
             epoch, in_epoch = (step - 1) // per_epoch + 1, (step - 1) % per_epoch + 1
+            if custom:  # the scaler's message comes during the step, before the loop prints the step's line
+                if overflow:
+                    out.append(CUSTOM_OVERFLOW.format(scale=scale))
+                out.append(CUSTOM_LINE.format(date=date[:19], step=step, steps=steps, loss=math.nan if nan else loss,
+                                              lr=lr, norm="nan" if nan else norm_text, scale=scale_now, ms=ms))
+                if nan:
+                    out.append(f"[{date[:19]}] resuming from the checkpoint of step {resume_from} after a NaN loss")
+                    step, done_nan = resume_from, True
+                continue
             out.append(PREFIX.format(date=date) + STEP_LINE.format(
                 epoch=epoch, epochs=EPOCHS, step=in_epoch, per_epoch=per_epoch,
                 loss=math.nan if nan else loss, ms=ms, lr=_float32_text(lr), overflow=overflow,
@@ -174,20 +199,20 @@ def generate(path: str, steps: int, seed: int = 0) -> None:
                 out.append(f"{date} - [mindformers/trainer/base_trainer.py:1012] - INFO - Resuming training from "
                            f"./output/checkpoint/rank_0/llama2_13b_rank_0-{resume_from}_1.ckpt, step {resume_from}")
                 step, done_nan = resume_from, True
-            if len(out) >= 20000:
+            if len(out) >= 20000 or custom and len(out) >= 10000:
                 f.write("\n".join(out) + "\n")
                 out.clear()
         f.write("\n".join(out) + "\n")
     os.replace(tmp, path)
 
 
-def log_path(out: str, steps: int) -> str:
+def log_path(out: str, steps: int, custom: bool = False) -> str:
     os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, f"mindformers_{steps}_steps.log")
+    path = os.path.join(out, f"{'custom' if custom else 'mindformers'}_{steps}_steps.log")
     if not os.path.exists(path):
         print(f"generating {path} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
-        generate(path, steps)
+        generate(path, steps, custom=custom)
         print(f"  {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return path
 
@@ -280,6 +305,7 @@ def main():
         print(json.dumps(PARTS[args.part](args.file)))
         return
     path = log_path(args.out, args.steps)
+    custom = log_path(args.out, args.steps, custom=True)
     py = sys.executable
     monitor = os.path.join(os.path.dirname(py), "monitor")
     awk_out = os.path.join(args.out, "loss.txt")
@@ -289,11 +315,14 @@ def main():
         "inproc": [py, __file__, "--part", "inproc", path],
         "parse": [py, __file__, "--part", "parse", path],
         "start-up": [monitor, "replay", "--json", TINY],
+        "awk custom": f"awk {AWK_CUSTOM} '{custom}' > '{awk_out}.custom'",
+        "replay custom": [monitor, "replay", "--json", custom],
+        "parse custom": [py, __file__, "--part", "parse", custom],
     }
     wall = {k: [] for k in contenders}
     cpu = {k: [] for k in contenders}
     load = [os.getloadavg()[0]]
-    replay_out = None
+    replay_out = custom_out = None
     for r in range(args.rounds):
         for name, cmd in contenders.items():
             w, c, out = _timed(cmd, shell=isinstance(cmd, str))
@@ -301,6 +330,8 @@ def main():
                 w, c = json.loads(out.stdout)["wall"], json.loads(out.stdout)["cpu"]
             elif name == "replay":
                 replay_out = out.stdout
+            elif name == "replay custom":
+                custom_out = out.stdout
             wall[name].append(w)
             cpu[name].append(c)
         load.append(os.getloadavg()[0])
@@ -336,14 +367,30 @@ def main():
     for label, w, c in rows:
         print(f"| {label} | {w:.2f} | {w / med_w['awk']:.1f}x | {c:.2f} | {c / med_c['awk']:.1f}x | "
               f"{1e6 * c / res['lines']:.2f} | |")
+    cres = json.loads(custom_out)
     print()
-    lines, other = check(res["anomalies"], args.steps)
-    print("Injected faults (caught within 10 steps):")
-    for line in lines:
-        print(f"- {line}")
-    print(f"Other anomalies: {len(other)}" + "".join(
-        f"\n- {e['rule']} at step {e['step']} (onset {e['onset_step']}): {e['message']}" for e in other))
-    if any(line.endswith("MISSED") for line in lines):
+    print(f"The same run as a custom loop's log ({os.path.getsize(custom) / 1e6:.0f} MB, {cres['lines']} lines, "
+          f"{cres['records']} step records), read by the generic text reader:")
+    print()
+    print("| what | wall s | vs awk | CPU s | vs awk (CPU) | µs per line (CPU) | fastest round: wall s, vs awk |")
+    print("|---|---|---|---|---|---|---|")
+    for label, key in (("awk: the loss field", "awk custom"),
+                       ("`monitor replay`, all default rules (CLI, end to end)", "replay custom"),
+                       ("of which: reading, parsing, runner (replay with every rule off)", "parse custom")):
+        w, c = med_w[key], med_c[key]
+        print(f"| {label} | {w:.2f} | {w / med_w['awk custom']:.1f}x | {c:.2f} | {c / med_c['awk custom']:.1f}x | "
+              f"{1e6 * c / cres['lines']:.2f} | {best[key]:.2f}, {best[key] / best['awk custom']:.1f}x |")
+    missed = False
+    for title, result in (("MindFormers log", res), ("custom-loop log", cres)):
+        lines, other = check(result["anomalies"], args.steps)
+        print()
+        print(f"Injected faults, {title} (caught within 10 steps):")
+        for line in lines:
+            print(f"- {line}")
+        print(f"Other anomalies: {len(other)}" + "".join(
+            f"\n- {e['rule']} at step {e['step']} (onset {e['onset_step']}): {e['message']}" for e in other))
+        missed = missed or any(line.endswith("MISSED") for line in lines)
+    if missed:
         sys.exit(1)
 
 

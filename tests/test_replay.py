@@ -111,16 +111,17 @@ def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
 
 def test_megatron_lm_normal_run_has_no_events():
     res = replay_file(str(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
-    assert res.format == "megatron" and res.records == 13 and res.events == []
-    # 5 validation lines; the rest (dividers, memory report, "...", checkpoint messages) are other lines
-    assert res.skipped["summary or evaluation line"] == 5 and res.lines == 45
+    assert res.format == "text" and res.records == 13 and res.events == []
+    # 7 validation lines (5 at iterations, 2 at the end); the rest (dividers, memory report, "...", checkpoint
+    # messages) are other lines
+    assert res.skipped["summary or evaluation line"] == 7 and res.lines == 45
     assert res.last.step == 5000 and res.last.loss == pytest.approx(0.1350079) and res.last.grad_norm == 0.706
 
 
 def test_megatron_lm_startup_skips_are_calibration_overflows():
-    from monitor.replay import megatron
+    from monitor.replay import text
 
-    p = megatron.Parser()
+    p = text.Parser()
     first = next(r for r in map(p.feed, (DATA / "megatron_lm_gpt2_345m_normal_01.log").open()) if r is not None)
     # 16 of the first 100 iterations were skipped while the scale fell from 2^32 to 2^17: the line stands for
     # overflowed and clean iterations both, so its overflow flag is unknown and its loss is judged
@@ -141,9 +142,9 @@ def test_megatron_deepspeed_spike_is_a_loss_spike_at_the_climb(tmp_path):
 
 
 def test_megatron_deepspeed_scale_drop_marks_intervals_with_overflows():
-    from monitor.replay import megatron
+    from monitor.replay import text
 
-    p = megatron.Parser()
+    p = text.Parser()
     recs = [r for r in map(p.feed, (DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log").open()) if r is not None]
     # Megatron-DeepSpeed prints 0 skipped iterations (DeepSpeed does the skipping): a falling scale tells that
     # the interval had overflows, mixed with clean iterations (unknown), a steady one that it had none
@@ -153,7 +154,7 @@ def test_megatron_deepspeed_scale_drop_marks_intervals_with_overflows():
 
 def test_hf_deepspeed_normal_fine_tune_has_no_events():
     res = replay_file(str(DATA / "hf_deepspeed_trainer_normal_01.log"))
-    assert res.format == "hf" and res.records == 8 and res.events == []
+    assert res.format == "text" and res.records == 8 and res.events == []
     # no progress bars in this excerpt: the steps are the count of loss lines
     assert res.last.step == 8 and res.last.loss == 0.9321 and res.last.lr == 1e-05
 
@@ -163,7 +164,7 @@ def test_deepspeed_startup_overflows_are_read_as_calibration():
     initial scale (then 2^32) halving down to a usable one: the rule's calibration (overflows before the
     first clean step never count). The healthy Megatron-LM run above skips 16 iterations the same way."""
     res = replay_file(str(DATA / "deepspeed_zero2_overflow_storm_01.log"))
-    assert res.format == "deepspeed" and res.records == 8 and res.events == []
+    assert res.format == "text" and res.records == 8 and res.events == []
     assert res.last.step == 8 and res.last.overflow is True and res.last.loss_scale == 2.0 ** 25
 
 
@@ -296,10 +297,10 @@ def test_memory_stays_bounded(tmp_path):
 def test_auto_detection_votes_and_format_forces(tmp_path):
     mixed = tmp_path / "mixed.log"
     megatron = (DATA / "megatron_lm_gpt2_345m_normal_01.log").read_text()
-    mixed.write_text("{'loss': 2.0, 'learning_rate': 1e-05, 'epoch': 0.1}\n" + megatron)
-    assert replay_file(str(mixed)).format == "megatron"  # 13 Megatron lines against 1 Trainer line
-    forced = replay_file(str(mixed), fmt="hf")
-    assert forced.format == "hf" and forced.records == 1
+    mixed.write_text(MF_LINE.format(step=1, loss=2.0) + megatron)
+    assert replay_file(str(mixed)).format == "text"  # 13 Megatron lines against 1 MindFormers line
+    forced = replay_file(str(mixed), fmt="mindformers")
+    assert forced.format == "mindformers" and forced.records == 1
 
 
 def test_json_output_keeps_its_fields_and_adds_skip_reasons():
@@ -308,8 +309,8 @@ def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert {"format", "records", "skipped_lines", "anomalies", "files"} <= set(res)
-    assert res["format"] == ["mindformers", "megatron"] and res["records"] == 15
-    assert res["skipped"]["progress bar"] == 2 and res["skipped"]["summary or evaluation line"] == 5
+    assert res["format"] == ["mindformers", "text"] and res["records"] == 15
+    assert res["skipped"]["progress bar"] == 2 and res["skipped"]["summary or evaluation line"] == 7
     assert res["lines"] == 8 + 45 and res["reports"] == 2
     f0 = res["files"][0]
     assert f0["skipped"] == {"progress bar": 2} and f0["merged_lines"] == 2 and f0["ranks"] == [0]
@@ -321,8 +322,8 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
               str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
     first, *rest = out.stdout.splitlines()
-    assert "megatron (rank 0), 13 records, 0 trainer reports, 32 lines skipped (no step fields 27, " \
-           "summary or evaluation line 5), 0 anomalies" in first
+    assert "text (rank 0), 13 records, 0 trainer reports, 32 lines skipped (no step fields 23, " \
+           "summary or evaluation line 7, step line without loss 2), 0 anomalies" in first
     assert "progress bar 2" in rest[0] and "2 anomalies" in rest[0]
     assert any("onset       2" in line and "grad_norm_spike" in line for line in rest)
 

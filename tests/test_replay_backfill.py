@@ -18,7 +18,7 @@ from monitor import openmetrics
 from monitor.dashboards import DASHBOARDS, expressions
 from monitor.metrics import STEP_BUCKETS, Metrics
 from monitor.record import StepRecord
-from monitor.replay import megatron, mindformers
+from monitor.replay import mindformers, text
 from monitor.replay.clock import line_time
 from monitor.rules import Rules
 from services import http_json, start_prometheus
@@ -148,7 +148,7 @@ def test_times_are_the_logs_own_or_counted_from_the_start_time(backfill):
     assert loss("mindformers_llama2_13b_normal_01") == [(pytest.approx(t), r.loss) for t, r in zip(stamps, mf)]
     # Megatron-DeepSpeed: no times; the first step ends one step time after --start-time, each next one its
     # interval (iterations x time per iteration) later
-    mg = records(megatron.Parser(), MEGATRON)
+    mg = records(text.Parser(), MEGATRON)
     t, expected = START, []
     for i, r in enumerate(mg):
         t += r.step_time_s * (1 if i == 0 else r.steps)
@@ -179,7 +179,7 @@ def test_promtool_backfills_it_and_prometheus_answers_the_logged_values(backfill
             (sample,) = query('train_loss{run="mindformers_llama2_13b_normal_01"}', t)
             assert float(sample["value"][1]) == rec.loss and sample["metric"]["rank"] == "0"
         # the Megatron spike at its counted time, and the counted anomalies and would-be healthy checkpoint
-        mg = records(megatron.Parser(), MEGATRON)
+        mg = records(text.Parser(), MEGATRON)
         t = START + mg[0].step_time_s + sum(r.step_time_s * r.steps for r in mg[1:4])  # iteration 29050
         (sample,) = query('train_loss{run="megatron_ds_tr1_13b_spike_lossscale_01"}', t + 0.0005)
         assert float(sample["value"][1]) == pytest.approx(7.343709)
@@ -225,7 +225,7 @@ def test_line_times_of_the_trainers_prefixes(line, when):
 
 
 def test_a_megatron_line_with_its_time_prefix_is_timed_by_it():
-    p = megatron.Parser()
+    p = text.Parser()
     rec = p.feed(" [2024-05-30 10:21:44] iteration      100/    5000 | consumed samples:          800 | elapsed time "
                  "per iteration (ms): 296.8 | learning rate: 3.937E-06 | global batch size:     8 | lm loss: "
                  "9.729805E+00 | loss scale: 131072.0 | grad norm: 5.703 | number of skipped iterations:   0 | "

@@ -38,6 +38,18 @@ EXTRA = [
     "step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu",
     "1,10.62,1.53,65536.0,False,1e-05,0.41,0.002,16384,0,1714550400.1,1,",
     "[default1]:epoch: 1 step: 11, loss is 2.2",
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+    "| WARNING: overflow detected, setting loss scale to: 0.25",
+    "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.",
+    "overflow, still update, loss scale adjust to 512.0",
+    "[WARNING] ME(3613:1405,MainProcess):2024-03-07-06:39:44.569.244 There are no valid values in the ndarray(size=32)",
+    "> [1763] \x1b[32m[rank0]:step: 200  loss:  6.1384  tps: 5,856  mfu: 34.29%\x1b[0m",
+    "[step=2/739328,epoch=0]",
+    "    optim/total_grad_norm=0.0002",
+    "Epoch:[0/19](100/24681) loss:5.251 lr:0.00020000 epoch_Time:98.0min:",
+    "{'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}",
+    "epoch 99999999999999999999 step 3/10 loss 2.5 | iteration 123456789012345678901234567890 | loss 1",
+    "iteration 5/10 | lm loss: 2.0 | number of skipped iterations: nan | number of nan iterations: inf | tps: inf",
 ]
 LINES = [line for f in sorted(DATA.glob("*.log")) for line in f.read_text().splitlines() if line.strip()] + EXTRA
 SEPARATORS = [", ", " | ", " ", ":", "="]
@@ -108,3 +120,16 @@ def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
         assert sum(res.skipped.values()) == res.skipped_lines
     finally:
         os.unlink(path)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(lines(), min_size=1, max_size=6))
+def test_the_text_readers_kept_shapes_read_as_the_full_reading(batch):
+    # the text reader keeps each line shape's reading (monitor/replay/text.py): a line read through it reads as
+    # the line read in full
+    from monitor.replay import text
+
+    for line in batch + [line.replace("1", "7").replace("0", "00") for line in batch]:
+        t = text._dict(text._undecorated(line).rstrip("\r\n"))
+        assert text.Parser._read(t, True) == text.Parser._read(t, False), t
+

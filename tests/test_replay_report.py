@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from monitor.replay import megatron
 from monitor.replay.tracks import Envelope, Sample
 from services import binary
 
@@ -109,8 +108,10 @@ def test_the_would_be_ledger_stays_bounded_on_a_long_run():
 # --- step time / TPS / MFU ----------------------------------------------------------------------------------
 
 def test_step_time_quantiles_of_a_megatron_log():
+    from monitor.replay import text
+
     log = DATA / "megatron_lm_gpt2_345m_normal_01.log"
-    p = megatron.Parser()
+    p = text.Parser()
     times = [r.step_time_s for r in map(p.feed, log.open()) if r is not None and r.__class__.__name__ == "StepRecord"]
     out = cli("replay", "--json", log)
     stats = json.loads(out.stdout)["files"][0]["stats"]
@@ -120,8 +121,8 @@ def test_step_time_quantiles_of_a_megatron_log():
     assert (s["count"], s["sampled"]) == (13, 13)
     assert s["median"] == pytest.approx(statistics.median(times)) and s["p5"] == pytest.approx(q[0])
     assert s["p95"] == pytest.approx(q[-1])
-    text = cli("replay", log).stdout
-    assert "step time  median 0.2909 s  p5 0.2853  p95 0.4368  (13 records)" in text
+    summary = cli("replay", log).stdout
+    assert "step time  median 0.2909 s  p5 0.2853  p95 0.4368  (13 records)" in summary
 
 
 def test_tps_and_mfu_quantiles_from_a_record_log(tmp_path):

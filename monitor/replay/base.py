@@ -8,7 +8,14 @@ The contract: ``Parser(rank).feed(line)`` returns
   line's values were added to the record returned before (a timing line printed after its step line).
 
 The runner judges a record only when the next record or report arrives (or at the end of the input), so a
-parser may still add to :attr:`Parser.last` from the lines that follow it.
+parser may still add to :attr:`Parser.last` from the lines that follow it. Two more hand-overs, read by the
+runner after each line:
+
+* :attr:`Parser.absorbs` set with a record: the record takes the place of the pending one (a step line taking
+  over the overflow record a trainer message made for the same step); the line counts as merged.
+* :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
+  :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
+  its line from merged into a report.
 """
 from __future__ import annotations
 
@@ -78,12 +85,19 @@ class Parser(abc.ABC):
         self.last: StepRecord | None = None
         self.reason = ""
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
+        self.absorbs = False  # the record just returned replaces the pending one
+        self.held: list[Report] = []  # reports waiting for the step of the next record
         self._reported: tuple[int, set] = (-1, set())
 
     @property
     def step(self) -> int:
         """The last step seen (0 before the first)."""
         return self.last.step if self.last is not None else 0
+
+    @property
+    def done(self) -> int:
+        """The last step known to be done (a trainer report is about the time after it)."""
+        return self.step
 
     def next_step(self) -> int:
         """The step an overflow message belongs to: the one after the last step seen."""
@@ -108,6 +122,23 @@ class Parser(abc.ABC):
     @abc.abstractmethod
     def parse(self, line):
         """This format's reading of one line (see the class docstring)."""
+
+    def overflowed(self, attempted: float | None, new: float | None):
+        """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
+        loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed).
+        A record of its own (DeepSpeed prints no step)."""
+        self.overflow_lines += 1
+        return self.record(self.next_step(), overflow=True, loss_scale=attempted if attempted is not None else new)
+
+    def hold(self, report: Report) -> Report | str:
+        """``report`` (once per step, see :meth:`once`); before any step line, held (:attr:`held`, the line
+        counted as merged meanwhile) for the step of the next record."""
+        if self.last is not None:
+            return self.once(report)
+        if any(r.rule == report.rule and r.rank == report.rank for r in self.held):
+            return REPEATED
+        self.held.append(report)
+        return MERGED
 
     def record(self, step: int, **fields) -> StepRecord:
         return StepRecord(step=step, rank=self.rank, **fields)

@@ -13,7 +13,7 @@ import csv
 
 from . import base
 from .base import HEADER, NO_STEP
-from .fields import ALIASES, canonical, record  # noqa: F401 (ALIASES: the table, re-exported)
+from .fields import canonical, record
 
 NAME = "csv"
 

@@ -8,9 +8,21 @@ Severity and actions come from the rules in force, not from the log.
 """
 from __future__ import annotations
 
+import json
+
 from . import base
 from .base import NOT_JSON, NUMBER, SUMMARY, Report
-from .jsonl import json_object
+
+
+def json_object(line: str) -> dict | None:
+    s = line.strip()
+    if not s.startswith("{"):
+        return None
+    try:
+        obj = json.loads(s)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 NAME = "events"
 

@@ -1,23 +1,112 @@
-"""Named fields -> :class:`StepRecord` fields: the one alias table of the CSV, JSONL and TensorBoard readers.
+"""Named values -> :class:`StepRecord` fields: the one alias table of every replay reader (text, CSV, TensorBoard).
 
-A name is matched case-insensitively, with ``-`` and spaces read as ``_`` and a ``train/`` prefix dropped,
-so ``lm loss``, ``train/loss``, ``grad-norm``, ``loss-scale``, ``learning-rate`` and ``iteration-time`` all
-find their field. Names that are StepRecord fields (``step_time_s``, ``data_wait_s``, ``tokens``, ``rank``,
-``timestamp``, ``steps``, ``mfu``, ...) map to themselves; any other name is ignored.
+A name is normalised (lower case, quotes dropped, ``-`` and spaces read as ``_``; of a path such as
+``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`; when the whole
+name is not there, its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler
+traces at step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is
+no step time). A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it
+(``val_loss``, ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is
+an evaluation or summary value, never a training one. A running total of train time (modded-nanogpt's
+``train_time``) is no step time: that name is left out.
+
+:data:`NAMES`: name -> (field, unit). The fields are StepRecord's, plus what a reader turns into them:
+
+=====================  ==============================================================================
+field                  names
+=====================  ==============================================================================
+``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch (...)
+``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
+``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss
+``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm
+``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens
+``lr``                 lr, learning_rate
+``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
+                       batch_time, time_per_step, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
+                       when it has none)
+``data_wait_s``        data_time, data_wait, data_load_time
+``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
+``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
+``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
+``overflow``           overflow, overflow_cond, is_overflow (``True``/``False``, 1/0)
+``skipped``            number_of_skipped_iterations (skipped steps in the logged interval, Megatron)
+``skipped_total``      skipped (skipped steps so far, DeepSpeed's progress line)
+``nan_iterations``     number_of_nan_iterations (NaN steps in the logged interval, Megatron)
+=====================  ==============================================================================
+
+Names that are StepRecord fields themselves (``step_time_s``, ``data_wait_s``, ``tokens``, ``rank``,
+``timestamp``, ``steps``, ...) map to themselves (the monitor's own record log); any other name is ignored.
 """
 from __future__ import annotations
+
+import re
 
 from ..record import StepRecord
 from .base import NO_LOSS, NO_STEP, NUMBER
 
-ALIASES = {
-    "iteration": "step", "global_step": "step", "iter": "step", "iter_num": "step", "_step": "step",
-    "train_loss": "loss", "lm_loss": "loss",
-    "global_norm": "grad_norm",
-    "learning_rate": "lr",
-    "iteration_time": "step_time_s",  # Megatron's and MindFormers' TensorBoard scalar, in seconds
-}
 FIELDS = frozenset(StepRecord.__dataclass_fields__)
+_S, _MS = None, "ms"  # None: seconds, unless the value or the log says otherwise
+NAMES: dict[str, tuple[str, str | None]] = {
+    **{n: (n, None) for n in FIELDS},
+    **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
+                                   "updates", "batch", "train_step", "step_idx")},
+    "epoch": ("epoch", None),
+    **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
+                                   "cross_entropy_loss")},
+    **{n: ("grad_norm", None) for n in ("grad_norm", "gnorm", "global_norm", "total_grad_norm", "gradient_norm",
+                                        "grad_l2_norm")},
+    **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens")},
+    "lr": ("lr", None), "learning_rate": ("lr", None),
+    **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
+                                        "time_per_step", "time_per_iteration", "dt",
+                                        "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)")},
+    "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
+    **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time")},
+    "mfu": ("mfu", None),
+    **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s")},
+    "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
+    **{n: ("overflow", None) for n in ("overflow", "overflow_cond", "is_overflow")},
+    "number_of_skipped_iterations": ("skipped", None),
+    "skipped": ("skipped_total", None),
+    "number_of_nan_iterations": ("nan_iterations", None),
+}
+EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
+_EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
+_WORDS = re.compile(r"[\s_]+")
+_cache: dict[str, tuple[str, str | None] | None] = {}
+
+
+def _words(name: str) -> list[str]:
+    n = name.strip().strip("'\"").lower().replace("-", "_")
+    return [w.rsplit("/", 1)[-1] if "/" in w and w != "tokens/s" else w for w in n.split()] if n else []
+
+
+def lookup(name: str) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value), None when it names none."""
+    hit = _cache.get(name, False)
+    if hit is not False:
+        return hit
+    raw = name.lower()
+    words = _words(name)
+    hit = None
+    if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
+        hit = (EVAL, None)
+    else:
+        for i in range(len(words)):
+            key = "_".join(words[i:])
+            if key in NAMES:
+                hit = NAMES[key]
+                break
+            if words[i] in NAMES:
+                break
+    if len(_cache) < 4096:
+        _cache[name] = hit
+    return hit
+
+
+def canonical(name: str) -> str:
+    """The field ``name`` stands for (or ``name`` normalised, when it stands for none)."""
+    hit = lookup(name)
+    return hit[0] if hit is not None else "_".join(_words(name))
 
 
 def _truth(v) -> bool:
@@ -33,13 +122,6 @@ def _integer(v) -> int:
 
 KINDS = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer, "overflow": _truth,
          "slow_reason": str}
-
-
-def canonical(name: str) -> str:
-    """The StepRecord field ``name`` stands for (or ``name`` normalised, when it stands for none)."""
-    n = name.strip().lower().replace("-", "_").replace(" ", "_")
-    n = n.removeprefix("train/")
-    return ALIASES.get(n, n)
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:

@@ -19,7 +19,7 @@ from ..config import MonitorConfig
 from ..engine import Engine
 from ..record import StepRecord
 from ..rules import Rules
-from . import csvlog, deepspeed, eventlog, hf, jsonl, megatron, mindformers, mindspore_log, nanogpt, tensorboard
+from . import csvlog, eventlog, mindformers, tensorboard, text as generic
 from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
@@ -28,8 +28,8 @@ from .sources import (MAX_RANKS, STDIN, Source, SourceError, default_run, expand
                       shown, text, text_lines)
 from .tracks import Stats, Track
 
-PARSERS = {m.NAME: m for m in (mindformers, mindspore_log, megatron, hf, nanogpt, deepspeed, jsonl, csvlog, eventlog,
-                               tensorboard)}
+# the generic text reader (.text) reads every text log no other format claims; the others need more than it
+PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
 BLOCK = 1 << 18  # bytes read at a time by the fast path
 MAX_EVENTS = 10000  # per log; more are counted, not kept
@@ -134,17 +134,23 @@ def _split_rank(line: str):
     return None, line
 
 
-def detect(lines) -> str | None:
-    """The format most of ``lines`` belong to; the fallback format only when no other matches."""
+_VOTERS = [m for m in PARSERS.values() if m is not generic]
+
+
+def detect(lines) -> str:
+    """The format most of ``lines`` belong to: a line votes for the first format that claims it, else for the
+    generic text reader when it names a step and a loss; the text reader also when no line votes."""
     votes = Counter()
     for line in lines:
         line = _split_rank(line)[1]
-        for name, mod in PARSERS.items():
-            if mod.detect(line):
-                votes[name] += 1
+        mod = next((m for m in _VOTERS if m.detect(line)), None)
+        if mod is not None:
+            votes[mod.NAME] += 1
+        elif generic.detect(line):
+            votes[generic.NAME] += 1
     order = list(PARSERS)
-    ranked = sorted(votes, key=lambda n: (getattr(PARSERS[n], "FALLBACK", False), -votes[n], order.index(n)))
-    return ranked[0] if ranked else None
+    ranked = sorted(votes, key=lambda n: (-votes[n], order.index(n)))
+    return ranked[0] if ranked else generic.NAME
 
 
 class _Rank:
@@ -168,6 +174,7 @@ class _Run:
         self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
         self.progress = self.options.progress
         self.countdown = EVERY
+        self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
 
     def _bound(self, ranks: dict) -> None:
         if len(ranks) >= MAX_RANKS:
@@ -195,15 +202,22 @@ class _Run:
                 r.skipped[parser.reason] += 1
         elif item.__class__ is StepRecord:
             pending = slot[1]
-            if pending is not None:
-                if pending.step == item.step and pending == item:
-                    parser.last = pending  # lines that complete a record complete the one kept
-                    r.skipped_lines += 1
-                    r.skipped[DUPLICATE] += 1
-                    return
-                self._observe(pending)
-            slot[1] = item
-            r.records += 1
+            if parser.absorbs:  # the record takes the pending one's place (and this line is merged into it)
+                parser.absorbs = False
+                slot[1] = item
+                r.merged_lines += 1
+            else:
+                if pending is not None:
+                    if pending.step == item.step and pending == item:
+                        parser.last = pending  # lines that complete a record complete the one kept
+                        r.skipped_lines += 1
+                        r.skipped[DUPLICATE] += 1
+                        return
+                    self._observe(pending)
+                slot[1] = item
+                r.records += 1
+            if parser.held:
+                self._release(parser, slot, key, item.step)
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
 
@@ -274,9 +288,18 @@ class _Run:
         self._keep(st.engine)
         r.reports += 1
 
+    def _release(self, parser, slot: list, key: int, step: int) -> None:
+        """Publish the reports ``parser`` held for the step of its next record (each line merged until now)."""
+        held, parser.held = parser.held, []
+        for rep in held:
+            self.result.merged_lines -= 1
+            self._report(rep._replace(step=step), slot, key)
+
     def finish(self) -> None:
         for key in sorted(self.parsers):
             slot = self.parsers[key]
+            if slot[0].held:
+                self._release(slot[0], slot, key, slot[0].step)
             if slot[1] is not None:
                 self._observe(slot[1])
                 slot[1] = None
@@ -298,9 +321,11 @@ def _files(source: Source, first, head: list, progress: Progress | None):
 def _feed_line(run: _Run, line: str) -> None:
     if line.startswith(_RANK_STARTS):
         rank, line = _split_rank(line)
+        if run.module is generic:  # the lines after it without a prefix are its hard-wrapped rest
+            run.prefixed = rank
         run.feed(line, rank)
     else:
-        run.feed(line)
+        run.feed(line, run.prefixed)
 
 
 def _feed_lines(run: _Run, raw, head: list, at: list) -> None:
@@ -392,9 +417,6 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             raise ReplayError(f"{shown(first)}: cannot read: {exc}") from None
         if fmt == "auto":
             fmt = detect(t for b in head for t in text_lines(b))
-            if fmt is None:
-                raise ReplayError(f"{source.name}: no known training-log format in its first {len(head)} lines "
-                                  f"(known: {', '.join(PARSERS)}; force one with --format)")
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         path, at = first, [0]
@@ -411,6 +433,9 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         except Exception as exc:  # a parser bug must name the line, not end in a traceback
             raise ReplayError(f"{shown(path)}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
+    if fmt == generic.NAME and not any(slot[0].found for slot in run.parsers.values()):
+        raise ReplayError(f"{source.name}: no known training-log format: no step with a loss, and no trainer "
+                          f"message, in its {result.lines} lines")
     if result.records == 0 and result.reports == 0:
         raise ReplayError(f"{source.name}: no {fmt} step lines found in {result.lines} lines")
     return result

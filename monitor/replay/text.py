@@ -1,0 +1,495 @@
+"""The generic step-line reader: any trainer's text log (Megatron, DeepSpeed, Hugging Face, fairseq, torchtitan,
+OLMo, nanoGPT, Colossal-AI, MindSpore's callbacks and model suites, custom loops), with no per-trainer code.
+
+Each physical line is read in four steps.
+
+1. **Decorations off**: ANSI colours, ``> `` quoting, a log viewer's line numbers (``[1763] ``), ``[rankN]:``
+   and ``[defaultN]:`` prefixes, date-times (``2024-08-06 09:59:26.181``, ``[09/30/22 02:46:23]``); a
+   printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
+   Carriage-return segments are lines of their own already (:mod:`.sources`).
+2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
+   one joined): overflows mark their step, the others are reports.
+3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
+   ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
+   ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
+   may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
+   ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
+   a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
+   table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
+   reuse that reading.
+4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
+   else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
+   values); else an unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else, when the log counts nothing finer, the epoch (one line
+   per epoch). A step counted within its epoch is
+   made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
+   the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
+   and no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last
+   record, else at the step after it; in a log whose lines number their steps, such a line is a summary.
+
+What a line becomes:
+
+* a step line (a step, and a loss or other values): a record. Megatron-style interval fields are read for
+  what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
+  loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
+  a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
+  running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
+  the second half of a hard-wrapped step line): its values complete the record before it. Right after a
+  record's own line the two lines are read joined (without a space when the first does not end in one: a
+  wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
+* a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
+  evaluation word: a summary, once the log has had step lines without one (until then such lines are its
+  step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
+  bar;
+* a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
+  a ``nan_inf`` report at the line's step.
+
+An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
+line; otherwise it is a record of its own at the step after the last one seen, which a step line of that
+step (or, when no step was known, the next step line) takes over. Once a log has printed an overflow message,
+its step lines without one are clean steps (``overflow`` False). Trainer reports come after the last step known
+done (a progress bar's count included).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from . import base, messages
+from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .fields import EVAL, lookup
+
+NAME = "text"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
+_STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
+                    r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
+_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
+_BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_PAIR = re.compile(
+    r"(?P<name>[A-Za-z_][\w./-]*(?: (?:[A-Za-z_][\w./-]*|\(\w+\)))*?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
+    r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
+    r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
+_COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
+           re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
+_EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
+_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
+_READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
+                   "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
+
+
+def _undecorated(line: str) -> str:
+    """``line`` without its decorations but its date-times."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    m = _LEAD.match(line)
+    if m is not None:
+        line = line[m.end():]
+    if "ensor(" in line:
+        line = _TENSOR.sub(r"\1", line)
+    return line
+
+
+def _count(text: str, epoch) -> tuple[str, str] | None:
+    """An unnamed count ``(a, b)`` in ``text`` (not the epoch's own ``[e/E]``)."""
+    for pattern in _COUNTS:
+        for m in pattern.finditer(text):
+            if epoch is None or int(m.group(1)) != epoch[0] or m.group(2) != epoch[1]:
+                return m.groups()
+    return None
+
+
+def _dict(text: str) -> str:
+    """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
+    ``text``."""
+    start = text.find("{'") if "{'" in text else text.find('{"')
+    if start < 0:
+        return text
+    end = text.rfind("}")
+    return text[start:end + 1] if end > start else text[start:]
+
+
+def _blank(m: re.Match) -> str:
+    return " " * len(m.group())
+
+
+def clean(line: str) -> str:
+    """``line`` without its decorations (see the module docstring); date-times become as many spaces."""
+    line = _undecorated(line)
+    return _STAMP.sub(_blank, line) if ":" in line else line
+
+
+def _value(text: str) -> float | bool:
+    try:
+        return float(text)
+    except ValueError:
+        low = text.lower()
+        return low == "true" if low in ("true", "false") else float(text.replace(",", ""))
+
+
+def _pairs(text: str, since: int = 0):
+    for m in _PAIR.finditer(text):
+        if m.end() > since:
+            hit = lookup(m.group("name"))
+            if hit is not None:
+                yield hit, m
+
+
+def pairs(text: str, since: int = 0) -> list[tuple]:
+    """``(field, value, total, unit)`` of each known name in ``text`` (decorations off) ending after ``since``."""
+    return [(hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1]) for hit, m in _pairs(text, since)]
+
+
+# A log prints the same line shape at every step, only its numbers change. A line is read in full once per
+# shape, the shape being the line with its digits as 0s (its numbers keep their widths, so every reading rule,
+# date-times included, falls the same way on it); the next lines of that shape have their values sliced out at
+# the same places.
+_ZEROS = str.maketrans("123456789", "000000000")
+_SHAPES: dict[str, tuple] = {}
+MAX_SHAPES = 4096
+
+
+def _reading(text: str) -> tuple[bool, list, tuple]:
+    """``(summary, pairs, shape)`` of a line read in full: the shape holds, for each pair, the places of its
+    value and total in the line (a word value, ``nan`` or ``True``, is part of the shape: itself)."""
+    cleaned = clean(text)
+    summary = _EVAL_START.match(cleaned) is not None
+    found, shape = [], []
+    for hit, m in _pairs(cleaned):
+        summary = summary or hit[0] == EVAL
+        unit, val, tot = m.group("unit") or hit[1], m.group("val"), m.group("tot")
+        found.append((hit[0], val, tot, unit))
+        shape.append((hit[0], val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
+    return summary, found, tuple(shape)
+
+
+class Parser(base.Parser):
+    name = NAME
+
+    def __init__(self, rank: int = 0, times: bool = True):
+        super().__init__(rank, times)
+        self.bar, self.bar_total = 0, None   # the training bar's count and total
+        self.numbered = False                # the log's lines number their steps
+        self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
+        self.plain = False                   # a step line without evaluation values was read
+        self.overflow_seen = False           # a trainer overflow message was read
+        self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
+        self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
+        self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
+        self.prev_part = False               # the line before is part of the last record
+        self.prev_message = False
+        self.taken_over = False              # the last record is an overflow message's; a step line may take it over
+        self.guessed = False                 # ... and its step was a guess (no step known)
+        self.line_step = 0                   # step of the last step line
+        self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
+        self.found = False                   # a loss or a trainer message was read
+        self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
+        self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
+        self.mentioned = False                # the line before may hold a trainer message that it did not complete
+
+    @property
+    def done(self) -> int:
+        return max(self.bar, self.step)  # a progress bar's count says its steps are done
+
+    def next_step(self) -> int:
+        return self.done + 1
+
+    def overflowed(self, attempted, new):
+        self.found = self.overflow_seen = True
+        last = self.last
+        if last is not None and last.steps > 1 and not self.taken_over:
+            self.overflow_lines += 1  # within an interval: the next step line's
+            return MERGED
+        self.guessed = last is None and not self.bar
+        rec = super().overflowed(attempted, new)
+        self.taken_over = True
+        return rec
+
+    def parse(self, line):
+        text = _undecorated(line).rstrip("\r\n")
+        prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
+        self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
+        if not text.strip():
+            return BLANK
+        bar = _BAR.search(text) if "%" in text else None
+        if bar is not None:
+            n, total = int(bar.group(2)), int(bar.group(3))
+            self.bar_total = self.bar_total or total
+            if total == self.bar_total:
+                self.bar = n
+            text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + text[bar.end():]
+        joiner = " " if prev_space else ""
+        item = self._message(text, prev if not prev_message else "", joiner)
+        if item is not None:
+            self.prev_message = self.found = True
+            return item
+        summary, found = self._read(_dict(text), bar is None)
+        if not found:
+            if self.plain and _EVAL_START.match(text):
+                return SUMMARY
+            if bar is not None:
+                return PROGRESS
+            if "/" not in text or not self.numbered or _count(text, None) is None:
+                return self._complete(prev, joiner, text) if prev_part else NO_STEP
+        if summary and self.plain:
+            return SUMMARY  # evaluation values, in a log whose step lines have none
+        self.plain = self.plain or not summary
+        values = {}
+        try:
+            for field, val, tot, unit in found:
+                if field not in values and (field != "epoch" or val.isdigit()):  # 'epoch': 0.28 counts no epoch
+                    values[field] = (_value(val), tot, unit)
+        except ValueError:
+            return NUMBER
+        step = self._step(values, text, bar)
+        low = text.lower() if "erminat" in text else ""
+        if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
+            self.found = True
+            at = self.step if step is None else step
+            return Report("nan_inf", at, math.nan, f"trainer: loss is NaN or Inf at step {at}, training terminated",
+                          self.rank)
+        if step is None:
+            return self._unnumbered(values, prev, joiner, text, prev_part)
+        return self._step_line(step, values)
+
+    @staticmethod
+    def _read(text: str, reuse: bool) -> tuple[bool, list]:
+        """``(summary, pairs)`` of a line, through its shape when ``reuse``."""
+        if not reuse:
+            return _reading(text)[:2]
+        key = text.translate(_ZEROS)
+        shape = _SHAPES.get(key)
+        if shape is None:
+            summary, found, places = _reading(text)
+            if len(_SHAPES) < MAX_SHAPES:
+                _SHAPES[key] = (summary, places)
+            return summary, found
+        return shape[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
+                          for f, v, t, u in shape[1]]
+
+    def _message(self, text: str, prev: str, joiner: str):
+        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
+        mentioned, self.mentioned = self.mentioned, messages.mentioned(text)
+        if self.mentioned:
+            item = messages.match(text, self)
+            if item is not None:
+                return item
+        if prev:
+            head, tail = prev.rstrip(), text.lstrip()
+            if mentioned or messages.mentioned(head[-24:] + joiner + tail[:24]):  # a mark cut by the wrap
+                return messages.match(head + joiner + tail, self)
+        return None
+
+    def _step(self, values: dict, text: str, bar) -> int | None:
+        """The global step of a line, or None when it numbers none."""
+        epoch = values.get("epoch")
+        if "step" in values:
+            v, tot, _ = values["step"]
+        elif "loss" not in values and not self.numbered:
+            return None
+        elif bar is not None:
+            v, tot = float(bar.group(2)), bar.group(3)
+            if int(tot) != self.bar_total:
+                return None
+        elif "/" in text and (m := _count(text, epoch)) is not None:
+            v, tot = float(m[0]), m[1]
+        elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
+            self.by_epoch = True  # nothing finer is counted: the epochs are the steps
+            return int(epoch[0]) if epoch[0] < 1e15 else None
+        else:
+            return None
+        if isinstance(v, bool) or not float(v).is_integer() or not 0 <= v < 1e15:  # no step counts that far
+            return None
+        self.numbered = True
+        step = int(v)
+        if epoch is None:
+            return step
+        step = self._global(int(epoch[0]), step, int(tot) if tot else None)
+        return step if step < 1e15 else None
+
+    def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
+        if self.base is None:
+            self.base = 0 if epoch == 0 else 1
+        if per_epoch:
+            return max(0, epoch - self.base) * per_epoch + step
+        if self.epoch is None or epoch < self.epoch:  # the first step line, or a new run in the same log
+            self.epoch, self.offset, self.top, self.low = epoch, 0, step, step
+        elif epoch > self.epoch:
+            if step <= self.top:  # counted within the epoch: add the epochs before
+                self.offset += (epoch - self.epoch) * (self.top + (1 if self.low == 0 else 0))
+            self.epoch, self.top, self.low = epoch, step, step
+        self.top, self.low = max(self.top, step), min(self.low, step)
+        return self.offset + step
+
+    def _unnumbered(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
+        """A line of values with no step."""
+        last = self.last
+        if "loss" in values and not self.numbered:
+            self.found = True
+            if last is not None and self.bar and self.bar == last.step and last.loss is None:
+                return self._fill(values)
+            step = self.bar if self.bar > self.step else self.step + 1
+            return self._step_line(step, values)
+        if last is None:
+            return NO_STEP
+        if "loss" in values and last.loss is not None:
+            return SUMMARY  # a second loss for the step: an average, a summary
+        if prev_part:
+            return self._complete(prev, joiner, text)
+        return self._fill(values)
+
+    def _complete(self, prev: str, joiner: str, text: str):
+        """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
+        space and with one, the reading that names more fields wins (a wrap cut in a word or number, or at a
+        space that was lost); on a tie, without a space unless the line before ends in one."""
+        if self.last is None:
+            return NO_STEP
+        head, tail = prev.rstrip(), text.lstrip()
+        best = None
+        for sep in (joiner, " " if joiner == "" else ""):
+            found = pairs(clean(head + sep + tail), len(head))
+            if best is None or len(found) > len(best[1]):
+                best = (sep, found)
+        joined = head + best[0] + tail
+        self.prev, self.prev_part = joined[-400:], True  # the record's text goes on
+        values = {}
+        try:
+            for field, val, tot, unit in best[1]:
+                if field in _READ:
+                    values[field] = (_value(val), tot, unit)
+        except ValueError:
+            return NUMBER
+        if not values:
+            return NO_STEP
+        if self.line is None or self.line[0] != self.last.step:
+            return self._fill(values)
+        self.line[1] = {**self.line[1], **values}  # the step line's values, completed: read again
+        derived = self._derive(*self.line)
+        if derived.__class__ is Report:
+            return derived
+        fields, self.last.steps = derived
+        for key, value in fields.items():
+            setattr(self.last, key, value)
+        return MERGED
+
+    def _fill(self, values: dict) -> str:
+        """Add ``values`` to the last record (a later line says more: its values win); the line counts as merged."""
+        fields = self._fields(values, self.last.step)
+        if not fields:
+            return NO_STEP
+        for key, value in fields.items():
+            if value is not None:
+                setattr(self.last, key, value)
+        if fields.get("loss") is not None:
+            self.found = True
+        self.prev_part = True
+        return MERGED
+
+    def _fields(self, values: dict, step: int) -> dict:
+        """StepRecord fields from a line's values."""
+        out = {}
+        for key in ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow",
+                    "tokens"):
+            if key not in values:
+                continue
+            v, _, unit = values[key]
+            if key == "overflow":
+                out[key] = bool(v)
+                continue
+            if isinstance(v, bool):
+                continue
+            if key in ("step_time_s", "data_wait_s"):
+                if unit in _UNITS:
+                    self.units[key] = unit
+                unit = unit or self.units.get(key, "s")  # printed without its unit: the one the log gave it
+                v = v * _UNITS[unit] if unit in _UNITS else None
+            elif key == "mfu":
+                v = v / 100.0 if unit == "%" or v > 1 else v
+                v = v if v >= 0 else None  # nanoGPT prints -100% until it has measured
+            elif key == "tokens":
+                v = int(v) if 0 <= v < math.inf else None
+            out[key] = v
+        if "tps" in values and not isinstance(values["tps"][0], bool):
+            time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
+                           self.last.step == step else None)
+            tokens = values["tps"][0] * time if time else math.nan
+            if 0 <= tokens < math.inf:
+                out["tokens"] = int(tokens)
+        return out
+
+    def _step_line(self, step: int, values: dict):
+        last = self.last
+        if _READ.isdisjoint(values):
+            if last is not None and step <= last.step:
+                return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
+        gap = step - self.line_step if step > self.line_step else 0
+        self.line_step = step
+        overflows, self.overflow_lines = self.overflow_lines, 0
+        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total]
+        derived = self._derive(*self.line)
+        if derived.__class__ is Report:
+            return derived
+        fields, steps = derived
+        rec = self.record(step, steps=steps, **fields)
+        if self.taken_over and last is not None and (self.guessed or last.step == step):
+            rec.overflow = rec.overflow if "overflow" in values else True
+            rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
+            self.absorbs = True
+        self.taken_over = self.guessed = False
+        self.prev_part = True
+        return rec
+
+    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before):
+        """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
+        (its step ``gap`` ago, its loss scale, running skipped and token totals) and the overflow messages since;
+        keeps those totals for the next line. A count that is not a finite number >= 0 is left out."""
+        values = {k: v for k, v in values.items()
+                  if k not in _COUNTED or v[0].__class__ is float and 0 <= v[0] < math.inf}
+        fields = self._fields(values, step)
+        scale = fields.get("loss_scale")
+        fell = scale is not None and scale_before is not None and scale < scale_before
+        self.scale = scale if scale is not None else scale_before
+        steps = 1
+        if "skipped" in values or "nan_iterations" in values:  # the line stands for its interval
+            steps = gap or 1
+            nan = values.get("nan_iterations", (0,))[0]
+            if nan:
+                self.found = True
+                return Report("nan_inf", step, math.nan, f"trainer: {int(nan)} iteration(s) with a NaN/Inf loss "
+                                                         f"among the {gap or '?'} up to iteration {step} (skipped)",
+                              self.rank)
+            skipped = int(values.get("skipped", (0,))[0])
+            if skipped > 0 and (gap == 0 or skipped >= gap):
+                fields["loss"], fields["overflow"] = None, True  # the printed loss is 0: nothing trained
+            else:
+                if "loss" not in fields and "nan_iterations" in values:
+                    fields["loss"] = math.nan  # Megatron leaves out an average that is NaN
+                if "overflow" not in fields:
+                    fields["overflow"] = None if skipped or fell or overflows or "skipped" not in values else False
+        elif "skipped_total" in values:
+            total = int(values["skipped_total"][0])
+            if "overflow" not in fields:
+                fields["overflow"] = None if total != (skipped_before or 0) or fell else False
+            self.skipped_total = total
+        elif fell and "overflow" not in fields:
+            fields["overflow"] = None
+        elif self.overflow_seen and "overflow" not in fields and not overflows:
+            fields["overflow"] = False  # the log prints its overflows (a message each): a step without one is clean
+        if "tokens_total" in values:
+            total = values["tokens_total"][0]
+            if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
+                fields["tokens"] = int((total - tokens_before) / gap)
+            self.tokens_total = total
+        if fields.get("loss") is not None:
+            self.found = True
+        return fields, steps
+
+
+def detect(line: str) -> bool:
+    """True when ``line`` names a step and a loss."""
+    return "loss" in line.lower() and {"step", "loss"} <= {f[0] for f in Parser._read(_undecorated(line), True)[1]}

@@ -1,0 +1,270 @@
+"""The generic text reader (monitor/replay/text.py) on real log excerpts (tests/data, copied from the shared
+samples), and the same real lines decorated, hard-wrapped and with trainer messages put anywhere in them."""
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from monitor.record import StepRecord
+from monitor.replay import replay_file, text
+from monitor.replay.base import Report
+
+DATA = Path(__file__).parent / "data"
+
+
+def read(lines, parser=None):
+    """Every record and report a parser makes of ``lines`` (records as they stand at the end)."""
+    parser = parser or text.Parser()
+    out = []
+    for line in lines:
+        item = parser.feed(line)
+        if isinstance(item, (StepRecord, Report)):
+            if parser.absorbs:  # a step line took over the record an overflow message made
+                parser.absorbs = False
+                out.pop()
+            out.append(item)
+    return out
+
+
+def rows(items):
+    """Comparable rows of records and reports (NaN as text)."""
+    def shown(v):
+        return "nan" if isinstance(v, float) and math.isnan(v) else v
+    return [tuple(shown(v) for v in (r.step, r.loss, r.grad_norm, r.loss_scale, r.overflow, r.lr, r.step_time_s, r.mfu))
+            if isinstance(r, StepRecord) else (r.rule, r.step) for r in items]
+
+
+def sample(name):
+    return (DATA / name).read_text(encoding="utf-8").splitlines(True)
+
+
+# --- the excerpts: steps, values and trainer messages read as a careful reader reads them ----------------------
+
+def test_custom_loops_and_the_mindspore_ecosystem():
+    minimind = replay_file(str(DATA / "custom-minimind_healthy_36.log"))  # Epoch:[0/19](N/24681) loss: lr:
+    assert minimind.format == "text" and minimind.records == 20 and minimind.events == []
+    assert (minimind.last.step, minimind.last.loss) == (1900, 2.744)  # the last line is cut after its loss
+    msrun = replay_file(str(DATA / "mindspore-msrun_healthy_29.log"))  # epoch: 0, step: N, loss is X
+    assert msrun.records == 10 and msrun.events == [] and msrun.last.step == 90
+    assert msrun.skipped == {"no step fields": 1}
+    ppasr = replay_file(str(DATA / "custom_nan_33.log"))  # Train epoch: 0, batch: N/34799, loss: .. train time: 4.3s
+    assert ppasr.records == 9 and ppasr.skipped == {"no step fields": 8}  # the Chinese "saved" lines
+    assert [(e.rule, e.step) for e in ppasr.events][0] == ("nan_inf", 790)
+    assert rows(read(sample("custom_nan_33.log"))[:1]) == [(750, 6.70559, None, None, None, 0.0001, 4.319, None)]
+
+
+def test_mindocr_summary_collector_warnings_are_a_nan_report_at_the_step_logged_next():
+    res = replay_file(str(DATA / "mindocr_nan_31.log"))
+    assert res.records == 1 and res.reports == 1 and res.skipped == {"repeated trainer message": 4}
+    assert res.lines == 6 and res.last.step == 100 and math.isnan(res.last.loss)  # epoch: [1/3] step: [100/1000]
+    trainer = [e for e in res.events if e.source == "trainer"]
+    assert [(e.rule, e.step) for e in trainer] == [("nan_inf", 100)] and "no valid values" in trainer[0].message
+
+
+def test_nanogpt_quoted_lines_and_torchtitan_rank_prefixes():
+    nano = read(sample("nanogpt_nan_14.log"))  # "> 2023-03-22 09:30:39 iter 2920: loss 3.9883, time 1099.34ms, .."
+    assert rows(nano[:1]) == [(2920, 3.9883, None, None, None, None, pytest.approx(1.09934), 0.1534)]
+    assert [r.step for r in nano] == list(range(2920, 3080, 10)) and math.isnan(nano[9].loss)
+    assert nano[8].step_time_s == pytest.approx(35.39233)  # iter 3000 holds the eval; "step 3000: .. val loss": none
+    titan = read(sample("torchtitan_healthy_17.log"))  # [rank0]:[titan] .. step: 200  loss:  6.1384 .. mfu: 34.29%
+    assert [(r.step, r.loss, r.mfu) for r in titan][:2] == [(200, 6.1384, 0.3429), (210, 6.0388, 0.3275)]
+    assert replay_file(str(DATA / "torchtitan_healthy_17.log")).skipped == \
+        {"no step fields": 3, "step line without loss": 1}  # GC lines; "Dumping profiler traces at step 200"
+
+
+def test_olmo_multi_line_metric_blocks_complete_their_step():
+    res = replay_file(str(DATA / "olmo_loss_zero_18.log"))
+    assert res.records == 3 and res.last.step == 3
+    assert (res.last.loss, res.last.grad_norm) == (0.0, 7.725906669975302e-08)
+    recs = read(sample("olmo_loss_zero_18.log"))
+    assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(1, 12.18, 231.7), (2, 1.7872662283480167e-06, 0.0002),
+                                                              (3, 0.0, 7.725906669975302e-08)]
+    assert [r.tokens for r in recs] == [None, 1048576, 1048576]  # differences of the running total_tokens
+
+
+def test_colossalai_found_inf_marks_the_step_of_the_bar_line_that_follows():
+    # rich wraps "WARNING: found" / "inf during ShardedOptimV2 step" over two lines; the bar line after it
+    # (tqdm count 431, postfix loss=nan) is that step
+    res = replay_file(str(DATA / "colossalai_found_inf_nan_24.log"))
+    assert res.records == 3 and res.merged_lines == 3  # each message's record taken over by its step's bar line
+    recs = read(sample("colossalai_found_inf_nan_24.log"))
+    assert [(r.step, r.overflow, r.lr) for r in recs] == [(431, True, 2.5e-05), (432, True, 2.5e-05),
+                                                          (433, True, 2.5e-05)]
+    assert all(math.isnan(r.loss) for r in recs)
+    assert [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 431)
+
+
+def test_deepspeed_overflows_behind_tqdm_bars_and_fairseq_warnings():
+    ds = read(sample("deepspeed_overflow_collapse_07.log"))  # "  0%| | 32/63645 [..][date] [INFO] .. OVERFLOW! .."
+    assert [(r.step, r.overflow, r.loss_scale) for r in ds][:3] == [(33, True, 2.0), (34, True, 1.0), (35, True, 1.0)]
+    fairseq = read(sample("fairseq_min_loss_scale_10.log"))
+    assert rows(fairseq[:1]) == [(10198, 6.343, 0.39, 0.5, None, 0.000626286, None, None)]  # num_updates; gnorm
+    assert [(r.step, r.overflow, r.loss_scale) for r in fairseq[1:]] == \
+        [(10198 + i, True, 0.5 / 2 ** i) for i in range(1, 13)]  # "setting loss scale to: X", the new scale
+
+
+# --- decorations, hard wraps, messages anywhere ----------------------------------------------------------------
+
+STEP_LINES = [line for name in ("megatron_ds_tr1_13b_spike_lossscale_01.log", "custom_nan_33.log",
+                                "torchtitan_healthy_17.log", "mindspore-msrun_healthy_29.log",
+                                "custom-minimind_healthy_36.log", "fairseq_min_loss_scale_10.log")
+              for line in sample(name)]
+DECORATIONS = {
+    "ANSI colours": lambda i, s: f"\x1b[32m{s[:10]}\x1b[0m\x1b[1m{s[10:]}\x1b[0m",
+    "quoting": lambda i, s: "> " + s,
+    "quoting twice": lambda i, s: "> > " + s,
+    "viewer line numbers": lambda i, s: f"[{1763 + i}] {s}",
+    "rank prefix": lambda i, s: f"[rank3]:{s}",
+    "time stamp": lambda i, s: f"[2024-03-07 06:40:{i % 60:02d},123] {s}",
+    "all of them": lambda i, s: f"> [{i}] [rank0]:2024-03-07 06:40:10.569 \x1b[33m{s}\x1b[0m",
+}
+
+
+@pytest.mark.parametrize("how", DECORATIONS)
+def test_decorated_lines_give_the_same_records(how):
+    plain = rows(read(STEP_LINES))
+    decorated = [DECORATIONS[how](i, line.rstrip("\n")) + "\n" for i, line in enumerate(STEP_LINES)]
+    assert rows(read(decorated)) == plain and len(plain) == 66
+
+
+def wrap(line: str, width: int, lose_space: bool) -> list[str]:
+    """``line`` hard-wrapped at ``width`` characters; with ``lose_space`` a space at a cut is dropped."""
+    out, rest = [], line
+    while len(rest) > width:
+        head, rest = rest[:width], rest[width:]
+        if lose_space and rest.startswith(" "):
+            rest = rest[1:]
+        out.append(head + "\n")
+    return out + [rest + "\n"]
+
+
+@pytest.mark.parametrize("width", [40, 57, 80, 113])
+@pytest.mark.parametrize("lose_space", [False, True])
+def test_hard_wrapped_step_lines_are_read_whole(width, lose_space):
+    for name, mark in (("megatron_ds_tr1_13b_spike_lossscale_01.log", "iteration"), ("custom_nan_33.log", "batch"),
+                       ("mindspore-msrun_healthy_29.log", "loss")):
+        lines = [line.rstrip("\n") for line in sample(name) if mark in line]
+        plain = rows(read(line + "\n" for line in lines))
+        wrapped = [piece for line in lines for piece in wrap(line, width, lose_space)]
+        assert rows(read(wrapped)) == plain and len(plain) >= 8, name
+
+
+MESSAGES = [  # each trainer's own words, as printed (see monitor/replay/messages.py)
+    ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1024, reducing to 512", 1024.0),
+    ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 512.0", 512.0),
+    ("| WARNING: overflow detected, setting loss scale to: 512.0", 512.0),
+    ("overflow, still update, loss scale adjust to 512.0", 512.0),
+    ("WARNING: found inf during ShardedOptimV2 step", None),
+]
+PLACES = {
+    "alone": lambda m: m,
+    "after a tqdm bar": lambda m: f" 14%|#4        | 40/2724 [13:55:57<86:19:20, 132.41s/it]{m}",
+    "behind quoting and line numbers": lambda m: f"> [1763] {m}",
+    "behind a logger prefix": lambda m: f"[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] {m}",
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("message, scale", MESSAGES)
+def test_overflow_messages_anywhere_mark_the_step_after_the_last_one(message, scale, place):
+    steps = [f"step: {s}  loss: {3.0 - s / 100:.4f}  grad_norm: 1.5" for s in range(38, 41)]
+    out = read([*steps, PLACES[place](message), "step: 41  loss: 2.5900  grad_norm: inf"])
+    assert [r.step for r in out] == [38, 39, 40, 41]  # the message's record taken over by step 41's line
+    assert (out[-1].overflow, out[-1].loss_scale, out[-1].loss) == (True, scale, 2.59)
+    assert [r.overflow for r in out[:-1]] == [None] * 3  # before the message: unknown
+
+
+def test_overflow_messages_inside_a_logged_interval_mark_the_next_iteration_line():
+    # Megatron-DeepSpeed logs every 10 iterations; DeepSpeed's messages in between belong to the next line's interval
+    its = [line for line in sample("megatron_ds_tr1_13b_spike_lossscale_01.log") if "iteration" in line]
+    ds = "[2022-05-01 10:00:00,000] [INFO] [stage_1_and_2.py:1656:step] [deepspeed] OVERFLOW! Rank 0 Skipping step. " \
+         "Attempted loss scale: 65536.0, reducing to 32768.0\n"
+    out = read([its[0], its[1], ds, ds, its[2]])
+    assert [(r.step, r.overflow) for r in out] == [(29020, False), (29030, False), (29040, None)]
+
+
+def test_a_wrapped_trainer_message_is_read_across_the_wrap():
+    out = read(["step: 7  loss: 2.0000\n", "WARNING  colossalai - ShardedOptimizerV2 - WARNING: found   \n",
+                "                             inf during ShardedOptimV2 step   \n", "step: 8  loss: nan\n"])
+    assert [(r.step, r.overflow) for r in out] == [(7, None), (8, True)]
+
+
+def test_what_is_not_a_training_step():
+    assert [r.step for r in read(["step 499 | loss 2.2\n", "step 500: train loss 2.1, val loss 2.3\n",
+                                  "{'eval_loss': 2.3, 'epoch': 0.3}\n",
+                 "| epoch 027 | valid on 'valid' subset | valid_loss 8.30118 | num_updates 10198\n",
+                 "Eval result: epoch 3, metrics: {'acc': 0.9}\n",
+                 "{'train_runtime': 100.0, 'train_loss': 2.1, 'epoch': 1.0}\n",
+                 "number of nan iterations in the report\n", "saving checkpoint to out\n"])] == [499]
+    # a log whose step lines carry the validation loss too (nanoVLM): they are its step lines
+    assert [(r.step, r.loss) for r in read(["Step: 0, Loss: 2.5, Val Loss: 2.6, Tokens/s: 37.10\n",
+                                            "Step: 20, Loss: 2.4, Val Loss: 2.5, Tokens/s: 900.86\n"])] == \
+        [(0, 2.5), (20, 2.4)]
+    p = text.Parser()
+    p.feed("{'loss': 2.5, 'epoch': 0.1}")
+    assert p.feed("{'loss': 2.4, 'epoch': 0.1}").step == 2  # no step numbers in the log: the next step
+    p = text.Parser()
+    p.feed("step 5 | loss 2.5")
+    assert p.feed("avg loss: 2.4") is None and p.reason == "summary or evaluation line"  # numbered log: a summary
+
+
+def test_no_step_and_loss_numbers_is_an_unknown_format(tmp_path):
+    from monitor.replay import ReplayError
+
+    path = tmp_path / "notes.log"
+    path.write_text("restarted at step 300 by hand\nloading 12 shards\n")
+    with pytest.raises(ReplayError, match=re.escape(f"{path}: no known training-log format: no step with a loss")):
+        replay_file(str(path))
+
+
+def test_a_hard_wrapped_line_of_a_torchrun_worker_stays_with_its_rank(tmp_path):
+    # torchrun --tee prefixes a worker's lines with [defaultN]:; a copy wrapped at 150 characters leaves the rest
+    # of each line without it
+    lines = [line.rstrip("\n") for line in sample("megatron_ds_tr1_13b_spike_lossscale_01.log") if "iteration" in line]
+    path = tmp_path / "tee.log"
+    path.write_text("".join(piece for line in lines for piece in wrap(f"[default7]:{line}", 150, True)))
+    res = replay_file(str(path))
+    plain = replay_file(str(DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log"))
+    assert res.ranks == {7} and res.records == plain.records == 8 and res.merged_lines == 16
+    assert (res.last.step, res.last.loss, res.last.loss_scale, res.last.overflow) == \
+        (plain.last.step, plain.last.loss, plain.last.loss_scale, plain.last.overflow)
+
+
+def test_unnamed_counts_dicts_and_epochs_as_steps():
+    # mmdetection's logger: "Epoch [1][50/5808]\tlr: ..., loss: .."; fairseq's old progress bar: "| epoch 010  2000 /
+    # 8223 loss=1.27 (1.50), .."; a Keras-style loop printing one line per epoch; an HF dict with a note after it
+    mmdet = read(["2021-08-18 19:36:00,257 - mmdet - INFO - Epoch [1][50/5808]\tlr: 1.000e-02, eta: 5:02:49, "
+                  "time: 0.784, data_time: 0.085, memory: 8104, loss_cls: 0.8811, loss: 1.6522\n",
+                  "2021-08-18 19:36:36,093 - mmdet - INFO - Epoch [2][100/5808]\tlr: 1.000e-02, eta: 4:49:14, time: "
+                  "0.717, data_time: 0.020, memory: 8104, loss_cls: 0.4124, loss: nan\n"])
+    assert [(r.step, r.step_time_s, r.data_wait_s) for r in mmdet] == [(50, 0.784, 0.085), (5908, 0.717, 0.02)]
+    assert math.isnan(mmdet[1].loss)
+    fairseq = read(["| epoch 010  2000 / 8223 loss=1.27 (1.50), wps=962, lr=0.001, clip=100%, gnorm=2.1427\n",
+                    "| epoch 010 | train loss 1.44 | train ppl 2.72 | lr 0.001000 | gnorm 2.1113\n",
+                    "| epoch 011  1000 / 8223 loss=1.89 (1.38), wps=963, lr=0.001, clip=100%, gnorm=2.0860\n"])
+    assert [(r.step, r.loss, r.grad_norm) for r in fairseq] == [(9 * 8223 + 2000, 1.27, 2.1427),
+                                                                 (10 * 8223 + 1000, 1.89, 2.086)]
+    keras = read([f"epoch: {e} loss: {0.2 + e / 1e5}\n" for e in range(3442, 3446)])
+    assert [r.step for r in keras] == [3442, 3443, 3444, 3445]
+    noted = read(["{'loss': 1.14,  'grad_norm':    92.10}    <-- spike #1 (step 4)\n",
+                  "{'loss': 1.54,  'grad_norm':    29.00}\n"])
+    assert [(r.step, r.grad_norm) for r in noted] == [(1, 92.1), (2, 29.0)]  # what is outside the dict is not read
+
+
+def test_a_watchdog_timeout_cut_short_after_a_bar_is_a_stall_after_the_bar_count():
+    # a web viewer's copy of a Hugging Face run: tqdm bars, then PyTorch's NCCL watchdog line cut off by the excerpt
+    lines = ["[1757] {'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}\n",
+             "[1758] \n", "[1759]   1%|          | 20/1752 [00:57<1:22:40,  2.86s/it]\n",
+             "[1763]   1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it][rank5]:[E602 11:17:52.185053341 "
+             "ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operati\n"]
+    assert rows(read(lines))[-1] == ("stall", 24)
+    assert read(lines)[-1].rank == 5 and read(lines)[-1].value is None
+
+
+def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():
+    # apex amp on Ascend NPU (a LLaMA-Factory run): the overflow message, then the scaler's own line
+    out = read(["{'loss': 5.2843, 'grad_norm': 641.94, 'learning_rate': 5e-05, 'epoch': 4.7}\n",
+                "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 512.0\n",
+                "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 256.0\n"])
+    assert [(r.step, r.overflow, r.loss_scale) for r in out] == [(1, None, None), (2, True, 512.0), (3, True, 256.0)]
