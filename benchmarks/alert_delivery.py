@@ -68,8 +68,8 @@ def main():
     from mindspore import nn
     from mindspore.train import Callback, Model
 
-    from callbacks import TrainingMonitor
-    from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+    from training_monitor.callbacks import TrainingMonitor
+    from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
 
     class Clock(Callback):
         def __init__(self, out):
@@ -122,7 +122,7 @@ def main():
 def send_cost(url: str, calls: int = 20000) -> str:
     """What the training thread pays per alert: ``AlertSender.send`` timed alone, the sink's queue having
     room and then full (its sender thread stuck on the hung endpoint)."""
-    from monitor.alerts import Alert, AlertsConfig, AlertSender
+    from training_monitor.alerts import Alert, AlertsConfig, AlertSender
 
     sender = AlertSender(AlertsConfig.load({"queue_size": calls // 2, "sinks": [
         {"name": "bench", "type": "webhook", "url": url, "timeout_s": 30.0}]})[0])

@@ -1,4 +1,4 @@
-"""What replay's bounded byte stream (``monitor.replay.sources.open_bytes``: lines cut at 1 MiB) costs.
+"""What replay's bounded byte stream (``training_monitor.replay.sources.open_bytes``: lines cut at 1 MiB) costs.
 
 Reads the same log, in turns, the way replay's fast path does (blocks of 256 KiB) through a plain
 ``open(path, "rb")`` (the baseline) and through ``open_bytes``, then replays it end to end
@@ -13,8 +13,8 @@ import statistics
 import tempfile
 import time
 
-from monitor.replay.runner import replay_paths
-from monitor.replay.sources import open_bytes
+from training_monitor.replay.runner import replay_paths
+from training_monitor.replay.sources import open_bytes
 
 BLOCK = 1 << 18
 

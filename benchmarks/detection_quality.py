@@ -53,9 +53,9 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
     from mindspore import Parameter, Tensor, nn, ops
     from mindspore.train import Callback, Model
 
-    from callbacks import ScaledLearningRate, TrainingMonitor, mindformers_train_step
-    from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
-    from monitor.rules import Rules
+    from training_monitor.callbacks import ScaledLearningRate, TrainingMonitor, mindformers_train_step
+    from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+    from training_monitor.rules import Rules
 
     class Source(ByteWindows):
         noise: set = set()
@@ -197,7 +197,7 @@ def mindformers_norm(recs):
 
 
 def ours(path, rules=OUR_RULES):
-    from monitor.replay import replay_file
+    from training_monitor.replay import replay_file
 
     return [e.step for e in replay_file(path).events if e.rule in rules]
 
@@ -210,7 +210,7 @@ def throughput_warnings(manifest: dict) -> str:
 
 
 def evaluate(manifest: dict, details: bool = False) -> str:
-    from monitor.replay import csvlog
+    from training_monitor.replay import csvlog
 
     def records(path):
         p = csvlog.Parser()

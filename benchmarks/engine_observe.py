@@ -15,9 +15,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from monitor.engine import Engine  # noqa: E402
-from monitor.record import StepRecord  # noqa: E402
-from monitor.rules import Rules  # noqa: E402
+from training_monitor.engine import Engine  # noqa: E402
+from training_monitor.record import StepRecord  # noqa: E402
+from training_monitor.rules import Rules  # noqa: E402
 
 
 def main():

@@ -61,9 +61,9 @@ def main():
     from mindspore import nn
     from mindspore.train import Callback, LossMonitor, Model
 
-    from callbacks import TrainingMonitor, mindformers_train_step
-    from callbacks.outputs import read_step_outputs
-    from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+    from training_monitor.callbacks import TrainingMonitor, mindformers_train_step
+    from training_monitor.callbacks.outputs import read_step_outputs
+    from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
 
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     net = TinyLM(seq_len=16, hidden=32, layers=1, heads=2)

@@ -30,7 +30,7 @@ import click
 import yaml
 from click.testing import CliRunner
 
-from monitor.cli import main as monitor_cli
+from training_monitor.cli import main as monitor_cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reallogs"
 SPLITS = ("tune", "heldout")

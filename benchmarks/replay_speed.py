@@ -39,7 +39,7 @@ against ``awk`` pulling the loss out of the same file.
    * where its time goes, each timed inside its process (no start-up): the same replay (``replay_file``)
      with all default rules, and with every rule turned off (reading, parsing, and the runner's
      per-record work: would-be rollback policy, step-time statistics); the difference is the rules' share
-     (the compiled detectors, :mod:`monitor.detectors`); and the command on a 5-line log (start-up and
+     (the compiled detectors, :mod:`training_monitor.detectors`); and the command on a 5-line log (start-up and
      output). What is left of the end-to-end time is the command's own (JSON of the result, exit).
 
    and, for the custom loop's log, awk (``awk -F'loss ' ..``), ``monitor replay --json`` and the replay with
@@ -228,7 +228,7 @@ def _since(start: tuple[float, float]) -> dict:
 
 
 def _part_replay(path: str, rules=None) -> dict:
-    from monitor.replay import runner
+    from training_monitor.replay import runner
 
     start = _clock()
     res = runner.replay_file(path, rules)
@@ -238,7 +238,7 @@ def _part_replay(path: str, rules=None) -> dict:
 
 
 def _part_parse(path: str) -> dict:
-    from monitor.rules import Rules
+    from training_monitor.rules import Rules
 
     return _part_replay(path, Rules({rule: {"enabled": False} for rule in Rules().rules}))
 

@@ -1,4 +1,4 @@
-"""MindSpore / MindFormers adapters of the monitor: ``from callbacks import TrainingMonitor``."""
+"""MindSpore / MindFormers adapters of the monitor: ``from training_monitor.callbacks import TrainingMonitor``."""
 import os
 import sys
 

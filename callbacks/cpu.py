@@ -33,7 +33,7 @@ class LossScaleTrainStep(FiniteOverflowCheck, nn.TrainOneStepWithLossScaleCell):
 
 def mindformers_train_step(network, optimizer, **kwargs):
     """MindFormers' ``MFTrainOneStepCell`` with the portable check: a
-    :class:`callbacks.mf.MFTrainOneStepCellFinite` (needs ``mindformers``).
+    :class:`training_monitor.callbacks.mf.MFTrainOneStepCellFinite` (needs ``mindformers``).
 
     Outputs ``(loss, overflow, scaling_sens, learning_rate, global_norm)``; ``kwargs`` go to
     ``MFTrainOneStepCell`` (``use_clip_grad``, ``max_grad_norm``, ``scale_sense``...).

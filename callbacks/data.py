@@ -10,7 +10,7 @@ class SkippableSource:
 
     Use it as the source of a ``mindspore.dataset.GeneratorDataset`` with ``shuffle=False`` and
     ``python_multiprocessing=False`` (the monitor must reach this very object; a worker process would
-    hold a copy). :class:`callbacks.TrainingMonitor` finds it in the training dataset's pipeline by
+    hold a copy). :class:`training_monitor.callbacks.TrainingMonitor` finds it in the training dataset's pipeline by
     itself.
 
     :meth:`skip` acts on the source's read position. MindSpore's pipeline prefetches, so the items

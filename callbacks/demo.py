@@ -1,6 +1,6 @@
 """``monitor demo``: a real MindSpore training run on CPU with the monitor attached and faults injected.
 
-Trains :class:`callbacks.tinylm.TinyLM` on real English text. With MindFormers installed the step cell
+Trains :class:`training_monitor.callbacks.tinylm.TinyLM` on real English text. With MindFormers installed the step cell
 is MindFormers' ``MFTrainOneStepCell`` (with the portable overflow check) and MindFormers'
 ``MFLossMonitor`` writes its own log beside the monitor's, which ``monitor replay`` reads.
 
@@ -22,7 +22,7 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback, Model
 
-from monitor.faults import Fault
+from training_monitor.faults import Fault
 
 from .cpu import LossScaleTrainStep, mindformers_train_step
 from .lr import ScaledLearningRate
@@ -89,7 +89,7 @@ def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400
              output_dir: str = "demo_output", use_mindformers: bool | None = None, seed: int = 0,
              checkpoint_every: int = 25, alerts: str | None = None) -> dict:
     """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object). ``alerts``: a
-    YAML file of alert settings (see :class:`monitor.alerts.AlertsConfig`), or None.
+    YAML file of alert settings (see :class:`training_monitor.alerts.AlertsConfig`), or None.
 
     ``output_dir`` is cleared first when an earlier demo made it (see :func:`_fresh_output_dir`).
 
@@ -104,7 +104,7 @@ def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400
         os.environ.setdefault("LOCAL_DEFAULT_PATH", str(out / "mindformers_output"))
         from mindformers.core.callback import MFLossMonitor  # before set_context: its import resets the mode
 
-        import callbacks as package
+        from training_monitor import callbacks as package
         package.register_mindformers()
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     ms.set_seed(seed)

@@ -17,7 +17,7 @@ class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
         schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers'), or a MindFormers LR config
             mapping (``{"type": "CosineWithWarmUpLR", ...}``), built with MindFormers' ``build_lr``; so a
             MindFormers YAML can say ``lr_schedule: {type: ScaledLearningRate, schedule: {type: ...}}``
-            (after ``callbacks.register_mindformers()``).
+            (after ``training_monitor.callbacks.register_mindformers()``).
         scale: initial multiplier (1.0).
         **settings: schedule settings given to the wrapper, such as the ``total_steps`` (and ``warmup_steps``,
             ``learning_rate``) that MindFormers' Trainer writes into the top-level ``lr_schedule``: each fills
@@ -60,7 +60,7 @@ def lr_scale_parameters(train_network, optimizer) -> list:
     if isinstance(optimizer.learning_rate, Parameter) and not optimizer.dynamic_lr:
         return [optimizer.learning_rate]
     raise TypeError(f"cannot scale a {type(optimizer.learning_rate).__name__} learning rate in place: wrap it "
-                    "in callbacks.ScaledLearningRate or use a fixed (Parameter) learning rate")
+                    "in training_monitor.callbacks.ScaledLearningRate or use a fixed (Parameter) learning rate")
 
 
 def set_lr_scale(params: list, value: float) -> None:

@@ -1,4 +1,4 @@
-"""The other callbacks of the same ``Model.train`` call, as :class:`callbacks.TrainingMonitor` meets them.
+"""The other callbacks of the same ``Model.train`` call, as :class:`training_monitor.callbacks.TrainingMonitor` meets them.
 
 Some callbacks end the run by raising on a non-finite loss in ``on_train_step_end``: MindSpore's
 ``LossMonitor`` (``ValueError: ... loss is NAN or INF``, always) and MindFormers' ``TrainingStateMonitor``

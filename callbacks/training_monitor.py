@@ -12,22 +12,22 @@ from typing import Any, Callable
 import mindspore as ms
 from mindspore.train import Callback, ModelCheckpoint
 
-from monitor.alerts import Alert, AlertsConfig, AlertSender
-from monitor.config import MonitorConfig
-from monitor.engine import Engine
-from monitor.events import Event, EventLog
-from monitor.files import write_file_sd_target
-from monitor.hardware import peak_flops
-from monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
-from monitor.log import logger
-from monitor.metrics import Metrics
-from monitor.mindformers_layout import write_health_json, write_iteration_status
-from monitor.policy import RollbackPolicy
-from monitor.recordlog import RecordLog
-from monitor.resume import restore, trajectory
-from monitor.record import StepRecord
-from monitor.rules import Rules
-from monitor.watchdog import Watchdog
+from training_monitor.alerts import Alert, AlertsConfig, AlertSender
+from training_monitor.config import MonitorConfig
+from training_monitor.engine import Engine
+from training_monitor.events import Event, EventLog
+from training_monitor.files import write_file_sd_target
+from training_monitor.hardware import peak_flops
+from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
+from training_monitor.log import logger
+from training_monitor.metrics import Metrics
+from training_monitor.mindformers_layout import write_health_json, write_iteration_status
+from training_monitor.policy import RollbackPolicy
+from training_monitor.recordlog import RecordLog
+from training_monitor.resume import restore, trajectory
+from training_monitor.record import StepRecord
+from training_monitor.rules import Rules
+from training_monitor.watchdog import Watchdog
 
 from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
@@ -81,10 +81,10 @@ class TrainingMonitor(Callback):
 
     Use it as ``Model.train(..., callbacks=[TrainingMonitor(...)])``, from a MindFormers YAML
     ``callbacks: - type: TrainingMonitor`` entry (its other keys are the settings), or from a settings
-    file: ``TrainingMonitor("monitor.yaml")``. Settings are those of :class:`monitor.config.MonitorConfig`;
+    file: ``TrainingMonitor("monitor.yaml")``. Settings are those of :class:`training_monitor.config.MonitorConfig`;
     keyword arguments override the file or dict.
 
-    Each step becomes a :class:`monitor.record.StepRecord` (loss, grad norm, loss scale, overflow, LR,
+    Each step becomes a :class:`training_monitor.record.StepRecord` (loss, grad norm, loss scale, overflow, LR,
     step time, data wait, tokens) for the engine and for ``/metrics``. Events go to
     ``<output_dir>/events_rank<r>.jsonl``. When a rule asks for a rollback, the newest healthy checkpoint
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
@@ -92,7 +92,7 @@ class TrainingMonitor(Callback):
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again (the
     rollback record's ``skipped_batches`` gives their 1-based positions in the data stream, first and
     last). A rule whose actions include ``skip_batches`` also skips its ``skip_extra_batches`` further
-    batches ahead of the data reader when the dataset is fed by a :class:`callbacks.SkippableSource`
+    batches ahead of the data reader when the dataset is fed by a :class:`training_monitor.callbacks.SkippableSource`
     (found in the pipeline by itself); the event log records the skipped positions. Past
     ``max_rollbacks`` the run is stopped (``stop_reason`` says why) and, with ``exit_on_stop``, the
     process exits with status 1 and that reason once ``Model.train`` has wound
@@ -104,11 +104,11 @@ class TrainingMonitor(Callback):
     files are followed through retention (``keep_checkpoint_max``) and hard-linked under ``kept/`` there
     while they may become the newest healthy one. Checkpoints are checksummed in the background and verified
     before a load. A job restarted from a checkpoint of the same run (``resume_from``) takes up that
-    checkpoint's step, detector windows and earlier checkpoints (:mod:`monitor.resume`). Callbacks that
+    checkpoint's step, detector windows and earlier checkpoints (:mod:`training_monitor.resume`). Callbacks that
     raise on a NaN step (MindSpore's ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at
     train begin: the monitor judges each step before them and they skip the steps it rolled back or stops
-    at (:mod:`callbacks.peers`). With more than one rank, the step values are reduced across ranks first
-    (:class:`callbacks.consensus.RankConsensus`), so every rank decides the same.
+    at (:mod:`training_monitor.callbacks.peers`). With more than one rank, the step values are reduced across ranks first
+    (:class:`training_monitor.callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
@@ -117,7 +117,7 @@ class TrainingMonitor(Callback):
     Monitor failures are logged and survived unless ``strict`` is set (then :class:`MonitorFailure`).
 
     Raises:
-        monitor.config.ConfigError, monitor.rules.RulesError: bad settings, at construction.
+        training_monitor.config.ConfigError, training_monitor.rules.RulesError: bad settings, at construction.
         MonitorFailure: with ``strict``, a failure logged at construction (an unwritable ``output_dir``).
     """
 
@@ -185,7 +185,7 @@ class TrainingMonitor(Callback):
         self._source: SkippableSource | None = None
         self._judged: int | None = None  # trainer step (cur_step_num) the monitor has judged
         self._undone: int | None = None  # trainer step a rollback undid or the run stops at
-        self._hooked: list = []  # other callbacks whose step end the monitor wraps (callbacks.peers)
+        self._hooked: list = []  # other callbacks whose step end the monitor wraps (training_monitor.callbacks.peers)
         self._recovery_checked = False
         self._fixed_lr: float | None = None
         self._pins: list[tuple[CheckpointEntry, str, str]] = []  # kept from retention: entry, link, original
@@ -277,7 +277,7 @@ class TrainingMonitor(Callback):
 
     def _judge(self, run_context) -> None:
         """Judge this step once: at the monitor's place in the callback list, or before it, when a callback
-        that raises on a NaN step comes first (see :mod:`callbacks.peers`)."""
+        that raises on a NaN step comes first (see :mod:`training_monitor.callbacks.peers`)."""
         step = run_context.original_args().cur_step_num
         if step != self._judged:
             self._judged = step
@@ -620,7 +620,7 @@ class TrainingMonitor(Callback):
         """The ``skip_batches`` action: skip ``n`` batches ahead of the data reader; return it in words."""
         if self._source is None:
             logger.warning("step {}: skip_batches asks to skip {} batches, but the dataset is not fed by a "
-                           "callbacks.SkippableSource; nothing skipped", step, n)
+                           "training_monitor.callbacks.SkippableSource; nothing skipped", step, n)
             return "batches not skipped (the dataset is not skippable)"
         first, last = self._source.skip(n)
         self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
@@ -636,7 +636,7 @@ class TrainingMonitor(Callback):
         run_context.request_stop()
 
     def _mirror_to_mindformers(self, entries) -> None:
-        """Keep MindFormers' own health records in step with the ledger (see monitor.mindformers_layout)."""
+        """Keep MindFormers' own health records in step with the ledger (see training_monitor.mindformers_layout)."""
         if self.cfg.mf_health_json:
             write_health_json(entries, self.cfg.mf_health_json)
         write_iteration_status(entries)

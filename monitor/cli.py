@@ -77,7 +77,7 @@ def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
     if late:
         raise click.BadParameter(f"{', '.join(late)} is past the last step ({steps})", param_hint="--inject")
     try:
-        from callbacks.demo import run_demo
+        from training_monitor.callbacks.demo import run_demo
     except ImportError as exc:
         _fail(f"the demo needs MindSpore: pip install '.[mindspore]' ({exc})")
     try:

@@ -128,7 +128,7 @@ def did_you_mean(name: str, known) -> str:
 
 @dataclass
 class MonitorConfig:
-    """All settings of :class:`callbacks.TrainingMonitor`, with their defaults.
+    """All settings of :class:`training_monitor.callbacks.TrainingMonitor`, with their defaults.
 
     Attributes:
         run: run name, the ``run`` label of every series.
@@ -167,16 +167,16 @@ class MonitorConfig:
         world_size: devices in the job, for TPS per device and MFU; None reads ``RANK_SIZE`` (msrun) or 1.
         flops_per_token, n_params, model_config: the model, for MFU, in that order of precedence: training
             FLOPs per token; a non-embedding parameter count (``6 N``); or a MindFormers
-            ``model.model_config`` mapping (see :mod:`monitor.flops`). None of them: no MFU.
-        device: device name for the peak FLOP/s table (:mod:`monitor.hardware`); None detects it.
+            ``model.model_config`` mapping (see :mod:`training_monitor.flops`). None of them: no MFU.
+        device: device name for the peak FLOP/s table (:mod:`training_monitor.hardware`); None detects it.
         peak_tflops: peak dense TFLOP/s of one device, overriding the table.
         alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file, see
-            :class:`monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
+            :class:`training_monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
         resume_from: the checkpoint file this job was restarted from (what it loaded into the network
             before ``Model.train``; MindFormers: the file ``load_checkpoint``/``resume_training`` loads);
             ``{rank}`` in it stands for the rank. When it is a checkpoint of this ``run`` in the output
             folder's ledgers, the detectors' windows and the checkpoints on its trajectory are restored and
-            steps continue from its step (:mod:`monitor.resume`); with several ranks, only when every rank
+            steps continue from its step (:mod:`training_monitor.resume`); with several ranks, only when every rank
             restored. Otherwise an error says why and the run starts afresh. None: a new run.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """

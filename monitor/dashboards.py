@@ -13,10 +13,10 @@ and ``run`` (and ``rank`` where a panel filters by rank):
 Every panel is defined once, in ``PANELS``; a dashboard is a list of rows naming panels (``LAYOUTS``), so a
 panel shared by two dashboards is the same definition. Targets the Grafana dashboard model of Grafana 11.6
 (the SDK release pinned in ``pyproject.toml``). ``monitor dashboards generate`` rewrites the JSON files,
-``monitor dashboards push`` uploads them with grafana-client (:mod:`monitor.grafana`). The tests check that
+``monitor dashboards push`` uploads them with grafana-client (:mod:`training_monitor.grafana`). The tests check that
 the committed files match, that every PromQL expression passes ``promtool``, and that each dashboard
 decodes into the SDK's 11.6 model classes with nothing lost or of the wrong type
-(:func:`monitor.grafana.model_problems`).
+(:func:`training_monitor.grafana.model_problems`).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 Every detector sees the records of one rank in step order and answers, per record, either nothing or
 ``(value, onset_step, message)``. Detectors hold only bounded state (a window of recent values), so the
 same detector serves a live run and a million-line replay. :class:`Judge` runs a rank's detectors over a
-record: from Python (:meth:`Judge.observe`, a :class:`~monitor.record.StepRecord`; the engine's way) or from
+record: from Python (:meth:`Judge.observe`, a :class:`~training_monitor.record.StepRecord`; the engine's way) or from
 C (``Judge.judge``, a ``Rec``; ``monitor/replay/scan.pyx`` reads MindFormers step lines into one without
 making Python objects). The arithmetic is that of the Python formulas in the docstrings, in IEEE doubles
 compiled without contraction (``-ffp-contract=off``, see ``setup.py``), so every platform decides alike.

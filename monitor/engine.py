@@ -44,7 +44,7 @@ class Engine:
         return self.judged(rec, self.judge.observe(rec))
 
     def judged(self, rec: StepRecord, hits: list | None) -> list[Event]:
-        """Publish what :attr:`judge` found on ``rec`` (``hits``, see :class:`~monitor.detectors.Judge`),
+        """Publish what :attr:`judge` found on ``rec`` (``hits``, see :class:`~training_monitor.detectors.Judge`),
         outside each rule's cooldown; return the events. For feeds that run the judge themselves."""
         if self.judge.went_back:
             self._quiet_until.clear()

@@ -1,5 +1,5 @@
 """Grafana itself: checking dashboard JSON against the Grafana 11.6 dashboard model, and uploading the
-dashboards of :mod:`monitor.dashboards` with grafana-client (``monitor dashboards push``)."""
+dashboards of :mod:`training_monitor.dashboards` with grafana-client (``monitor dashboards push``)."""
 from __future__ import annotations
 
 import enum

@@ -22,7 +22,7 @@ class CheckpointEntry:
     unknown), so a rollback can name the batches it will not train on again. ``checksum`` (``blake2b:<hex>``
     of the file) and ``size`` (bytes) identify the file as saved; ``records`` lists the ``[start, end]`` byte
     ranges of the record log holding the steps that led to it, so a resumed run can feed them to its
-    detectors again (:mod:`monitor.resume`)."""
+    detectors again (:mod:`training_monitor.resume`)."""
 
     step: int
     path: str
@@ -55,7 +55,7 @@ class Ledger:
             restarted job knows its healthy checkpoints.
         healthy_after: clean steps needed after a checkpoint before it is trusted.
         on_change: called with the entries after every change (e.g. to mirror the health into
-            MindFormers' layouts, :mod:`monitor.mindformers_layout`); its OSError is logged, not raised.
+            MindFormers' layouts, :mod:`training_monitor.mindformers_layout`); its OSError is logged, not raised.
         run: the run id kept in the file (a resumed run only reuses checkpoints of its own run).
         checksums: record each added file's checksum and size, computed on a background thread, and let
             :meth:`verify` check them before a load.

@@ -1,4 +1,4 @@
-"""The project's logger: loguru's, imported on first use (``from monitor.log import logger``).
+"""The project's logger: loguru's, imported on first use (``from training_monitor.log import logger``).
 
 Importing loguru takes about 70 ms, 40 % of a ``monitor replay`` start-up, and most runs log nothing.
 

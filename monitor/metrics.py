@@ -83,7 +83,7 @@ class Metrics(Collector):
 
     def serve(self, host: str, port: int) -> str | None:
         """Serve ``/metrics`` on ``host:port`` (0: any free port) with the bounds of
-        :class:`monitor.http.Limits` (2 threads, 64 connections, 30 s idle timeout). Return the URL, or None
+        :class:`training_monitor.http.Limits` (2 threads, 64 connections, 30 s idle timeout). Return the URL, or None
         when the port is taken or not allowed; that is logged as an error and training goes on without the
         endpoint."""
         try:

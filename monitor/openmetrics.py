@@ -1,7 +1,7 @@
 """``monitor replay --openmetrics OUT``: replayed runs as OpenMetrics text with timestamps, for Prometheus backfill
 (``promtool tsdb create-blocks-from openmetrics OUT DATA_DIR``), so the Grafana dashboards show a logged run.
 
-What is written: the live exporter's series (:class:`monitor.metrics.Metrics` is fed the replayed records, so
+What is written: the live exporter's series (:class:`training_monitor.metrics.Metrics` is fed the replayed records, so
 the names, types, help, buckets and labels are the live ones), labelled ``run`` and ``rank``:
 
 * gauges (``train_loss``, ``train_step``, ...) at every record, so a one-step spike is in Prometheus as in the
@@ -11,10 +11,10 @@ the names, types, help, buckets and labels are the live ones), labelled ``run`` 
   would see them (0: at every record), and at each rank's last record.
 
 ``train_rollbacks_total`` stays 0 (the log's own rollbacks are not known); ``train_last_healthy_checkpoint_step``
-is the would-be policy's (:mod:`monitor.replay.policy`) when checkpoints are known; TPS per device equals TPS
+is the would-be policy's (:mod:`training_monitor.replay.policy`) when checkpoints are known; TPS per device equals TPS
 (a log does not say its world size).
 
-Times: a record's own time (the log line's prefix, :mod:`monitor.replay.clock`, or the CSV's ``timestamp``);
+Times: a record's own time (the log line's prefix, :mod:`training_monitor.replay.clock`, or the CSV's ``timestamp``);
 a record without one comes its step time (x ``steps``; 1 s per step when unknown) after the one before. A rank
 whose first record has no time is timed from ``start_time``, the start of the log's first step (default: now
 minus the longest such run). Each

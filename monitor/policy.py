@@ -1,6 +1,6 @@
 """The rollback policy: when a rule asks for a rollback, to which checkpoint, at what learning rate, and when
-to stop instead. One implementation for the live callback (:class:`callbacks.TrainingMonitor`, which also
-saves and loads the checkpoints) and for replay's would-be rollbacks (:mod:`monitor.replay.policy`)."""
+to stop instead. One implementation for the live callback (:class:`training_monitor.callbacks.TrainingMonitor`, which also
+saves and loads the checkpoints) and for replay's would-be rollbacks (:mod:`training_monitor.replay.policy`)."""
 from __future__ import annotations
 
 from .events import Event
@@ -8,7 +8,7 @@ from .ledger import CheckpointEntry, Ledger
 
 
 class RollbackPolicy:
-    """Decisions over a :class:`~monitor.ledger.Ledger` of checkpoints, step by judged step.
+    """Decisions over a :class:`~training_monitor.ledger.Ledger` of checkpoints, step by judged step.
 
     A step whose events hold no rule asking for a rollback (:meth:`rollback_onset` is None) is clean:
     :meth:`clean` promotes the checkpoints that have had ``healthy after`` clean steps since, and

@@ -21,7 +21,7 @@ class StepRecord:
         rank: rank that produced the record.
         timestamp: Unix time in seconds when the step finished; None when unknown.
         steps: how many optimizer steps this record covers (sink size in sink mode, else 1).
-        mfu: model FLOPs utilisation of the step, 0..1 (:mod:`monitor.flops`); None when unknown.
+        mfu: model FLOPs utilisation of the step, 0..1 (:mod:`training_monitor.flops`); None when unknown.
         slow_reason: why the step is known to have been slow, when it is (``checkpoint``: a checkpoint
             was saved since the previous step; ``rollback``: the monitor restored one; ``epoch``: an epoch
             ended, with its callbacks, evaluation and the data pipeline's restart); None otherwise. The
@@ -31,7 +31,7 @@ class StepRecord:
             rule counts it in the step's period, as it counts the data wait.
     """
 
-    # the order of the fields is relied upon: callbacks.TrainingMonitor and the MindFormers log reader
+    # the order of the fields is relied upon: training_monitor.callbacks.TrainingMonitor and the MindFormers log reader
     # (monitor/replay/mindformers.py) build records positionally, the cheapest way per step
     step: int
     loss: float | None = None

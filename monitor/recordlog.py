@@ -1,7 +1,7 @@
 """The run's record stream as CSV: one row per step record, columns named as :class:`StepRecord` fields.
 
 ``monitor replay`` reads it back (format ``csv``), so a live run can be replayed offline through the same
-rules and gives the same events; a resumed run re-reads it to restore the detectors (:mod:`monitor.resume`).
+rules and gives the same events; a resumed run re-reads it to restore the detectors (:mod:`training_monitor.resume`).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ and step time over the steps (one trace per rank; plotly, SVG), the anomalies ma
 line at the step, the steps it would redo shaded) and stops (a red line), then tables of all of them.
 plotly.js is inlined once (about 4.8 MB), so the file needs no network.
 
-The plotted points are the replay's bounded, min/max-preserving downsample (:class:`monitor.replay.tracks.Envelope`:
+The plotted points are the replay's bounded, min/max-preserving downsample (:class:`training_monitor.replay.tracks.Envelope`:
 at most 4 points per bucket, 1000 buckets per series), so the page stays small for any log length and a
 one-step spike is still drawn; at most :data:`MAX_MARKS` anomalies are drawn per log and :data:`MAX_ROWS` listed.
 
@@ -37,7 +37,7 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#666;font-size:13px}p
 
 
 def write_html(results, path: str, settings: dict | None = None) -> int:
-    """Write the report of ``results`` (:class:`~monitor.replay.runner.ReplayResult`, plot series kept with
+    """Write the report of ``results`` (:class:`~training_monitor.replay.runner.ReplayResult`, plot series kept with
     ``ReplayOptions.plot_ranks``) to ``path``; return its size in bytes. ``settings``: shown as given (the
     rollback policy's options). Raises ImportError without plotly, OSError (naming ``path``) when it cannot
     be written."""

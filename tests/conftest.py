@@ -36,7 +36,7 @@ def no_secret_in_logs(request):
     yield
     try:
         logger.remove(sink)
-    except ValueError:  # a CLI under test replaced every handler (monitor.log.to_stderr)
+    except ValueError:  # a CLI under test replaced every handler (training_monitor.log.to_stderr)
         pass
     texts = {"loguru": "\n".join(lines)}
     tmp = request.node.funcargs.get("tmp_path")

@@ -13,14 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from monitor.alerts import Alert, AlertsConfig, AlertSender
-from monitor.alerts.platforms import MAX_LINES
-from monitor.config import MAX_YAML_DEPTH, ConfigError, MonitorConfig
-from monitor.http import Limits
-from monitor.metrics import Metrics
-from monitor.relay import LIMITS, Auth, Relay, RelayError, is_loopback
-from monitor.replay.sources import MAX_LINE, MAX_LINE_READ, MAX_RANKS
-from monitor.rules import Rules, RulesError
+from training_monitor.alerts import Alert, AlertsConfig, AlertSender
+from training_monitor.alerts.platforms import MAX_LINES
+from training_monitor.config import MAX_YAML_DEPTH, ConfigError, MonitorConfig
+from training_monitor.http import Limits
+from training_monitor.metrics import Metrics
+from training_monitor.relay import LIMITS, Auth, Relay, RelayError, is_loopback
+from training_monitor.replay.sources import MAX_LINE, MAX_LINE_READ, MAX_RANKS
+from training_monitor.rules import Rules, RulesError
 from services import Receiver, http_json, secret, text_of, wait_until
 
 TOKEN = secret("abuse-relay-token-0123456789")
@@ -220,7 +220,7 @@ def test_the_relay_wants_credentials_and_healthz_tells_strangers_nothing(receive
 def test_the_relay_cli_refuses_an_open_address_without_credentials(tmp_path):
     (tmp_path / "relay.yaml").write_text("alerts:\n  sinks: [{type: slack, url: 'http://127.0.0.1:9/x'}]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_RELAY_")}
-    out = subprocess.run([sys.executable, "-m", "monitor.cli", "relay", "--config", str(tmp_path / "relay.yaml"),
+    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "relay", "--config", str(tmp_path / "relay.yaml"),
                           "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "refusing to listen on 0.0.0.0 without credentials" in out.stderr, out.stderr
 
@@ -408,7 +408,7 @@ def test_a_logged_traceback_shows_no_variable_values(tmp_path):
     """loguru's variable-dumping traceback printed a sink's repr with a webhook token; the product's
     handlers (and those added after it first logs) show the frames without values."""
     token = secret("hook-access-token-9f8e7d6c5b4a")
-    code = (f"from monitor.log import logger\n"
+    code = (f"from training_monitor.log import logger\n"
             f"def post(sink):\n    url = sink['url']\n    raise TypeError('cannot post')\n"
             f"try:\n    post({{'url': 'https://oapi.dingtalk.com/robot/send?access_token={token}'}})\n"
             f"except TypeError as exc:\n    logger.opt(exception=exc).error('alert sink failed')\n")
@@ -425,7 +425,7 @@ def replay_child(*args) -> tuple[subprocess.CompletedProcess, int]:
     """``monitor replay ARGS`` in a fresh process; (its result, its peak RSS in bytes from /proc)."""
     code = ("import atexit, sys\n"
             "def peak():\n    sys.stderr.write([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n"
-            "atexit.register(peak)\nfrom monitor.cli import main\nsys.argv = ['monitor', 'replay', *sys.argv[1:]]\n"
+            "atexit.register(peak)\nfrom training_monitor.cli import main\nsys.argv = ['monitor', 'replay', *sys.argv[1:]]\n"
             "main()\n")
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
     (line,) = [line for line in out.stderr.splitlines() if line.startswith("VmHWM")]
@@ -457,7 +457,7 @@ def test_an_over_long_line_is_cut_and_memory_stays_bounded(tmp_path):
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_the_bounded_stream_cuts_each_line_at_the_limit_and_keeps_the_rest(tmp_path, packed):
-    from monitor.replay.sources import open_bytes
+    from training_monitor.replay.sources import open_bytes
 
     lengths = [0, 5, MAX_LINE - 1, MAX_LINE, MAX_LINE + 1, 3 * MAX_LINE + 7, 10, 2 * MAX_LINE, 1, 300_000]
     lines = [bytes([97 + i % 26]) * n for i, n in enumerate(lengths)]
@@ -548,7 +548,7 @@ def test_unreadable_folders_and_files_are_named_as_such():
 
         def replay(path):
             return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-                                   "-m", "monitor.cli", "replay", path], capture_output=True, text=True, timeout=120,
+                                   "-m", "training_monitor.cli", "replay", path], capture_output=True, text=True, timeout=120,
                                   cwd="/")
         out = replay(top)
         assert out.returncode == 0, out.stderr
@@ -564,13 +564,13 @@ def test_unreadable_folders_and_files_are_named_as_such():
 def test_html_of_an_event_log_works(tmp_path):
     import math
 
-    from monitor.engine import Engine
-    from monitor.record import StepRecord
+    from training_monitor.engine import Engine
+    from training_monitor.record import StepRecord
 
     engine = Engine()
     events = [e for i in range(40) for e in engine.observe(StepRecord(i, loss=math.nan if i == 30 else 2.0))]
     (tmp_path / "events_rank0.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in events))
-    out = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", str(tmp_path / "events_rank0.jsonl"),
+    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", str(tmp_path / "events_rank0.jsonl"),
                           "--html", str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "r.html").read_text()

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from monitor.alerts import Alert, AlertsConfig, AlertSender
-from monitor.config import ConfigError
-from monitor.engine import Engine
-from monitor.record import StepRecord
+from training_monitor.alerts import Alert, AlertsConfig, AlertSender
+from training_monitor.config import ConfigError
+from training_monitor.engine import Engine
+from training_monitor.record import StepRecord
 from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
 
 SECRETS = {"feishu": "SEC-feishu-0123456789", "dingtalk": "SEC-dingtalk-0123456789"}
@@ -180,7 +180,7 @@ def test_alertmanager_webhook_payload_becomes_alerts():
 def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(receiver):
     import urllib.error
 
-    from monitor.relay import Auth, Relay
+    from training_monitor.relay import Auth, Relay
 
     token = secret("relay-token-0123456789abcdef")
     cfg, _ = AlertsConfig.load({"runbook_base": "https://x/runbooks",

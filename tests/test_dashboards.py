@@ -13,10 +13,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from monitor import dashboards as dashmod
-from monitor.cli import main
-from monitor.dashboards import DASHBOARDS, PANELS, expressions
-from monitor.grafana import model_problems
+from training_monitor import dashboards as dashmod
+from training_monitor.cli import main
+from training_monitor.dashboards import DASHBOARDS, PANELS, expressions
+from training_monitor.grafana import model_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 # what Grafana puts in place of the variables when it sends a query ("All" is ".*" for run and rank)
@@ -160,15 +160,15 @@ def test_each_dashboard_has_its_panels_variables_and_links():
 
 
 def test_every_exported_metric_has_a_panel():
-    from monitor.metrics import Metrics
+    from training_monitor.metrics import Metrics
 
-    from monitor.record import StepRecord
+    from training_monitor.record import StepRecord
 
     m = Metrics()
     m.observe(StepRecord(1, 1.0, 1.0, 1.0, False, 1e-3, 0.1, 0.01, 10, 0, 1.0, 1, 0.5))
     m.set_healthy(1)
     exported = {f.name for f in m.registry.collect()}
-    assert len(exported) == len(__import__("monitor.metrics").metrics.GAUGES) + 6
+    assert len(exported) == len(__import__("training_monitor.metrics").metrics.GAUGES) + 6
     for names in ([DASHBOARDS["training-run-overview.json"]], list(DASHBOARDS.values())):
         text = " ".join(e for build in names for e in expressions(build()))
         missing = [m for m in exported if m not in text and m + "_total" not in text and m + "_seconds" not in text]

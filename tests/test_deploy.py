@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.rules import Rules
+from training_monitor.rules import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "deploy" / "prometheus"
@@ -181,9 +181,9 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     runbook_url is built from the external label (promtool's unit tests cannot set external labels)."""
     from services import http_json, start_prometheus, wait_until
 
-    from monitor.events import Event
-    from monitor.files import write_file_sd_target
-    from monitor.metrics import Metrics
+    from training_monitor.events import Event
+    from training_monitor.files import write_file_sd_target
+    from training_monitor.metrics import Metrics
 
     base = "https://runbooks.example/training-monitor/runbooks"
     cfg = yaml.safe_load((PROM / "prometheus.yml").read_text())

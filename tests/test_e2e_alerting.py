@@ -13,7 +13,7 @@ import yaml
 from services import (Process, Receiver, free_port, http_json, secret, start_alertmanager, start_prometheus,
                       text_of, wait_until)
 
-from callbacks import TrainingMonitor
+from training_monitor.callbacks import TrainingMonitor
 from train_helpers import AtStep, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
     env = {**os.environ, "FS_SECRET": SECRETS["feishu"], "DT_SECRET": SECRETS["dingtalk"],
            "MONITOR_RELAY_TOKEN": RELAY_TOKEN}
     (tmp_path / "relay_token").write_text(RELAY_TOKEN + "\n")
-    relay = Process([sys.executable, "-m", "monitor.cli", "relay", "--config", str(tmp_path / "relay.yaml"),
+    relay = Process([sys.executable, "-m", "training_monitor.cli", "relay", "--config", str(tmp_path / "relay.yaml"),
                      "--port", str(relay_port)], str(tmp_path / "relay.log"), env=env)
     am = prom = None
     try:

@@ -1,8 +1,8 @@
 """FLOPs per token, MFU and the peak table."""
 import pytest
 
-from monitor.flops import ModelFlops, mfu
-from monitor.hardware import PEAKS, normalise, peak_flops
+from training_monitor.flops import ModelFlops, mfu
+from training_monitor.hardware import PEAKS, normalise, peak_flops
 
 
 @pytest.mark.parametrize("tps, expected", [(1500, 19.7), (2500, 32.8), (3500, 45.9), (4500, 59.1)])

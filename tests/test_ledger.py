@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from monitor.ledger import HEALTHY, PENDING, QUARANTINED, Ledger, file_checksum
+from training_monitor.ledger import HEALTHY, PENDING, QUARANTINED, Ledger, file_checksum
 
 
 def test_pending_becomes_healthy_after_clean_steps_and_survives_a_restart(tmp_path):
@@ -41,7 +41,7 @@ def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path
     require("mindformers")
     from mindformers.tools.resume_ckpt import checkpoint_health_monitor
 
-    from monitor.mindformers_layout import write_health_json
+    from training_monitor.mindformers_layout import write_health_json
 
     ckpts = [str(tmp_path / "rank_0" / f"llama-1_{s}.ckpt") for s in (100, 200, 300)]
     led = Ledger(None, healthy_after=50, on_change=lambda es: write_health_json(es, str(tmp_path / "health_ckpts.json")))
@@ -53,7 +53,7 @@ def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path
     assert items == [{"is_health": 0, "ckpt_name": "llama-1_100.ckpt"}, {"is_health": 0, "ckpt_name": "llama-1_200.ckpt"},
                      {"is_health": 1, "ckpt_name": "llama-1_300.ckpt"}]
     # and a restarted job reads the same health back from MindFormers' folder and file
-    from monitor.mindformers_layout import read_legacy
+    from training_monitor.mindformers_layout import read_legacy
 
     for path in ckpts:
         Path(path).parent.mkdir(exist_ok=True)
@@ -77,7 +77,7 @@ def test_mindformers_iteration_layout_resume_picks_the_ledger_s_newest_healthy(t
     require("mindformers")
     from mindformers.checkpoint.utils import get_healthy_checkpoint_path
 
-    from monitor.mindformers_layout import read_iterations, write_iteration_status
+    from training_monitor.mindformers_layout import read_iterations, write_iteration_status
 
     root = tmp_path / "checkpoint"
     for it in (100, 200, 300):

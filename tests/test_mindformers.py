@@ -12,15 +12,15 @@ require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
 from mindformers.core.callback import build_callback  # noqa: E402
 
-import callbacks  # noqa: E402
-from callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
+from training_monitor import callbacks  # noqa: E402
+from training_monitor.callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
 from train_helpers import train  # noqa: E402
 
 
 def test_yaml_entry_builds_the_monitor_and_mf_outputs_are_read(tmp_path):
     import yaml
 
-    assert callbacks.register_mindformers()
+    assert training_monitor.callbacks.register_mindformers()
     cfg = yaml.safe_load(f"""
 callbacks:
   - type: TrainingMonitor
@@ -44,7 +44,7 @@ callbacks:
 
 
 def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "monitor.cli", "demo", "--steps", "200", "--inject", "spike@100",
+    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "demo", "--steps", "200", "--inject", "spike@100",
                           "--inject", "nan@150", "--port", "0", "--output-dir", str(tmp_path), "--json"],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -60,7 +60,7 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
     assert res["metrics_url"].startswith("http://127.0.0.1:")
 
     # live = replay: the monitor's record log of the run (rollbacks included) gives the very same events
-    rec = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", str(tmp_path / "records_rank0.csv")],
+    rec = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", "--json", str(tmp_path / "records_rank0.csv")],
                          capture_output=True, text=True, timeout=120)
     assert rec.returncode == 0, rec.stderr
     key = lambda a: (a["rule"], a["step"], a["onset_step"], a["value"])  # noqa: E731
@@ -68,7 +68,7 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
         [key(a) for a in res["anomalies"] if a["source"] == "rule"]
 
     # MindFormers' own MFLossMonitor log of the same run, replayed offline, shows the same faults
-    rep = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", res["mindformers_log"]],
+    rep = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", "--json", res["mindformers_log"]],
                          capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0, rep.stderr
     replayed = json.loads(rep.stdout)
@@ -83,9 +83,9 @@ def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
     from mindformers.core.lr import build_lr
     from mindspore import Tensor
 
-    from callbacks import ScaledLearningRate
+    from training_monitor.callbacks import ScaledLearningRate
 
-    assert callbacks.register_mindformers()
+    assert training_monitor.callbacks.register_mindformers()
     cfg = yaml.safe_load("""
 lr_schedule:
   type: ScaledLearningRate

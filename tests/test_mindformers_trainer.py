@@ -15,7 +15,7 @@ from conftest import require
 
 require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
-import callbacks  # noqa: E402
+from training_monitor import callbacks  # noqa: E402
 
 TESTS = Path(__file__).parent
 STEP_LINE = re.compile(r"step:\[\s*(\d+)/\s*\d+\], loss:\[\s*([^/]+)/.*?lr: ([0-9.e-]+)")

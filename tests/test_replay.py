@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from monitor.replay import ReplayError, replay_file, replay_paths
-from monitor.replay.runner import PARSERS, ReplayOptions
-from monitor.rules import Rules
+from training_monitor.replay import ReplayError, replay_file, replay_paths
+from training_monitor.replay.runner import PARSERS, ReplayOptions
+from training_monitor.rules import Rules
 
 DATA = Path(__file__).parent / "data"
 
 
 def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "monitor.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "training_monitor.cli", *args], capture_output=True, text=True,
                           timeout=120, input=stdin)
 
 
@@ -119,7 +119,7 @@ def test_megatron_lm_normal_run_has_no_events():
 
 
 def test_megatron_lm_startup_skips_are_calibration_overflows():
-    from monitor.replay import text
+    from training_monitor.replay import text
 
     p = text.Parser()
     first = next(r for r in map(p.feed, (DATA / "megatron_lm_gpt2_345m_normal_01.log").open()) if r is not None)
@@ -142,7 +142,7 @@ def test_megatron_deepspeed_spike_is_a_loss_spike_at_the_climb(tmp_path):
 
 
 def test_megatron_deepspeed_scale_drop_marks_intervals_with_overflows():
-    from monitor.replay import text
+    from training_monitor.replay import text
 
     p = text.Parser()
     recs = [r for r in map(p.feed, (DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log").open()) if r is not None]
@@ -257,7 +257,7 @@ def test_damaged_text_never_crashes_and_every_line_is_counted(tmp_path):
 
 
 def test_an_error_names_the_file_and_line(tmp_path, monkeypatch):
-    from monitor.replay import mindformers, runner
+    from training_monitor.replay import mindformers, runner
 
     def broken(self, line):
         if "step:[    3/" in line:
@@ -329,7 +329,7 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
 
 
 def test_replay_never_imports_mindspore():
-    code = "import sys, monitor.cli, monitor.replay.runner; assert 'mindspore' not in sys.modules, sorted(sys.modules)"
+    code = "import sys, training_monitor.cli, training_monitor.replay.runner; assert 'mindspore' not in sys.modules, sorted(sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
 

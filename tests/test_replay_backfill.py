@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.exposition import generate_latest
 
-from monitor import openmetrics
-from monitor.dashboards import DASHBOARDS, expressions
-from monitor.metrics import STEP_BUCKETS, Metrics
-from monitor.record import StepRecord
-from monitor.replay import mindformers, text
-from monitor.replay.clock import line_time
-from monitor.rules import Rules
+from training_monitor import openmetrics
+from training_monitor.dashboards import DASHBOARDS, expressions
+from training_monitor.metrics import STEP_BUCKETS, Metrics
+from training_monitor.record import StepRecord
+from training_monitor.replay import mindformers, text
+from training_monitor.replay.clock import line_time
+from training_monitor.rules import Rules
 from services import http_json, start_prometheus
 
 DATA = Path(__file__).parent / "data"
@@ -33,7 +33,7 @@ LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 def cli(*args):
     env = {**os.environ, "TZ": "UTC"}  # the logs' local times read as UTC
-    return subprocess.run([sys.executable, "-m", "monitor.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "training_monitor.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=300, env=env)
 
 

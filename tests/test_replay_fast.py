@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from monitor.replay import runner
-from monitor.replay.runner import ReplayOptions, replay_file
+from training_monitor.replay import runner
+from training_monitor.replay.runner import ReplayOptions, replay_file
 
 PREFIX = "2025-04-07 15:34:29,173 - [mindformers/core/callback/callback.py:529] - INFO - "
 STEP = ("{{ Epoch:[{epoch:3d}/{epochs:3d}], step:[{step:5d}/{per:5d}], loss: {loss}, per_step_time: {ms}ms, "

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
-from monitor.record import StepRecord
-from monitor.replay.base import MERGED, Report
-from monitor.rules import Rules
+from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
+from training_monitor.record import StepRecord
+from training_monitor.replay.base import MERGED, Report
+from training_monitor.rules import Rules
 
 
 def write(tmp_path, name: str, text: str) -> str:
@@ -185,7 +185,7 @@ def test_deepspeed_minimum_scale_is_a_collapse_report(tmp_path):
 
 # JSONL: the names are read through the alias table the CSV reader uses (monitor/replay/fields.py).
 def test_jsonl_named_fields_share_the_csv_aliases(tmp_path):
-    from monitor.replay import fields
+    from training_monitor.replay import fields
 
     assert csvlog.canonical is fields.canonical and text.lookup is fields.lookup
     rows = [f'{{"iteration": {s}, "train/loss": {loss if not math.isnan(loss) else "NaN"}, "learning_rate": 3e-4, '
@@ -315,7 +315,7 @@ def test_tensorboard_missing_package_says_what_to_install(tmp_path, monkeypatch)
 
 def test_every_parser_keeps_the_feed_contract():
     """feed() gives a record, a report tuple, or None with the reason in ``parser.reason``."""
-    from monitor.replay import PARSERS
+    from training_monitor.replay import PARSERS
 
     for name, mod in PARSERS.items():
         p = mod.Parser()
@@ -338,8 +338,8 @@ def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_readin
     # decimals; any other shape or number, field by field: both readings agree
     import random
 
-    from monitor.replay import mindformers
-    from monitor.replay.scan import fast_record
+    from training_monitor.replay import mindformers
+    from training_monitor.replay.scan import fast_record
 
     rng = random.Random(0)
     numbers = ["10.649", "2.0", "0.0", "-0.0", "nan", "inf", "1e-05", "9.981987e-06", "65536.0", "1_0", " 3.5"]
@@ -366,7 +366,7 @@ def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_readin
 def test_the_fast_path_reads_every_decimal_as_python_does(text):
     # the C reader's fast conversion (<= 15 digits, |exponent| <= 22) and its fallback give float(text),
     # to the bit (the sign of zero included)
-    from monitor.replay.scan import fast_record
+    from training_monitor.replay.scan import fast_record
 
     line = (f"{{ Epoch:[  1/  1], step:[    1/   10], loss: {text}, per_step_time: 5ms, lr: {text}, overflow cond: "
             f"False, loss_scale: {text}, global_norm: [{text}], train_throughput_per_npu: 2.896T")

@@ -10,10 +10,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.record import StepRecord
-from monitor.replay import PARSERS, ReplayError, replay_file
-from monitor.replay.base import Report
-from monitor.rules import Rules
+from training_monitor.record import StepRecord
+from training_monitor.replay import PARSERS, ReplayError, replay_file
+from training_monitor.replay.base import Report
+from training_monitor.rules import Rules
 
 DATA = Path(__file__).parent / "data"
 EXTRA = [
@@ -127,7 +127,7 @@ def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
 def test_the_text_readers_kept_shapes_read_as_the_full_reading(batch):
     # the text reader keeps each line shape's reading (monitor/replay/text.py): a line read through it reads as
     # the line read in full
-    from monitor.replay import text
+    from training_monitor.replay import text
 
     for line in batch + [line.replace("1", "7").replace("0", "00") for line in batch]:
         t = text._dict(text._undecorated(line).rstrip("\r\n"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from monitor.replay.tracks import Envelope, Sample
+from training_monitor.replay.tracks import Envelope, Sample
 from services import binary
 
 DATA = Path(__file__).parent / "data"
@@ -22,7 +22,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-b
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "monitor.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "training_monitor.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=300, env=env)
 
 
@@ -39,7 +39,7 @@ def test_would_be_rollbacks_are_the_live_runs_rollbacks(tmp_path):
     """A real MindSpore run rolls back twice and then stops (rollback budget); replaying its record log with
     the same checkpoint settings gives the same rollbacks (at step, to step) and the same stop."""
     require("mindspore")
-    from callbacks import TrainingMonitor
+    from training_monitor.callbacks import TrainingMonitor
     from train_helpers import train
 
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
@@ -93,8 +93,8 @@ def test_a_logged_spike_is_one_would_be_rollback_and_json_keeps_its_old_keys(tmp
 
 
 def test_the_would_be_ledger_stays_bounded_on_a_long_run():
-    from monitor.events import Event
-    from monitor.replay.policy import MAX_CHECKPOINTS, WouldBeRollbacks
+    from training_monitor.events import Event
+    from training_monitor.replay.policy import MAX_CHECKPOINTS, WouldBeRollbacks
 
     policy = WouldBeRollbacks(checkpoint_every=1, healthy_after=5)
     for step in range(1, 30_001):
@@ -108,7 +108,7 @@ def test_the_would_be_ledger_stays_bounded_on_a_long_run():
 # --- step time / TPS / MFU ----------------------------------------------------------------------------------
 
 def test_step_time_quantiles_of_a_megatron_log():
-    from monitor.replay import text
+    from training_monitor.replay import text
 
     log = DATA / "megatron_lm_gpt2_345m_normal_01.log"
     p = text.Parser()
@@ -278,7 +278,7 @@ def test_html_report_size_does_not_grow_with_the_log(tmp_path):
 def test_html_needs_plotly_and_says_so(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from training_monitor.cli import main
 
     monkeypatch.setitem(sys.modules, "plotly", None)
     result = CliRunner().invoke(main, ["replay", "--html", str(tmp_path / "r.html"),

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.record import StepRecord
-from monitor.replay import replay_file, text
-from monitor.replay.base import Report
+from training_monitor.record import StepRecord
+from training_monitor.replay import replay_file, text
+from training_monitor.replay.base import Report
 
 DATA = Path(__file__).parent / "data"
 
@@ -210,7 +210,7 @@ def test_what_is_not_a_training_step():
 
 
 def test_no_step_and_loss_numbers_is_an_unknown_format(tmp_path):
-    from monitor.replay import ReplayError
+    from training_monitor.replay import ReplayError
 
     path = tmp_path / "notes.log"
     path.write_text("restarted at step 300 by hand\nloading 12 shards\n")

@@ -14,12 +14,12 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from callbacks import TrainingMonitor
-from monitor.engine import Engine
-from monitor.ledger import file_checksum
-from monitor.recordlog import FIELDS
-from monitor.replay import replay_file
-from monitor.replay.csvlog import Parser
+from training_monitor.callbacks import TrainingMonitor
+from training_monitor.engine import Engine
+from training_monitor.ledger import file_checksum
+from training_monitor.recordlog import FIELDS
+from training_monitor.replay import replay_file
+from training_monitor.replay.csvlog import Parser
 from train_helpers import AtStep, train
 
 JOB = Path(__file__).parent / "jobs" / "crash_resume.py"
@@ -114,7 +114,7 @@ def test_a_run_killed_in_its_first_step_is_replayed_from_its_event_log(tmp_path)
         time.sleep(0.5)
     kill9(job)
     assert rows(tmp_path / "records_rank0.csv") == []  # the header was written at once, no row reached the file
-    out = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--json", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", "--json", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -139,7 +139,7 @@ def test_a_job_that_loaded_a_checkpoint_without_resume_from_is_told_what_it_lose
 def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_path):
     from mindspore.train import CheckpointConfig, ModelCheckpoint
 
-    from monitor.resume import resume
+    from training_monitor.resume import resume
 
     def saver(name):
         return ModelCheckpoint(name, str(tmp_path / name), CheckpointConfig(save_checkpoint_steps=10))
@@ -181,10 +181,10 @@ def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy
 
 def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_resumed_trajectory(tmp_path):
     """Framework-free: a 'process' that rolls back once and saves, then a resume from its last checkpoint."""
-    from monitor.ledger import Ledger
-    from monitor.record import StepRecord
-    from monitor.recordlog import RecordLog
-    from monitor.resume import ResumeError, restore, resume, trajectory
+    from training_monitor.ledger import Ledger
+    from training_monitor.record import StepRecord
+    from training_monitor.recordlog import RecordLog
+    from training_monitor.resume import ResumeError, restore, resume, trajectory
 
     rng = np.random.default_rng(0)
     log = RecordLog(str(tmp_path / "records_rank0.csv"))

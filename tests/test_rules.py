@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from monitor.engine import Engine
-from monitor.record import StepRecord
-from monitor.rules import Rules, RulesError
+from training_monitor.engine import Engine
+from training_monitor.record import StepRecord
+from training_monitor.rules import Rules, RulesError
 
 
 def noisy_losses(n, start=3.0, seed=0):
@@ -286,14 +286,14 @@ def test_window_matches_a_fresh_sort_through_adds_and_rewinds():
     # with ties and -0.0
     import random
 
-    from monitor.detectors import Window
+    from training_monitor.detectors import Window
 
     for lazy in (False, True):
         check_window(Window(7, lazy=lazy), random.Random(0))
 
 
 def check_window(window, rng):
-    from monitor.detectors import median
+    from training_monitor.detectors import median
 
     items, step = [], 0
     for _ in range(3000):

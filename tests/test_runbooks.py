@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from monitor.config import MonitorConfig
-from monitor.engine import Engine
-from monitor.record import StepRecord
-from monitor.rules import Rules
+from training_monitor.config import MonitorConfig
+from training_monitor.engine import Engine
+from training_monitor.record import StepRecord
+from training_monitor.rules import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "runbooks"

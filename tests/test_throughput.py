@@ -7,9 +7,9 @@ import mindspore as ms
 from mindspore import nn
 from mindspore.train import Callback, Model
 
-from callbacks import TrainingMonitor
-from callbacks.tinylm import make_dataset
-from monitor.replay import replay_file
+from training_monitor.callbacks import TrainingMonitor
+from training_monitor.callbacks.tinylm import make_dataset
+from training_monitor.replay import replay_file
 from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
 
 STEPS = 320

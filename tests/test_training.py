@@ -15,8 +15,8 @@ from mindspore import Tensor, nn
 from mindspore.train import CheckpointConfig, ModelCheckpoint
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.replay import replay_file
-from callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
+from training_monitor.replay import replay_file
+from training_monitor.callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
 
 
@@ -217,7 +217,7 @@ def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
 
 
 def test_demo_output_dir_is_only_cleared_when_a_demo_made_it(tmp_path):
-    from callbacks.demo import MARKER, _fresh_output_dir
+    from training_monitor.callbacks.demo import MARKER, _fresh_output_dir
 
     mine = tmp_path / "results"
     mine.mkdir()
@@ -282,4 +282,4 @@ def test_skip_batches_without_a_skippable_source_says_so_and_trains_on(tmp_path,
                           rules=rules)
     train([mon], steps=50, poison={44})
     assert mon.trainer_step == 50 and len(mon.rollbacks) == 1
-    assert any("not fed by a callbacks.SkippableSource" in line for line in log_lines)
+    assert any("not fed by a training_monitor.callbacks.SkippableSource" in line for line in log_lines)

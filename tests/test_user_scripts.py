@@ -13,7 +13,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 
-from callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
+from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,8 +111,8 @@ import mindspore as ms
 from mindspore import nn
 from mindspore.train import LossMonitor, Model
 sys.path.insert(0, {tests!r})
-from callbacks import TrainingMonitor
-from callbacks.tinylm import TinyLM, make_dataset
+from training_monitor.callbacks import TrainingMonitor
+from training_monitor.callbacks.tinylm import TinyLM, make_dataset
 from train_helpers import CORPUS, SEQ, BATCH, Served
 
 ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")

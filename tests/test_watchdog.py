@@ -1,7 +1,7 @@
 """The hang watchdog on its own: allowance learned from step times, one report per stall, stacks."""
 import time
 
-from monitor.watchdog import Watchdog
+from training_monitor.watchdog import Watchdog
 
 
 def stuck_in_a_collective(seconds):

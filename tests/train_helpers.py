@@ -5,8 +5,8 @@ from mindspore.train import Callback, Model
 
 import mindspore.dataset as ds
 
-from callbacks import SkippableSource
-from callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
+from training_monitor.callbacks import SkippableSource
+from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
 
 SEQ, BATCH = 16, 4
 CORPUS = load_corpus()

@@ -2,8 +2,8 @@
 ``callbacks.MINDFORMERS_REGISTER_PATH``). A YAML entry's ``auto_register: training_monitor_plugin.NAME`` makes
 MindFormers import this module, which registers ``TrainingMonitor``, ``ScaledLearningRate`` and
 ``MFTrainOneStepCellFinite``; each entry's ``type:`` then resolves."""
-from callbacks import TrainingMonitor, ScaledLearningRate, register_mindformers
-from callbacks.mf import MFTrainOneStepCellFinite
+from training_monitor.callbacks import TrainingMonitor, ScaledLearningRate, register_mindformers
+from training_monitor.callbacks.mf import MFTrainOneStepCellFinite
 
 __all__ = ["TrainingMonitor", "ScaledLearningRate", "MFTrainOneStepCellFinite"]
 

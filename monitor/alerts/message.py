@@ -50,7 +50,7 @@ class Alert:
     @classmethod
     def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
                    now: float = 0.0) -> "Alert":
-        """An engine :class:`~monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
+        """An engine :class:`~training_monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
         event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}`` (replaced URL-quoted)."""
         runbook = event.runbook
         if runbook_base:

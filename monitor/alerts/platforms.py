@@ -1,6 +1,6 @@
 """Wire formats of the alert destinations: request URL and JSON body, signing, and how to read the reply.
 
-Each platform turns a list of :class:`~monitor.alerts.message.Alert` (one alert, or a digest of several
+Each platform turns a list of :class:`~training_monitor.alerts.message.Alert` (one alert, or a digest of several
 held back by the rate limit) into one HTTP POST. Formats and limits, as each vendor documents them:
 
 * ``slack``: incoming webhook, ``{"text", "blocks"}``; about 1 message per second.

@@ -239,7 +239,7 @@ class AlertSender:
     """Fan alerts out to the configured sinks without blocking the caller.
 
     Args:
-        config: an :class:`~monitor.alerts.config.AlertsConfig`.
+        config: an :class:`~training_monitor.alerts.config.AlertsConfig`.
     """
 
     def __init__(self, config: AlertsConfig):

@@ -2,7 +2,7 @@
 
 The contract: ``Parser(rank).feed(line)`` returns
 
-* a :class:`~monitor.record.StepRecord` (a step the trainer logged),
+* a :class:`~training_monitor.record.StepRecord` (a step the trainer logged),
 * a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout), or
 * None, with ``parser.reason`` telling why: one of the skip reasons below, or :data:`MERGED` when the
   line's values were added to the record returned before (a timing line printed after its step line).

@@ -9,7 +9,7 @@ FAR = 1 << 62  # a step never reached
 
 
 class WouldBeRollbacks(RollbackPolicy):
-    """The live policy of :class:`callbacks.TrainingMonitor` (:class:`~monitor.policy.RollbackPolicy`) on one
+    """The live policy of :class:`training_monitor.callbacks.TrainingMonitor` (:class:`~training_monitor.policy.RollbackPolicy`) on one
     rank of a log, with a checkpoint every ``checkpoint_every`` steps in an in-memory ledger.
 
     Checkpoints turn healthy after ``healthy_after`` clean steps and are quarantined on the onset of a rule

@@ -1,9 +1,9 @@
-"""Read logs, pick their format, feed records and trainer reports to one :class:`~monitor.engine.Engine` per rank.
+"""Read logs, pick their format, feed records and trainer reports to one :class:`~training_monitor.engine.Engine` per rank.
 
 Every line read is counted once: as a record, a trainer report, a line merged into the record before it, or
 a skipped line under its reason. Each judged record then goes, per rank, to the would-be rollback policy
 (:mod:`.policy`), to the log's step-time/TPS/MFU quantiles (:mod:`.tracks`), and, when asked for, to the plot
-series of the HTML report and to the OpenMetrics backfill (:mod:`monitor.openmetrics`). Memory stays bounded
+series of the HTML report and to the OpenMetrics backfill (:mod:`training_monitor.openmetrics`). Memory stays bounded
 whatever the input size: lines are streamed, and a result keeps counts, the events (up to :data:`MAX_EVENTS`),
 bounded samples and the last record.
 """
@@ -50,9 +50,9 @@ class ReplayOptions:
 
     ``checkpoint_every`` (0: not known), ``healthy_after``, ``rollback_margin``, ``lr_factor``,
     ``max_rollbacks``: the would-be rollback policy (:class:`~.policy.WouldBeRollbacks`), defaults as the
-    live monitor's (:class:`~monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
+    live monitor's (:class:`~training_monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
     this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
-    :class:`~monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
+    :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None.
     """
 

@@ -4,7 +4,7 @@
 :func:`fast_record` reads one such line (the parser, :mod:`.mindformers`, tries it first on every line).
 :class:`Scanner` reads a block of a log's bytes in C, line after line, and does for each such line (and each
 progress-bar line) what the runner does with it, judging the records with the rank's
-:class:`~monitor.detectors.Judge`, the very detectors of the live monitor, without making Python objects.
+:class:`~training_monitor.detectors.Judge`, the very detectors of the live monitor, without making Python objects.
 :class:`Sample` (replay's step-time quantiles) is here so that the scanner feeds it from C.
 It hands back to the runner (Python) at every other line, and for a record that raised an event, went back
 in steps, or that the would-be rollback policy has to see (:attr:`~.policy.WouldBeRollbacks.due`); so the
@@ -21,7 +21,7 @@ from cpython.conversion cimport PyOS_string_to_double
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_KIND
 from libc.string cimport memchr, memcmp
 
-from monitor.detectors cimport Judge, Rec
+from training_monitor.detectors cimport Judge, Rec
 
 from ..record import StepRecord
 from .base import DUPLICATE, PROGRESS
