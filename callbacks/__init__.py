@@ -1,4 +1,4 @@
-"""MindSpore / MindFormers adapters of the monitor: ``from training_monitor.callbacks import TrainingMonitor``."""
+"""MindSpore / MindFormers adapters of the monitor: ``from training_monitor import TrainingMonitor``."""
 import os
 import sys
 

@@ -21,7 +21,7 @@ from cpython.conversion cimport PyOS_string_to_double
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_KIND
 from libc.string cimport memchr, memcmp
 
-from training_monitor.detectors cimport Judge, Rec
+from ..detectors cimport Judge, Rec
 
 from ..record import StepRecord
 from .base import DUPLICATE, PROGRESS
