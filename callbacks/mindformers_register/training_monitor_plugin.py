@@ -1,5 +1,5 @@
 """The plugin module for MindFormers' ``run_mindformer.py --register_path DIR`` (DIR: this folder,
-``callbacks.MINDFORMERS_REGISTER_PATH``). A YAML entry's ``auto_register: training_monitor_plugin.NAME`` makes
+``training_monitor.MINDFORMERS_REGISTER_PATH``). A YAML entry's ``auto_register: training_monitor_plugin.NAME`` makes
 MindFormers import this module, which registers ``TrainingMonitor``, ``ScaledLearningRate`` and
 ``MFTrainOneStepCellFinite``; each entry's ``type:`` then resolves."""
 from training_monitor.callbacks import TrainingMonitor, ScaledLearningRate, register_mindformers
