@@ -52,7 +52,7 @@ case "$cmd" in
     command -v promtool >/dev/null || apt_install prometheus
     { command -v amtool && command -v prometheus-alertmanager; } >/dev/null || apt_install prometheus-alertmanager
     command -v chromium >/dev/null || apt_install chromium
-    exec .venv/bin/python -m pytest "$@" ;;
+    exec .venv/bin/pytest "$@" ;;  # not python -m: the repository root is not on sys.path (imports as installed)
   *)
     echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
     exit 2 ;;

@@ -38,7 +38,7 @@ class RuleConfig:
 
 
 def _defaults() -> dict:
-    return yaml.safe_load(resources.files("monitor").joinpath("default_rules.yaml").read_text())
+    return yaml.safe_load(resources.files(__package__).joinpath("default_rules.yaml").read_text())
 
 
 def _check(value, default, where: str):

@@ -10,7 +10,8 @@ def test_a_user_script_with_its_own_callbacks_and_monitor_modules_imports_the_pr
     (tmp_path / "monitor.py").write_text("USER = 'monitor'\n")
     (tmp_path / "train.py").write_text(textwrap.dedent("""\
         import callbacks, monitor
-        from training_monitor import TrainingMonitor, ScaledLearningRate, StepRecord
+        from training_monitor import TrainingMonitor, ScaledLearningRate, StepRecord, Rules
+        Rules()  # the shipped rules file is found by the package, wherever the script runs
         from training_monitor.callbacks import TrainingMonitor as Same
         assert callbacks.USER == 'callbacks' and monitor.USER == 'monitor'
         assert TrainingMonitor is Same and TrainingMonitor.__module__ == 'training_monitor.callbacks.training_monitor'
@@ -26,3 +27,12 @@ def test_the_core_package_does_not_load_mindspore_until_an_adapter_is_asked_for(
             "training_monitor.Engine; assert 'mindspore' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_command_runs_outside_the_repository(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"epoch: 0, step: {i}, loss is {2.5 - i / 100}\n" for i in range(40)))
+    out = subprocess.run([sys.executable, "-c", "from training_monitor.cli import main; main()", "replay", "--json",
+                          str(log)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert '"records": 40' in out.stdout
