@@ -205,7 +205,7 @@ def test_jsonl_named_fields_share_the_csv_aliases(tmp_path):
 # register times out.") and EI0006 ("Getting socket times out."), and the HCCL plog "wait socket establish
 # timeout". They are read in any text format, here a MindFormers log.
 def test_collective_timeouts_are_stall_reports(tmp_path):
-    from tests.test_replay import mf_log
+    from test_replay import mf_log
 
     nccl = ("[rank{r}]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
             "operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
@@ -326,7 +326,7 @@ def test_every_parser_keeps_the_feed_contract():
 
 
 def test_rules_file_turning_a_rule_off_drops_its_trainer_reports(tmp_path):
-    from tests.test_replay import DATA
+    from test_replay import DATA
 
     rules = Rules({"grad_norm_spike": {"enabled": False}})
     res = replay_file(str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"), rules)
