@@ -56,7 +56,7 @@ class RecordLog:
         r = rec  # missing values are empty cells; repr keeps floats exact
         self._rows.append(",".join(map(_cell, (r.step, r.loss, r.grad_norm, r.loss_scale, r.overflow, r.lr,
                                                r.step_time_s, r.data_wait_s, r.tokens, r.rank, r.timestamp,
-                                               r.steps, r.mfu, r.slow_reason))) + "\n")
+                                               r.steps, r.mfu, r.slow_reason, r.callbacks_s))) + "\n")
         if len(self._rows) >= self.flush_rows or time.monotonic() - self._last >= self.flush_seconds:
             self.flush()
 

@@ -490,11 +490,11 @@ def test_a_gzip_bomb_line_ends_the_file_with_an_error_naming_it(tmp_path):
 
 
 def test_too_many_distinct_ranks_is_an_error_naming_the_file(tmp_path):
-    log = tmp_path / "ranks.jsonl"
-    log.write_text("".join(json.dumps({"step": 1 + i // 1000, "loss": 2.0, "rank": i}) + "\n" for i in range(20_000)))
+    log = tmp_path / "ranks.csv"  # a rank column
+    log.write_text("step,loss,rank\n" + "".join(f"{1 + i // 1000},2.0,{i}\n" for i in range(20_000)))
     _, base_peak = replay_child(tmp_path / "nothing.jsonl")
     out, peak = replay_child(log)
-    assert out.returncode == 2 and f"ranks.jsonl: more than {MAX_RANKS} distinct ranks in one log" in out.stderr
+    assert out.returncode == 2 and f"ranks.csv: more than {MAX_RANKS} distinct ranks in one log" in out.stderr
     assert peak - base_peak < 256 * MiB, (peak, base_peak)  # 200,000 ranks took 5 GB before
     prefixed = tmp_path / "workers.log"  # torchrun's [defaultN]: line prefixes, each a parser of its own
     prefixed.write_text("".join(f"[default{i}]:iter {i}: loss 2.5, time 100ms\n" for i in range(5000)))
@@ -523,7 +523,7 @@ def test_special_files_symlinks_and_names_are_reported_per_file(tmp_path):
     text = out.stdout + out.stderr
     assert "dangling.log: dangling symlink" in text and "loop.log: cannot read: Too many levels of symbolic links" \
         in text and "fifo.log: empty file" in text, text
-    assert "good.jsonl: jsonl" in text and "'" + str(forged).replace("\n", "\\n") + "'" in text
+    assert "good.jsonl: text" in text and "'" + str(forged).replace("\n", "\\n") + "'" in text
     assert not [line for line in text.splitlines() if line.startswith("FORGED")]
 
 
@@ -553,7 +553,7 @@ def test_unreadable_folders_and_files_are_named_as_such():
         out = replay(top)
         assert out.returncode == 0, out.stderr
         text = out.stdout + out.stderr
-        assert "closed: cannot read this folder: Permission denied" in text and "ok.jsonl: jsonl" in text
+        assert "closed: cannot read this folder: Permission denied" in text and "ok.jsonl: text" in text
         assert "secret.jsonl: cannot read: Permission denied" in text, text
         out = replay(os.path.join(top, "closed"))
         assert out.returncode == 2 and "closed: cannot read this folder: Permission denied" in out.stderr, out.stderr

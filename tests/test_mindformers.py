@@ -20,7 +20,7 @@ from train_helpers import train  # noqa: E402
 def test_yaml_entry_builds_the_monitor_and_mf_outputs_are_read(tmp_path):
     import yaml
 
-    assert training_monitor.callbacks.register_mindformers()
+    assert callbacks.register_mindformers()
     cfg = yaml.safe_load(f"""
 callbacks:
   - type: TrainingMonitor
@@ -85,7 +85,7 @@ def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
 
     from training_monitor.callbacks import ScaledLearningRate
 
-    assert training_monitor.callbacks.register_mindformers()
+    assert callbacks.register_mindformers()
     cfg = yaml.safe_load("""
 lr_schedule:
   type: ScaledLearningRate
