@@ -47,7 +47,7 @@ def main():
             times[name].append(time.perf_counter() - start)
     base = statistics.median(times["read, plain open"])
     print(f"{args.file}: {os.path.getsize(args.file) / 1e6:.0f} MB, median of {args.rounds} rounds")
-    print(f"| what | median s | vs plain read |\n|---|---|---|")
+    print("| what | median s | vs plain read |\n|---|---|---|")
     for name, ts in times.items():
         print(f"| {name} | {statistics.median(ts):.3f} | {statistics.median(ts) / base:.2f}x |")
 

@@ -407,8 +407,7 @@ class TrainingMonitor(Callback):
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
         saved = self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
-        saved = saved or any(after == 0 and mc.latest_ckpt_file_name not in (None, seen)
-                             for mc, after, seen in self._ckpt_watch)
+        saved = saved or any(self._new_files(0))  # ledgered after this step's record
         epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
         self._slow, self._epoch = None, cb.cur_epoch_num
@@ -470,14 +469,20 @@ class TrainingMonitor(Callback):
         record is logged for lag 1, after it for lag 0, and at the end of training for all. True when there
         was one."""
         saved = False
+        for i, mc, after, name in list(self._new_files(lag)):
+            self._ckpt_watch[i] = (mc, after, name)
+            self.ledger.add(step, name, batches, self._trajectory())
+            self._follow_retention()
+            saved = True
+        return saved
+
+    def _new_files(self, lag: int | None):
+        """``(index, callback, lag, file)`` of each watched ModelCheckpoint of ``lag`` (None: all) whose latest
+        file is not ledgered yet."""
         for i, (mc, after, seen) in enumerate(self._ckpt_watch):
             name = mc.latest_ckpt_file_name
             if lag in (None, after) and name and name != seen:
-                self._ckpt_watch[i] = (mc, after, name)
-                self.ledger.add(step, name, batches, self._trajectory())
-                self._follow_retention()
-                saved = True
-        return saved
+                yield i, mc, after, name
 
     def _follow_retention(self) -> None:
         """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned

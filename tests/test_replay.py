@@ -12,7 +12,6 @@ import pytest
 
 from training_monitor.replay import ReplayError, replay_file, replay_paths
 from training_monitor.replay.runner import PARSERS, ReplayOptions
-from training_monitor.rules import Rules
 
 DATA = Path(__file__).parent / "data"
 

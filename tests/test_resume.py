@@ -19,7 +19,6 @@ from training_monitor.engine import Engine
 from training_monitor.ledger import file_checksum
 from training_monitor.recordlog import FIELDS
 from training_monitor.replay import replay_file
-from training_monitor.replay.csvlog import Parser
 from train_helpers import AtStep, train
 
 JOB = Path(__file__).parent / "jobs" / "crash_resume.py"
