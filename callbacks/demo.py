@@ -22,7 +22,7 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback, Model
 
-from training_monitor.faults import Fault
+from training_monitor.demo.faults import Fault
 
 from .cpu import LossScaleTrainStep, mindformers_train_step
 from .lr import ScaledLearningRate
