@@ -182,7 +182,7 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     from services import http_json, start_prometheus, wait_until
 
     from training_monitor.events import Event
-    from training_monitor.files import write_file_sd_target
+    from training_monitor.file_sd import write_file_sd_target
     from training_monitor.metrics import Metrics
 
     base = "https://runbooks.example/training-monitor/runbooks"
