@@ -15,9 +15,9 @@ import click
 from .config import MonitorConfig
 from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
-from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
 from .replay.sources import shown
+from .replay.summary import as_dict, as_text
 from .rules import Rules, RulesError
 
 COMMANDS = "training_monitor.commands"  # entry point group of more commands, e.g. `monitor demo`

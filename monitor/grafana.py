@@ -26,12 +26,14 @@ def _safe_url(url: str) -> str:
 
 def _reason(exc: BaseException) -> str:
     """A short reason for a connection failure: the text of the innermost error of the chain."""
-    seen, e, last = set(), exc, exc
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    last = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         last = e
-        e = e.__cause__ or e.__context__ or getattr(e, "reason", None)
-        e = e if isinstance(e, BaseException) else None
+        cause = e.__cause__ or e.__context__ or getattr(e, "reason", None)
+        e = cause if isinstance(cause, BaseException) else None
     text = getattr(last, "strerror", None) or str(last) or type(last).__name__
     return text.splitlines()[0][:200]
 
@@ -111,7 +113,7 @@ def push(url: str, token: str, folder: str | None = None, overwrite: bool = Fals
             created = found[0] if found else call(f"create folder {folder!r}", api.folder.create_folder, folder)
             folder_uid = created["uid"]
         answers = []
-        for name, make in DASHBOARDS.items():
+        for make in DASHBOARDS.values():
             dash = make(runbook_base=runbook_base)
             body = {"dashboard": dash, "overwrite": overwrite, "message": "monitor dashboards push"}
             if folder_uid is not None:

@@ -6,7 +6,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .detectors import median
 

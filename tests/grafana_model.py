@@ -57,7 +57,7 @@ def _diff(original, again, path: str) -> list[str]:
         out += [f"{path}/{k}: added by the model ({again[k]!r})" for k in again if k not in original]
         return out + [p for k in original if k in again for p in _diff(original[k], again[k], f"{path}/{k}")]
     if isinstance(original, list) and isinstance(again, list) and len(original) == len(again):
-        return [p for i, (a, b) in enumerate(zip(original, again)) for p in _diff(a, b, f"{path}/{i}")]
+        return [p for i, (a, b) in enumerate(zip(original, again, strict=True)) for p in _diff(a, b, f"{path}/{i}")]
     return [] if original == again else [f"{path}: {original!r} became {again!r}"]
 
 
@@ -81,8 +81,9 @@ def _check(value, hint, path: str) -> list[str]:
         results = [_check(value, a, path) for a in args]
         if any(r == [] for r in results):
             return []
-        same = [r for a, r in zip(args, results) if isinstance(a, type) and _is_model(a) and isinstance(value, a)]
-        real = same or [r for a, r in zip(args, results) if a is not type(None)]
+        same = [r for a, r in zip(args, results, strict=True)
+                if isinstance(a, type) and _is_model(a) and isinstance(value, a)]
+        real = same or [r for a, r in zip(args, results, strict=True) if a is not type(None)]
         return real[0] if len(real) == 1 else wrong
     if origin is typing.Literal:
         return [] if value in args else wrong

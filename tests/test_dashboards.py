@@ -13,10 +13,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from grafana_model import model_problems
 from training_monitor import dashboards as dashmod
 from training_monitor.cli import main
 from training_monitor.dashboards import DASHBOARDS, PANELS, expressions
-from grafana_model import model_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 # what Grafana puts in place of the variables when it sends a query ("All" is ".*" for run and rank)

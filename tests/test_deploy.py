@@ -180,7 +180,6 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     the series keep their own run/rank labels, and one engine event becomes a firing TrainingAnomaly whose
     runbook_url is built from the external label (promtool's unit tests cannot set external labels)."""
     from services import http_json, start_prometheus, wait_until
-
     from training_monitor.events import Event
     from training_monitor.file_sd import write_file_sd_target
     from training_monitor.metrics import Metrics
