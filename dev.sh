@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's two entry points, each doing all set-up first on a fresh Debian machine with Python 3.11:
+# The project's entry points, each doing all set-up first on a fresh Debian machine with Python 3.11:
 #   ./dev.sh demo [monitor demo options]   train a small LM on CPU with real MindSpore, monitored
-#   ./dev.sh test [pytest options]         run the whole test suite
+#   ./dev.sh test [pytest options]         run the whole test suite (-m "not slow": the fast lane)
+#   ./dev.sh lint                          ruff and mypy, configured in pyproject.toml
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3.11}
@@ -53,7 +54,13 @@ case "$cmd" in
     { command -v amtool && command -v prometheus-alertmanager; } >/dev/null || apt_install prometheus-alertmanager
     command -v chromium >/dev/null || apt_install chromium
     exec .venv/bin/pytest "$@" ;;  # not python -m: the repository root is not on sys.path (imports as installed)
+  lint)
+    setup_venv
+    status=0
+    .venv/bin/ruff check . || status=1
+    .venv/bin/mypy || status=1
+    exit $status ;;
   *)
-    echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options]" >&2
+    echo "usage: ./dev.sh demo [options] | ./dev.sh test [pytest options] | ./dev.sh lint" >&2
     exit 2 ;;
 esac

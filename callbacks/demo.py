@@ -16,13 +16,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback, Model
 
-from training_monitor.faults import Fault
+from training_monitor.demo.faults import Fault
 
 from .cpu import LossScaleTrainStep, mindformers_train_step
 from .lr import ScaledLearningRate
@@ -85,7 +86,7 @@ def _fresh_output_dir(out: Path) -> Path:
     return out
 
 
-def run_demo(steps: int = 300, faults: list[Fault] = (), port: int | None = 9400, data: str | None = None,
+def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 9400, data: str | None = None,
              output_dir: str = "demo_output", use_mindformers: bool | None = None, seed: int = 0,
              checkpoint_every: int = 25, alerts: str | None = None) -> dict:
     """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object). ``alerts``: a

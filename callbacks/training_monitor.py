@@ -16,7 +16,7 @@ from training_monitor.alerts import Alert, AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.events import Event, EventLog
-from training_monitor.files import write_file_sd_target
+from training_monitor.file_sd import write_file_sd_target
 from training_monitor.hardware import peak_flops
 from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
 from training_monitor.log import logger

@@ -1,109 +1,59 @@
-"""The ``monitor`` command: ``monitor demo`` and ``monitor replay``."""
+"""The ``monitor`` command: ``monitor replay``, ``dashboards``, ``relay``, and the commands of installed
+plug-ins (``monitor demo``: :mod:`training_monitor.demo`)."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 from datetime import datetime
 from importlib import import_module
+from importlib.metadata import entry_points
+from typing import NoReturn
 
 import click
 
 from .config import MonitorConfig
-from .faults import Fault
 from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
-from .replay.summary import as_dict, as_text
 from .replay.runner import PARSERS
 from .replay.sources import shown
+from .replay.summary import as_dict, as_text
 from .rules import Rules, RulesError
 
+COMMANDS = "training_monitor.commands"  # entry point group of more commands, e.g. `monitor demo`
 PLOT_RANKS = 16  # ranks plotted in the --html report, all logs together (the others are in its tables)
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
+    """``monitor: error: MESSAGE`` on stderr, and exit with status 2."""
     click.echo(f"monitor: error: {message}", err=True)
     sys.exit(2)
 
 
-@click.group()
+class _Commands(click.Group):
+    """The commands defined here and those that installed packages declare in the entry point group
+    :data:`COMMANDS` (each a click command, imported when it is run or listed by ``--help``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *entry_points(group=COMMANDS).names})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if (command := super().get_command(ctx, name)) is not None or name not in entry_points(group=COMMANDS).names:
+            return command
+        point = entry_points(group=COMMANDS)[name]
+        try:
+            return point.load()
+        except ImportError as exc:
+            fail(f"cannot load the command {name!r} ({point.value}): {exc}")
+
+
+@click.group(cls=_Commands)
 @click.option("--log-level", default="INFO", show_default=True, help="Level of messages on stderr.",
               type=click.Choice(["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"],
                                 case_sensitive=False))
 def main(log_level: str) -> None:
     """Training observability and stability monitor for MindSpore / MindFormers."""
     to_stderr(log_level.upper())
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr():
-    """Send everything written to file descriptor 1 (Python or C code) to stderr meanwhile."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _parse_fault(ctx, param, values):
-    try:
-        return [Fault.parse(v) for v in values]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-@main.command()
-@click.option("--steps", default=300, show_default=True, type=click.IntRange(min=1), help="Training steps.")
-@click.option("--inject", "faults", multiple=True, callback=_parse_fault, metavar="KIND@STEP",
-              help="Inject a fault: nan@STEP (poisoned batch) or spike@STEP (learning-rate surge). Repeatable.")
-@click.option("--port", default=9400, show_default=True, type=click.IntRange(0, 65535),
-              help="Port for /metrics (0: any free port).")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), help="Text file to train on "
-              "(default: the Python documentation text shipped with CPython).")
-@click.option("--output-dir", default="demo_output", show_default=True, help="Event log, ledger, checkpoints.")
-@click.option("--mindformers/--no-mindformers", "use_mf", default=None,
-              help="Train through MindFormers' MFTrainOneStepCell (default: when mindformers is installed).")
-@click.option("--alerts", "alerts_path", type=click.Path(exists=True, dir_okay=False),
-              help="YAML file with alert settings (sinks): the demo's events are sent there too.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome on stdout.")
-def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
-    """Train a small decoder-only LM on CPU with real MindSpore, monitored, and show detection -> rollback."""
-    late = [f"{f.kind}@{f.step}" for f in faults if f.step > steps]
-    if late:
-        raise click.BadParameter(f"{', '.join(late)} is past the last step ({steps})", param_hint="--inject")
-    try:
-        from training_monitor.callbacks.demo import run_demo
-    except ImportError as exc:
-        _fail(f"the demo needs MindSpore: pip install '.[mindspore]' ({exc})")
-    try:
-        with _stdout_to_stderr():  # MindFormers logs to stdout: keep stdout for the result
-            summary = run_demo(steps=steps, faults=faults, port=port, data=data, output_dir=output_dir,
-                               use_mindformers=use_mf, alerts=alerts_path)
-    except (ValueError, OSError) as exc:
-        _fail(str(exc))
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        click.echo(f"trained {summary['trainer_steps']} steps through {summary['step_cell']}; "
-                   f"final step {summary['steps']}, final loss {summary['final_loss']:.4f}")
-        for e in summary["anomalies"]:
-            value = e["value"] if isinstance(e["value"], str) else f"{e['value']:.4g}"
-            click.echo(f"  anomaly  {e['rule']:<16} step {e['step']:>5} (onset {e['onset_step']}) "
-                       f"value {value}  -> {', '.join(e['actions'])}")
-        for r in summary["rollbacks"]:
-            click.echo(f"  rollback step {r['at_step']} -> healthy checkpoint at step {r['to_step']}, "
-                       f"LR x{r['lr_scale']} (now x{r['lr_multiplier']:g} of the schedule)")
-        click.echo(f"event log: {summary['event_log']}")
-        if summary["mindformers_log"]:
-            click.echo(f"MindFormers log: {summary['mindformers_log']}  "
-                       f"(try: .venv/bin/monitor replay {summary['mindformers_log']})")
-    if summary["stop_reason"]:
-        _fail(summary["stop_reason"])
 
 
 def _start_time(ctx, param, value):
@@ -164,7 +114,7 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
         try:
             import_module("plotly")
         except ImportError:
-            _fail("--html needs plotly: pip install 'training-monitor[replay]'")
+            fail("--html needs plotly: pip install 'training-monitor[replay]'")
     writer = None
     try:
         rules = Rules.load(rules_path)
@@ -188,9 +138,9 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
                                                    "max rollbacks": max_rollbacks, "margin": rollback_margin})
             click.echo(f"wrote {html_path}: {size} bytes", err=True)
     except (ReplayError, RulesError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename or html_path or om_path}: cannot write: {exc.strerror or exc}")
+        fail(f"{exc.filename or html_path or om_path}: cannot write: {exc.strerror or exc}")
     finally:
         if writer is not None:
             writer.discard()
@@ -241,12 +191,12 @@ def dashboards_push(url, folder, overwrite, runbook_base, timeout):
 
     token = os.environ.get("GRAFANA_TOKEN", "")
     if not token.strip():
-        _fail("set GRAFANA_TOKEN to a Grafana service-account token (Editor role) to push dashboards")
+        fail("set GRAFANA_TOKEN to a Grafana service-account token (Editor role) to push dashboards")
     try:
         answers = push(url, token.strip(), folder=folder, overwrite=overwrite, runbook_base=runbook_base,
                        timeout=timeout)
     except PushError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for a in answers:
         click.echo(f"{a['title']}: {a['url']} (version {a['version']})")
 
@@ -273,17 +223,17 @@ def relay(config_path, host, port, allow_unauthenticated):
     try:
         config, problems = AlertsConfig.load(config_path)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for problem in problems:
         logger.error(problem)
     if not config.sinks:
-        _fail(f"{config_path}: no usable alert sink")
+        fail(f"{config_path}: no usable alert sink")
     try:
         server = Relay(config, host, port, allow_unauthenticated=allow_unauthenticated)
     except RelayError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logger.info("relay on http://{}:{}/alerts -> {} ({})", host, server.port, ", ".join(server.sender.sinks),
                 "credentials required" if server.auth.required else "no credentials required")

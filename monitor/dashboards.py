@@ -16,7 +16,7 @@ panel shared by two dashboards is the same definition. Targets the Grafana dashb
 ``monitor dashboards push`` uploads them with grafana-client (:mod:`training_monitor.grafana`). The tests check that
 the committed files match, that every PromQL expression passes ``promtool``, and that each dashboard
 decodes into the SDK's 11.6 model classes with nothing lost or of the wrong type
-(:func:`training_monitor.grafana.model_problems`).
+(``model_problems`` in ``tests/grafana_model.py``).
 """
 from __future__ import annotations
 

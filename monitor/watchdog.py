@@ -6,7 +6,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .detectors import median
 
@@ -27,21 +27,28 @@ class Watchdog:
     makes the first steps minutes long), then ``max(min_seconds, factor x median of the last 50 step
     times)``, learned from the run itself. ``beat`` is the only call on the training thread: a few
     assignments. The thread is a daemon and never stops the run itself.
+
+    The thread looks (:meth:`check`) every ``interval`` seconds. ``clock()`` gives the time in seconds
+    (default :func:`time.monotonic`); ``wait(seconds)`` passes the time between looks and returns True
+    when the thread should end (default: a wait that :meth:`stop` cuts short).
     """
 
     def __init__(self, on_stall: Callable[[float, int, float, str], None], factor: float = 10.0,
                  min_seconds: float = 60.0, startup_seconds: float = 1800.0, startup_steps: int = 3,
-                 interval: float = 1.0):
+                 interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 wait: Callable[[float], bool] | None = None):
         self.on_stall, self.factor, self.min_seconds = on_stall, factor, min_seconds
         self.startup_seconds, self.startup_steps, self.interval = startup_seconds, startup_steps, interval
+        self.clock = clock
         self.step, self.count, self.fired = 0, 0, False
-        self.last = time.monotonic()
+        self.last = clock()
         self.times: deque[float] = deque(maxlen=50)
         self._stop = threading.Event()
+        self.wait = wait or self._stop.wait
         self._thread = threading.Thread(target=self._run, name="monitor-watchdog", daemon=True)
 
-    def start(self) -> "Watchdog":
-        self.last = time.monotonic()
+    def start(self) -> Watchdog:
+        self.last = self.clock()
         self._thread.start()
         return self
 
@@ -50,7 +57,7 @@ class Watchdog:
 
     def beat(self, step: int, step_time: float | None) -> None:
         """A step finished (training thread)."""
-        self.last = time.monotonic()
+        self.last = self.clock()
         self.step, self.fired = step, False
         self.count += 1
         if step_time:
@@ -62,9 +69,14 @@ class Watchdog:
             return self.startup_seconds
         return max(self.min_seconds, self.factor * median(sorted(self.times)))
 
+    def check(self) -> None:
+        """One look: call ``on_stall`` when the time since the last finished step is over the allowance,
+        once per stall (the next :meth:`beat` re-arms it)."""
+        idle, allowed = self.clock() - self.last, self.allowance()
+        if not self.fired and idle > allowed:
+            self.fired = True
+            self.on_stall(idle, self.step, allowed, thread_stacks())
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            idle, allowed = time.monotonic() - self.last, self.allowance()
-            if not self.fired and idle > allowed:
-                self.fired = True
-                self.on_stall(idle, self.step, allowed, thread_stacks())
+        while not self.wait(self.interval) and not self._stop.is_set():
+            self.check()

@@ -1,9 +1,14 @@
-"""Shared helpers: tiny real MindSpore training runs on CPU, loguru capture, and a check that no log a test
-writes holds a secret it configured."""
+"""Shared helpers: loguru capture, a check that no log a test writes holds a secret it configured, the tools of
+the Debian packages the tests use, and the ``services`` marker of the tests that use them. The markers
+(``slow``, ``services``, ``mindspore``) are declared in pyproject.toml."""
+import ast
+import itertools
 import os
+import re
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression  # pytest's own reading of -m
 from loguru import logger
 
 import services
@@ -15,6 +20,43 @@ try:  # MindSpore's generated protobuf modules fail to load after TensorBoard's 
     import mindspore  # noqa: F401  created directly"); loading MindSpore first, as training programs do, works
 except ImportError:
     pass
+
+
+def _module_marks(path: Path) -> set[str]:
+    """The markers of a test module's ``pytestmark = pytest.mark.X`` or ``[pytest.mark.X, ...]``, read from
+    its source (without importing it)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+            return {v.attr for v in values if isinstance(v, ast.Attribute)}
+    return set()
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    """A test module whose module-level markers alone make ``-m`` leave out every test in it is not imported
+    (several import MindSpore and MindFormers, seconds each: most of the fast lane's time otherwise). Exact
+    for any expression: it is false for every value of the other names in it."""
+    expression = config.getoption("markexpr")
+    if not expression or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = _module_marks(collection_path)
+    if not marks:
+        return None
+    other = sorted(set(re.findall(r"[\w.]+", expression)) - {"and", "or", "not"} - marks)
+    compiled = Expression.compile(expression)
+    for values in itertools.product((False, True), repeat=len(other)):
+        chosen = marks | {name for name, on in zip(other, values, strict=True) if on}
+        if compiled.evaluate(lambda name, chosen=chosen, **_: name in chosen):
+            return None
+    return True
+
+
+def pytest_collection_modifyitems(items):
+    """A test that uses Prometheus' or Alertmanager's tool (fixtures ``promtool``, ``amtool``) needs those
+    packages: it gets the ``services`` marker, as the tests that start the servers have by hand."""
+    for item in items:
+        if {"promtool", "amtool"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
 
 
 @pytest.fixture

@@ -150,6 +150,7 @@ def test_healthz_says_down_when_a_sender_thread_is_dead(receiver):
         relay.close(0)
 
 
+@pytest.mark.slow
 def test_healthz_says_down_while_a_sender_is_stuck_on_a_trickling_endpoint(receiver):
     """An endpoint that answers one byte every 0.3 s never trips the client's 0.5 s read timeout: after 3
     timeouts + 5 s on that post the sender is stuck, /healthz says so, and it is ok again once the post ends."""
@@ -220,6 +221,7 @@ def test_the_relay_wants_credentials_and_healthz_tells_strangers_nothing(receive
         Auth.from_env({"MONITOR_RELAY_TOKEN": "short"})
 
 
+@pytest.mark.slow
 def test_the_relay_cli_refuses_an_open_address_without_credentials(tmp_path):
     (tmp_path / "relay.yaml").write_text("alerts:\n  sinks: [{type: slack, url: 'http://127.0.0.1:9/x'}]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_RELAY_")}
@@ -342,6 +344,7 @@ def hold(port: int, n: int, partial: bytes) -> list[socket.socket]:
     return socks
 
 
+@pytest.mark.slow
 def test_held_connections_cost_no_thread_and_idle_ones_are_closed(receiver):
     """600 held connections (half idle, half with a request that never ends) to the relay and to /metrics:
     no thread is added (waitress serves connections from one loop thread, requests from a fixed pool), RSS
@@ -407,6 +410,7 @@ def test_settings_from_a_file_are_checked_and_a_scrape_of_a_valid_run_answers(tm
         m.close()
 
 
+@pytest.mark.slow
 def test_a_logged_traceback_shows_no_variable_values(tmp_path):
     """loguru's variable-dumping traceback printed a sink's repr with a webhook token; the product's
     handlers (and those added after it first logs) show the frames without values."""
@@ -441,6 +445,7 @@ def records(path, steps, start=0):
             f.write(json.dumps({"step": i, "loss": 3.0 - i * 0.001}) + "\n")
 
 
+@pytest.mark.slow
 def test_an_over_long_line_is_cut_and_memory_stays_bounded(tmp_path):
     small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
     records(small, 60)
@@ -477,6 +482,7 @@ def test_the_bounded_stream_cuts_each_line_at_the_limit_and_keeps_the_rest(tmp_p
         assert [len(line) for line in f] == [min(n, MAX_LINE) + 1 for n in lengths] + [MAX_LINE]
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_line_ends_the_file_with_an_error_naming_it(tmp_path):
     small, bomb = tmp_path / "small.jsonl", tmp_path / "bomb.jsonl.gz"
     records(small, 30)
@@ -492,6 +498,7 @@ def test_a_gzip_bomb_line_ends_the_file_with_an_error_naming_it(tmp_path):
     assert peak - base_peak < 8 * MAX_LINE + 16 * MiB, (peak, base_peak)
 
 
+@pytest.mark.slow
 def test_too_many_distinct_ranks_is_an_error_naming_the_file(tmp_path):
     log = tmp_path / "ranks.csv"  # a rank column
     log.write_text("step,loss,rank\n" + "".join(f"{1 + i // 1000},2.0,{i}\n" for i in range(20_000)))
@@ -506,6 +513,7 @@ def test_too_many_distinct_ranks_is_an_error_naming_the_file(tmp_path):
 
 
 # 10. special files, symlinks, file names, --html of an event log -------------------------------------------
+@pytest.mark.slow
 def test_special_files_symlinks_and_names_are_reported_per_file(tmp_path):
     os.mkfifo(tmp_path / "pipe.log")
     out, _ = replay_child(tmp_path / "pipe.log")  # no writer: read as empty, not a hang
@@ -530,6 +538,7 @@ def test_special_files_symlinks_and_names_are_reported_per_file(tmp_path):
     assert not [line for line in text.splitlines() if line.startswith("FORGED")]
 
 
+@pytest.mark.slow
 def test_unreadable_folders_and_files_are_named_as_such():
     """As an unprivileged user (root reads everything): an unreadable folder named on the command line is
     "cannot read this folder", not "no log files"; below a folder, an unreadable subfolder is a warning and
@@ -564,6 +573,7 @@ def test_unreadable_folders_and_files_are_named_as_such():
         shutil.rmtree(top)
 
 
+@pytest.mark.slow
 def test_html_of_an_event_log_works(tmp_path):
     import math
 

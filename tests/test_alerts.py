@@ -86,6 +86,7 @@ def test_rate_limit_groups_into_a_digest_instead_of_dropping(receiver):
     assert "4 training alerts on r1" in digest and all(f"{r} happened -> {r} handled" in digest for r in rules)
 
 
+@pytest.mark.slow
 def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once(receiver, log_lines):
     receiver.fail["/feishu"] = 2
     s = sender(receiver, {"name": "f", "type": "feishu", "url": f"{receiver.url}/feishu/hook",
@@ -99,6 +100,7 @@ def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once
     assert logs.count("is down (HTTP 500)") == 1 and logs.count("is back") == 1
 
 
+@pytest.mark.slow
 def test_hung_sink_keeps_what_fits_and_counts_what_is_dropped(receiver):
     receiver.hang["/webhook"] = 3.0
     s = sender(receiver, {"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in", "timeout_s": 0.5},
@@ -116,6 +118,8 @@ def test_hung_sink_keeps_what_fits_and_counts_what_is_dropped(receiver):
     assert st["sent"] == 6 and st["dropped"] == 6 and st["retries"] >= 1
 
 
+@pytest.mark.slow
+@pytest.mark.services
 def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
     proc, url = start_alertmanager(str(tmp_path), {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]})
     try:

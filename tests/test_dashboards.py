@@ -13,10 +13,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from grafana_model import model_problems
 from training_monitor import dashboards as dashmod
 from training_monitor.cli import main
 from training_monitor.dashboards import DASHBOARDS, PANELS, expressions
-from training_monitor.grafana import model_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 # what Grafana puts in place of the variables when it sends a query ("All" is ".*" for run and rank)
@@ -45,6 +45,7 @@ def test_generate_writes_every_dashboard(tmp_path):
         assert (tmp_path / "out" / name).read_text() == (ROOT / "dashboards" / name).read_text()
 
 
+@pytest.mark.slow
 def test_every_expression_passes_promtool(tmp_path, promtool):
     exprs = [_promql(e) for build in DASHBOARDS.values() for e in expressions(build())]
     assert len(exprs) >= 45
@@ -57,6 +58,7 @@ def test_every_expression_passes_promtool(tmp_path, promtool):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_rank_expressions_compute_what_the_panels_say(tmp_path, promtool):
     """promtool evaluates the per-rank expressions on three ranks, rank 2 twice as slow as the others."""
     def series(metric, values):
@@ -195,7 +197,7 @@ class FakeGrafana(ThreadingHTTPServer):
         self.folders = {f["uid"]: dict(f) for f in folders}
         self.dashboards = {}
         super().__init__(("127.0.0.1", 0), _GrafanaHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()  # close() waits a poll
 
     @property
     def url(self):

@@ -33,12 +33,14 @@ def alerts(path: Path = PROM / "alerts.yml") -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------------------ the real tools
+@pytest.mark.slow
 def test_prometheus_config_passes_promtool(promtool):
     out = run(promtool, "check", "config", PROM / "prometheus.yml")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS: 1 rule files found" in out.stdout, out.stdout  # the rule file is loaded and checked
 
 
+@pytest.mark.slow
 def test_alert_rules_pass_promtool(promtool):
     out = run(promtool, "check", "rules", PROM / "alerts.yml")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -46,12 +48,14 @@ def test_alert_rules_pass_promtool(promtool):
     assert f"SUCCESS: {n} rules found" in out.stdout, out.stdout
 
 
+@pytest.mark.slow
 def test_alert_rule_unit_tests_pass(promtool):
     out = run(promtool, "test", "rules", PROM / "alerts_test.yml")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old, new", [
     # the straggler is judged against the median of the run's ranks, by a margin of 1.25
     ("quantile by (run) (0.5, run_rank", "avg by (run) (run_rank"),
@@ -77,6 +81,7 @@ def test_the_unit_tests_catch_a_broken_rule(promtool, tmp_path, old, new):
     assert out.returncode != 0, f"alerts_test.yml does not notice {old!r} -> {new!r}"
 
 
+@pytest.mark.slow
 def test_alertmanager_config_passes_amtool(amtool):
     path = AM / "alertmanager.yml"
     out = run(amtool, "check-config", path)
@@ -89,6 +94,7 @@ def test_alertmanager_config_passes_amtool(amtool):
         assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_amtool_rejects_a_broken_config(amtool, tmp_path):
     cfg = yaml.safe_load((AM / "alertmanager.yml").read_text())
     cfg["route"]["receiver"] = "nobody"
@@ -175,14 +181,15 @@ def test_every_alert_has_firing_and_quiet_unit_tests():
 
 
 # ------------------------------------------------------------------------------------------ a real Prometheus
+@pytest.mark.slow
+@pytest.mark.services
 def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     """prometheus.yml with a deployer's runbook_base, a real exporter found through its file_sd target:
     the series keep their own run/rank labels, and one engine event becomes a firing TrainingAnomaly whose
     runbook_url is built from the external label (promtool's unit tests cannot set external labels)."""
     from services import http_json, start_prometheus, wait_until
-
     from training_monitor.events import Event
-    from training_monitor.files import write_file_sd_target
+    from training_monitor.file_sd import write_file_sd_target
     from training_monitor.metrics import Metrics
 
     base = "https://runbooks.example/training-monitor/runbooks"

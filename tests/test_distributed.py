@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 JOB = Path(__file__).parent / "jobs" / "two_ranks.py"
 
 

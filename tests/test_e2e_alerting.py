@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from services import (Process, Receiver, free_port, http_json, secret, start_alertmanager, start_prometheus,
@@ -15,6 +16,8 @@ from services import (Process, Receiver, free_port, http_json, secret, start_ale
 
 from training_monitor.callbacks import TrainingMonitor
 from train_helpers import AtStep, train
+
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore, pytest.mark.services]
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRETS = {"feishu": "e2e-feishu-secret", "dingtalk": "e2e-dingtalk-secret"}

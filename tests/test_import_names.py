@@ -4,7 +4,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.mindspore
 def test_a_user_script_with_its_own_callbacks_and_monitor_modules_imports_the_product(tmp_path):
     (tmp_path / "callbacks.py").write_text("USER = 'callbacks'\n")
     (tmp_path / "monitor.py").write_text("USER = 'monitor'\n")
@@ -22,6 +27,7 @@ def test_a_user_script_with_its_own_callbacks_and_monitor_modules_imports_the_pr
     assert out.stdout.split() == ["TrainingMonitor", "ScaledLearningRate", "StepRecord"]
 
 
+@pytest.mark.mindspore
 def test_the_core_package_does_not_load_mindspore_until_an_adapter_is_asked_for():
     code = ("import sys, training_monitor; assert 'mindspore' not in sys.modules; "
             "training_monitor.Engine; assert 'mindspore' not in sys.modules")

@@ -36,6 +36,8 @@ def test_anomaly_quarantines_unproven_checkpoints_and_target_is_before_onset(tmp
     assert led.rollback_target(30).step == 10 and led.last_healthy_step == 10
 
 
+@pytest.mark.slow
+@pytest.mark.mindspore
 def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path):
     """MindFormers' own resume code (tools/resume_ckpt.py) reads the health_ckpts.json we write."""
     require("mindformers")
@@ -72,6 +74,8 @@ def test_mindformers_legacy_resume_skips_what_the_ledger_does_not_trust(tmp_path
         checkpoint_health_monitor(str(tmp_path), list(ckpts))
 
 
+@pytest.mark.slow
+@pytest.mark.mindspore
 def test_mindformers_iteration_layout_resume_picks_the_ledger_s_newest_healthy(tmp_path, monkeypatch):
     """MindFormers' get_healthy_checkpoint_path() picks the iteration our ledger marked healthy."""
     require("mindformers")

@@ -16,6 +16,8 @@ from training_monitor import callbacks  # noqa: E402
 from training_monitor.callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
 from train_helpers import train  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 
 def test_yaml_entry_builds_the_monitor_and_mf_outputs_are_read(tmp_path):
     import yaml

@@ -17,6 +17,8 @@ require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
 from training_monitor import callbacks  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 TESTS = Path(__file__).parent
 STEP_LINE = re.compile(r"step:\[\s*(\d+)/\s*\d+\], loss:\[\s*([^/]+)/.*?lr: ([0-9.e-]+)")
 

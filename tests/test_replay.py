@@ -21,6 +21,7 @@ def cli(*args, stdin=None):
                           timeout=120, input=stdin)
 
 
+@pytest.mark.slow
 def test_llama31_gradnorm_log_reports_both_steps_and_the_stop():
     out = cli("replay", "--json", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
@@ -53,11 +54,13 @@ def test_glm6b_sink_mode_calibration_overflows_are_not_a_storm():
     assert res.last.step == 124 and res.last.loss_scale == 16384.0 and res.last.overflow is False
 
 
+@pytest.mark.slow
 def test_text_summary_lists_anomalies():
     out = cli("replay", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0 and "grad_norm_spike" in out.stdout and "2 anomalies" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, content, expected", [
     ("nope.log", None, "no such file"),
     ("empty.log", b"", "empty file"),
@@ -74,6 +77,7 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(tmp_path, name, content
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
+@pytest.mark.slow
 def test_unknown_format_name_and_bad_rules_file(tmp_path):
     log = str(DATA / "mindformers_llama2_13b_normal_01.log")
     out = cli("replay", "--format", "tensorflow", log)
@@ -88,6 +92,7 @@ def test_unknown_format_name_and_bad_rules_file(tmp_path):
     assert "loss_spike.treshold: unknown setting (did you mean 'threshold'?" in out.stderr
 
 
+@pytest.mark.slow
 def test_gzip_input_and_truncated_gzip(tmp_path):
     src = (DATA / "mindformers_llama2_13b_normal_01.log").read_bytes()
     good = tmp_path / "log.gz"
@@ -99,6 +104,7 @@ def test_gzip_input_and_truncated_gzip(tmp_path):
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "truncated or corrupt" in out.stderr, out.stderr
 
 
+@pytest.mark.slow
 def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
     other = tmp_path / "notes.txt"
     other.write_text("just some text\n" * 5)
@@ -226,6 +232,7 @@ def test_interleaved_rank_lines_in_one_file(tmp_path):
     assert [(e.rule, e.step, e.rank) for e in res.events] == [("loss_spike", 35, 0)]
 
 
+@pytest.mark.slow
 def test_stdin_dash(tmp_path):
     out = cli("replay", "--json", "-", stdin=(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log").read_text())
     assert out.returncode == 0, out.stderr
@@ -302,6 +309,7 @@ def test_auto_detection_votes_and_format_forces(tmp_path):
     assert forced.format == "mindformers" and forced.records == 1
 
 
+@pytest.mark.slow
 def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     out = cli("replay", "--json", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"),
               str(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
@@ -316,6 +324,7 @@ def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     assert all(a["file"] for a in res["anomalies"])
 
 
+@pytest.mark.slow
 def test_text_summary_shows_format_counts_reasons_and_onsets():
     out = cli("replay", str(DATA / "megatron_lm_gpt2_345m_normal_01.log"),
               str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
@@ -327,12 +336,14 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
     assert any("onset       2" in line and "grad_norm_spike" in line for line in rest)
 
 
+@pytest.mark.slow
 def test_replay_never_imports_mindspore():
     code = "import sys, training_monitor.cli, training_monitor.replay.runner; assert 'mindspore' not in sys.modules, sorted(sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
     # the monitor's output folder holds three views of one run: the record log (every step the live engine
     # judged), the event log and the trainer's own log; the folder is replayed once, from the record logs

@@ -102,6 +102,7 @@ def backfill(tmp_path_factory):
     return tmp, om, json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_the_file_is_openmetrics_with_the_live_exporters_series(backfill, promtool):
     tmp, om, res = backfill
     types, helps, series = parse(om.read_text())
@@ -159,6 +160,8 @@ def test_times_are_the_logs_own_or_counted_from_the_start_time(backfill):
     assert created and all(v == pytest.approx(START) for p in created for _, v in p)
 
 
+@pytest.mark.slow
+@pytest.mark.services
 def test_promtool_backfills_it_and_prometheus_answers_the_logged_values(backfill, promtool):
     tmp, om, res = backfill
     data = tmp / "prom-data"
@@ -249,6 +252,7 @@ def test_spooling_gives_the_same_file_whatever_the_buffer(tmp_path):
     parse((tmp_path / "small.om").read_text())
 
 
+@pytest.mark.slow
 def test_a_failed_replay_leaves_no_file_and_no_spool(tmp_path):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello\n")

@@ -361,6 +361,7 @@ def test_mindformers_one_match_reading_of_the_1x_step_line_is_the_general_readin
         assert quick is None or repr(quick) == repr(want), line
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.from_regex(r"\A[+-]?([0-9]{1,25}\.?[0-9]{0,25}|\.[0-9]{1,25})([eE][+-]?[0-9]{1,4})?\Z"))
 def test_the_fast_path_reads_every_decimal_as_python_does(text):

@@ -7,6 +7,7 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from training_monitor.record import StepRecord
 from training_monitor.replay import PARSERS, ReplayError, replay_file
 from training_monitor.replay.base import Report
 from training_monitor.rules import Rules
+
+pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).parent / "data"
 EXTRA = [

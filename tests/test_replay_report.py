@@ -35,6 +35,8 @@ def short_history(tmp_path) -> Path:
 
 # --- would-be rollbacks -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.mindspore
 def test_would_be_rollbacks_are_the_live_runs_rollbacks(tmp_path):
     """A real MindSpore run rolls back twice and then stops (rollback budget); replaying its record log with
     the same checkpoint settings gives the same rollbacks (at step, to step) and the same stop."""
@@ -71,6 +73,7 @@ def test_would_be_rollbacks_are_the_live_runs_rollbacks(tmp_path):
     assert "before step 45 (checkpoint interval not given)" in cli("replay", records).stdout
 
 
+@pytest.mark.slow
 def test_a_logged_spike_is_one_would_be_rollback_and_json_keeps_its_old_keys(tmp_path):
     rules = short_history(tmp_path)
     out = cli("replay", "--json", "--rules", rules, "--checkpoint-every", 10, "--healthy-after", 10, SPIKE)
@@ -107,6 +110,7 @@ def test_the_would_be_ledger_stays_bounded_on_a_long_run():
 
 # --- step time / TPS / MFU ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_step_time_quantiles_of_a_megatron_log():
     from training_monitor.replay import text
 
@@ -125,6 +129,7 @@ def test_step_time_quantiles_of_a_megatron_log():
     assert "step time  median 0.2909 s  p5 0.2853  p95 0.4368  (13 records)" in summary
 
 
+@pytest.mark.slow
 def test_tps_and_mfu_quantiles_from_a_record_log(tmp_path):
     csv = tmp_path / "records_rank0.csv"
     rows = ["step,loss,step_time_s,tokens,mfu"] + [
@@ -161,6 +166,7 @@ def test_the_plot_downsample_is_bounded_and_keeps_a_one_step_spike():
     assert (654_321, 9.0) in zip(xs, ys) and (123_457, -3.0) in zip(xs, ys)
 
 
+@pytest.mark.slow
 def test_progress_bar_on_stderr_only_when_asked_or_on_a_terminal(tmp_path):
     log = DATA / "mindformers_llama2_13b_normal_01.log"
     shown = cli("replay", "--json", "--progress", log)
@@ -209,6 +215,8 @@ def render(path: Path, wait_s: float = 20) -> tuple[list, list]:
             browser.close()
 
 
+@pytest.mark.slow
+@pytest.mark.services
 def test_html_report_renders_offline_with_plots_anomalies_and_rollbacks(tmp_path):
     report = tmp_path / "report.html"
     out = cli("replay", "--rules", short_history(tmp_path), "--checkpoint-every", 10, "--healthy-after", 10,
@@ -234,6 +242,8 @@ def test_html_report_renders_offline_with_plots_anomalies_and_rollbacks(tmp_path
     assert "Anomalies: 3" in page and "would roll back at step 29050 to the checkpoint at step 29030" in page
 
 
+@pytest.mark.slow
+@pytest.mark.services
 def test_the_render_check_fails_when_the_plots_or_marks_are_missing(tmp_path):
     """The browser check is not vacuous: a report whose plotly.js is cut out draws nothing, and one without
     anomalies has no marks."""
@@ -253,6 +263,7 @@ def test_the_render_check_fails_when_the_plots_or_marks_are_missing(tmp_path):
     assert plot["lines"] >= 4 and plot["marks"] == []
 
 
+@pytest.mark.slow
 def test_html_report_size_does_not_grow_with_the_log(tmp_path):
     """20x more steps, the same page size: the plots hold the bounded downsample, never every point."""
     def log(n):

@@ -21,6 +21,8 @@ from training_monitor.recordlog import FIELDS
 from training_monitor.replay import replay_file
 from train_helpers import AtStep, train
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 JOB = Path(__file__).parent / "jobs" / "crash_resume.py"
 RANKS_JOB = Path(__file__).parent / "jobs" / "resume_ranks.py"
 ROOT = Path(__file__).parent.parent

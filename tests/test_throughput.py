@@ -5,6 +5,7 @@ import csv
 import time
 
 import mindspore as ms
+import pytest
 from mindspore import nn
 from mindspore.train import Callback, Model
 
@@ -12,6 +13,8 @@ from training_monitor.callbacks import TrainingMonitor
 from training_monitor.callbacks.tinylm import make_dataset
 from training_monitor.replay import replay_file
 from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
+
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
 STEPS = 320
 PIPELINE_S = 0.04  # the data pipeline's time per batch: the run's bottleneck, so its speed is the run's

@@ -19,6 +19,8 @@ from training_monitor.replay import replay_file
 from training_monitor.callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 
 def snapshot(net):
     return {p.name: p.asnumpy().copy() for p in net.trainable_params()}

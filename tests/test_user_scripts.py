@@ -16,6 +16,8 @@ from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, train
 
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

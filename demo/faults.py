@@ -14,7 +14,7 @@ class Fault:
     step: int
 
     @classmethod
-    def parse(cls, spec: str) -> "Fault":
+    def parse(cls, spec: str) -> Fault:
         """``"nan@150"`` -> ``Fault("nan", 150)``. Raises ValueError with the accepted forms."""
         kind, sep, step = spec.partition("@")
         if not sep or kind not in KINDS or not step.isdigit() or int(step) < 1:
