@@ -268,3 +268,19 @@ def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():
                 "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 512.0\n",
                 "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 256.0\n"])
     assert [(r.step, r.overflow, r.loss_scale) for r in out] == [(1, None, None), (2, True, 512.0), (3, True, 256.0)]
+
+
+def test_a_record_names_its_rank_in_jsonl_as_in_a_csv_column_or_a_torchrun_prefix(tmp_path):
+    # one log of two ranks, interleaved; rank 1's loss is NaN at step 25: three spellings of the same run
+    from test_replay_formats import losses, write
+
+    runs = {0: losses(30), 1: losses(30, nan_at=25)}
+    order = [(r, s) for s in range(1, 31) for r in (0, 1)]
+    shown = {r: {s: "NaN" if math.isnan(v) else v for s, v in run.items()} for r, run in runs.items()}
+    jsonl = "".join(f'{{"step": {s}, "loss": {shown[r][s]}, "rank": {r}}}\n' for r, s in order)
+    csv = "step,loss,rank\n" + "".join(f"{s},{shown[r][s]},{r}\n" for r, s in order)
+    tee = "".join(f"[default{r}]:step: {s}, loss: {shown[r][s]}\n" for r, s in order)
+    for name, body in (("all.jsonl", jsonl), ("all.csv", csv), ("tee.log", tee)):
+        res = replay_file(write(tmp_path, name, body))
+        assert res.ranks == {0, 1} and res.records == 60, name
+        assert [(e.rule, e.step, e.rank) for e in res.events] == [("nan_inf", 25, 1)], name

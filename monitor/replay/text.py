@@ -383,6 +383,7 @@ class Parser(base.Parser):
         fields = self._fields(values, self.last.step)
         if not fields:
             return NO_STEP
+        fields.pop("rank", None)  # a line completing a record does not move it to another rank
         for key, value in fields.items():
             if value is not None:
                 setattr(self.last, key, value)
@@ -415,6 +416,9 @@ class Parser(base.Parser):
             elif key == "tokens":
                 v = int(v) if 0 <= v < math.inf else None
             out[key] = v
+        rank = values.get("rank", (None,))[0]
+        if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
+            out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
         if "tps" in values and not isinstance(values["tps"][0], bool):
             time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
                            self.last.step == step else None)
@@ -436,7 +440,10 @@ class Parser(base.Parser):
         if derived.__class__ is Report:
             return derived
         fields, steps = derived
+        rank = fields.pop("rank", None)
         rec = self.record(step, steps=steps, **fields)
+        if rank is not None:
+            rec.rank = rank
         if self.taken_over and last is not None and (self.guessed or last.step == step):
             rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
