@@ -284,3 +284,19 @@ def test_a_record_names_its_rank_in_jsonl_as_in_a_csv_column_or_a_torchrun_prefi
         res = replay_file(write(tmp_path, name, body))
         assert res.ranks == {0, 1} and res.records == 60, name
         assert [(e.rule, e.step, e.rank) for e in res.events] == [("nan_inf", 25, 1)], name
+
+
+def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_line():
+    # MindYOLO logs every 100 steps: an overflow message, then the step's loss line, then its step-time line
+    res = replay_file(str(DATA / "reallogs" / "tune" / "mindyolo_loss_spike_402.log"))
+    assert res.records == 4 and res.merged_lines == 8 and res.skipped == {"no step fields": 1}  # the cut last line
+    assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 300)]  # 8.85 -> 8712.59
+    recs = read(sample("reallogs/tune/mindyolo_loss_spike_402.log"))
+    assert rows(recs) == [(s, loss, None, 1024.0, True, None, t, None) for s, loss, t in (
+        (100, 11.6707, 5.73671), (200, 8.8465, 0.6544), (300, 8712.5938, 0.69417), (400, 15806.3818, 0.66074))]
+    # a log of every step keeps its overflow message's own record when no step line of that step follows
+    lines = ["iteration 7/ 100 | lm loss: 2.5 |\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss "
+             "scale: 1024, reducing to 512\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+             "512, reducing to 256\n", "iteration 9/ 100 | lm loss: 2.4 |\n"]
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in read(lines)] == \
+        [(7, 2.5, None, None), (8, None, True, 1024.0), (9, 2.4, True, 512.0)]

@@ -34,6 +34,8 @@ What a line becomes:
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
   running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a step line naming the step of the record before it, with only values that record lacks (a step's time on a
+  line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -46,8 +48,10 @@ What a line becomes:
   a ``nan_inf`` report at the line's step.
 
 An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
-line; otherwise it is a record of its own at the step after the last one seen, which a step line of that
-step (or, when no step was known, the next step line) takes over. Once a log has printed an overflow message,
+line; otherwise it is a record of its own at the step after the last one seen, which the next step line takes
+over when it is of that step or a later one (a log printing a step line every N steps: the message is about
+a step of the interval that line closes), unless a progress bar, not a step line, counted the steps before
+the message. Once a log has printed an overflow message,
 its step lines without one are clean steps (``overflow`` False). Trainer reports come after the last step known
 done (a progress bar's count included).
 """
@@ -185,6 +189,7 @@ class Parser(base.Parser):
         self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
         self.taken_over = False              # the last record is an overflow message's; a step line may take it over
+        self.counted = False                 # ... and a progress bar, not a step line, gave the step before it
         self.guessed = False                 # ... and its step was a guess (no step known)
         self.line_step = 0                   # step of the last step line
         self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
@@ -207,6 +212,7 @@ class Parser(base.Parser):
             self.overflow_lines += 1  # within an interval: the next step line's
             return MERGED
         self.guessed = last is None and not self.bar
+        self.counted = self.bar > self.step  # a progress bar counted the step before
         rec = super().overflowed(attempted, new)
         self.taken_over = True
         return rec
@@ -432,6 +438,11 @@ class Parser(base.Parser):
         if _READ.isdisjoint(values):
             if last is not None and step <= last.step:
                 return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
+        if (last is not None and step == last.step and not self.taken_over and self.line is not None
+                and self.line[0] == step):
+            fields = self._fields(values, step)
+            if fields and all(getattr(last, k) is None for k in fields if k != "rank"):
+                return self._fill(values)  # a second line of the step (its time after its loss): completes it
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
         overflows, self.overflow_lines = self.overflow_lines, 0
@@ -444,7 +455,8 @@ class Parser(base.Parser):
         rec = self.record(step, steps=steps, **fields)
         if rank is not None:
             rec.rank = rank
-        if self.taken_over and last is not None and (self.guessed or last.step == step):
+        if self.taken_over and last is not None and (self.guessed or last.step == step
+                                                     or last.step < step and not self.counted):
             rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
             self.absorbs = True
