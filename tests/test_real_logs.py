@@ -34,7 +34,6 @@ SHARED_SAMPLES = frozenset({
 KNOWN_FAILING = frozenset({
     "apex_yolact_scale_collapse_359.log",
     "bert_dle_squad_tqdm_1107.log",
-    "bigscience_bloom_eval_hang_45000.log",
     "bigscience_tr8_104b_spike_6930.log",
     "deepspeed_fused_min_scale_697.log",
     "litgpt_lora_healthy_1055.log",

@@ -300,3 +300,19 @@ def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_l
              "512, reducing to 256\n", "iteration 9/ 100 | lm loss: 2.4 |\n"]
     assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in read(lines)] == \
         [(7, 2.5, None, None), (8, None, True, 1024.0), (9, 2.4, True, 512.0)]
+
+
+def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
+    from training_monitor.rules import Rules
+
+    # BLOOM's chronicle: the last iteration (111 s each), its validation, then only the scheduler's hourly pulse
+    bloom = replay_file(str(DATA / "reallogs" / "tune" / "bigscience_bloom_eval_hang_45000.log"))
+    assert [(e.rule, e.step, e.rank, round(e.value)) for e in bloom.events] == [("stall", 45000, 7, 3602)]
+    # nanoGPT's iteration 3000 waits 36 s for its evaluation and checkpoint, the lines come 11 s apart: within
+    # the stall rule's allowance, max(min_seconds, factor x 11 s); past it with a tighter rule
+    nanogpt = str(DATA / "nanogpt_nan_14.log")
+    def stalls(rules=None):
+        return [(e.step, e.value) for e in replay_file(nanogpt, rules).events if e.rule == "stall"]
+
+    assert stalls() == [] and stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0}})) == [(2990, 36.0)]
+    assert stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0, "enabled": False}})) == []

@@ -1,4 +1,5 @@
-"""The time a log line was written, read from its prefix (the one place replay reads wall-clock times).
+"""The time a log line was written, read from its prefix (the one place replay reads wall-clock times), and the
+hangs those times show (:class:`Silence`).
 
 Prefixes read, within the first 64 characters of the line::
 
@@ -15,6 +16,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
+
+from ..watchdog import allowance
 
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _last = (None, 0.0)  # the last (date, hour) converted and its Unix time: lines come in order
@@ -36,3 +40,43 @@ def line_time(line: str) -> float | None:
             return None
         _last = ((date, hour), start)
     return start + int(minute) * 60 + int(second) + (float("0." + frac) if frac else 0.0)
+
+
+class Silence:
+    """A hang seen in a log's line times, judged as the live watchdog judges the clock (the ``stall`` rule's
+    ``factor``, ``min_seconds``, ``startup_seconds``, ``startup_steps``; :func:`~training_monitor.watchdog.allowance`).
+
+    The step period is the median time between the lines of consecutive step records (the last 50); start-up
+    follows the trainer's step numbers (a log starting at step 17060 is past it). Progress is the time of the
+    last step record's line, or of the first line with a time after it when that line has none. :meth:`idle`
+    on a later line that is not a step record gives the seconds of silence once they pass the allowance (once
+    per silence), else None.
+    """
+
+    def __init__(self, params: dict):
+        self.params = (params["factor"], params["min_seconds"], params["startup_seconds"], params["startup_steps"])
+        self.periods: deque[float] = deque(maxlen=50)
+        self.step: int | None = None  # of the last step record
+        self.since = self.record_at = None  # time of the last progress; of the last step record's line
+        self.allowed = 0.0  # the allowance the last silence passed
+        self.fired = False
+
+    def record(self, step: int, at: float | None) -> None:
+        """A step record's line (``at``: its time, None when it has none)."""
+        if at is not None and self.record_at is not None and at > self.record_at:
+            self.periods.append(at - self.record_at)
+        self.step, self.since, self.record_at, self.fired = step, at, at, False
+
+    def idle(self, at: float | None) -> float | None:
+        """Seconds since the last progress, at a line of time ``at``, when they exceed the allowance."""
+        if at is None or self.fired or self.step is None:
+            return None
+        if self.since is None or at < self.since:
+            self.since = at
+            return None
+        idle = at - self.since
+        self.allowed = allowance(self.step, self.periods, *self.params)
+        if idle > self.allowed:
+            self.fired = True
+            return idle
+        return None

@@ -44,6 +44,9 @@ What a line becomes:
   evaluation word: a summary, once the log has had step lines without one (until then such lines are its
   step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
   bar;
+* a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
+  allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
+  step;
 * a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
   a ``nan_inf`` report at the line's step.
 
@@ -61,7 +64,9 @@ import math
 import re
 
 from . import base, messages
+from ..record import StepRecord
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .clock import Silence, line_time
 from .fields import EVAL, lookup
 
 NAME = "text"
@@ -175,6 +180,7 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
 
 class Parser(base.Parser):
     name = NAME
+    stall = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
 
     def __init__(self, rank: int = 0, times: bool = True):
         super().__init__(rank, times)
@@ -197,6 +203,7 @@ class Parser(base.Parser):
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
+        self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
     def done(self) -> int:
@@ -218,6 +225,22 @@ class Parser(base.Parser):
         return rec
 
     def parse(self, line):
+        item = self._line(line)
+        if self.stall is not None and line.__class__ is str:
+            silence = self.silence or self._silence()
+            if item.__class__ is StepRecord:
+                silence.record(item.step, line_time(line))
+            elif item.__class__ is str and (idle := silence.idle(line_time(line))) is not None:
+                return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
+                              f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+        return item
+
+    def _silence(self) -> Silence:
+        self.silence = Silence(self.stall.params)
+        return self.silence
+
+    def _line(self, line):
+        """What ``line`` is (see the module docstring), its line times aside."""
         text = _undecorated(line).rstrip("\r\n")
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
