@@ -316,3 +316,14 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
 
     assert stalls() == [] and stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0}})) == [(2990, 36.0)]
     assert stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0, "enabled": False}})) == []
+
+
+def test_a_line_led_by_bare_counts_numbers_its_step():
+    # yolact's log: "[  1]    1450 || B: 5.514 | C: .. || timer: 0.291" (epoch, iteration; no name the table knows)
+    recs = read(sample("reallogs/tune/apex_yolact_scale_collapse_359.log"))
+    assert [(r.step, r.overflow, r.loss_scale) for r in recs if r.overflow] == \
+        [(1520, True, 1.52587890625e-05), (1531, True, 7.62939453125e-06)]  # apex's messages mark their intervals
+    assert [r.step for r in recs if not r.overflow] == list(range(1450, 1520, 10)) + [1530]
+    # a leading count is no step when the line names its step, or when a date-time leads it
+    assert [r.step for r in read(["7 | step: 12, loss: 2.5\n", "2024-05-30 10:21:44 step: 13, loss: 2.4\n"])] == \
+        [12, 13]

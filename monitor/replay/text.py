@@ -20,7 +20,8 @@ Each physical line is read in four steps.
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
    else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
    values); else an unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch
-   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else, when the log counts nothing finer, the epoch (one line
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else one or two bare counts leading a line of named values
+   (``[  1]    1440 || B: 5.495 | ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
    per epoch). A step counted within its epoch is
    made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
    the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
@@ -86,6 +87,9 @@ _PAIR = re.compile(
     r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
 _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
+# a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
+_LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
+                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
@@ -186,6 +190,7 @@ class Parser(base.Parser):
         super().__init__(rank, times)
         self.bar, self.bar_total = 0, None   # the training bar's count and total
         self.numbered = False                # the log's lines number their steps
+        self.leading = None                  # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
         self.plain = False                   # a step line without evaluation values was read
         self.overflow_seen = False           # a trainer overflow message was read
@@ -264,7 +269,8 @@ class Parser(base.Parser):
                 return SUMMARY
             if bar is not None:
                 return PROGRESS
-            if "/" not in text or not self.numbered or _count(text, None) is None:
+            if ("/" not in text or not self.numbered or _count(text, None) is None) and (
+                    bar is not None or self.leading is False or _LEADING.match(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
@@ -320,6 +326,10 @@ class Parser(base.Parser):
         epoch = values.get("epoch")
         if "step" in values:
             v, tot, _ = values["step"]
+        elif bar is None and self.leading is not False and (m := _LEADING.match(text)) is not None:
+            v, tot = float(m[2] or m[1]), None
+            epoch = (float(m[1]), None, None) if m[2] else epoch
+            self.leading = True
         elif "loss" not in values and not self.numbered:
             return None
         elif bar is not None:
@@ -335,7 +345,7 @@ class Parser(base.Parser):
             return None
         if isinstance(v, bool) or not float(v).is_integer() or not 0 <= v < 1e15:  # no step counts that far
             return None
-        self.numbered = True
+        self.numbered, self.leading = True, self.leading is True
         step = int(v)
         if epoch is None:
             return step
