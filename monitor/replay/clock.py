@@ -46,31 +46,43 @@ class Silence:
     """A hang seen in a log's line times, judged as the live watchdog judges the clock (the ``stall`` rule's
     ``factor``, ``min_seconds``, ``startup_seconds``, ``startup_steps``; :func:`~training_monitor.watchdog.allowance`).
 
-    The step period is the median time between the lines of consecutive step records (the last 50); start-up
-    follows the trainer's step numbers (a log starting at step 17060 is past it). Progress is the time of the
-    last step record's line, or of the first line with a time after it when that line has none. :meth:`idle`
-    on a later line that is not a step record gives the seconds of silence once they pass the allowance (once
-    per silence), else None.
+    The step period is the median time between the lines of consecutive step records (the last 50 pairs; after
+    the first 50, one pair in :data:`SAMPLE`); start-up follows the trainer's step numbers (a log starting at step
+    17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
+    after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
+    of silence once they pass the allowance (once per silence), else None. Times are read only when needed.
     """
+
+    SAMPLE = 16
 
     def __init__(self, params: dict):
         self.params = (params["factor"], params["min_seconds"], params["startup_seconds"], params["startup_steps"])
         self.periods: deque[float] = deque(maxlen=50)
         self.step: int | None = None  # of the last step record
-        self.since = self.record_at = None  # time of the last progress; of the last step record's line
+        self.line = ""  # the last step record's line
+        self.since: float | None = None  # time of the last progress (None: not read yet)
+        self.count = 0
         self.allowed = 0.0  # the allowance the last silence passed
         self.fired = False
 
-    def record(self, step: int, at: float | None) -> None:
-        """A step record's line (``at``: its time, None when it has none)."""
-        if at is not None and self.record_at is not None and at > self.record_at:
-            self.periods.append(at - self.record_at)
-        self.step, self.since, self.record_at, self.fired = step, at, at, False
+    def record(self, step: int, line: str) -> None:
+        """A step record's line."""
+        self.count += 1
+        if self.count <= 50 or self.count % self.SAMPLE == 0:
+            before, now = line_time(self.line), line_time(line)
+            if before is not None and now is not None and now > before:
+                self.periods.append(now - before)
+        self.step, self.line, self.since, self.fired = step, line, None, False
 
-    def idle(self, at: float | None) -> float | None:
-        """Seconds since the last progress, at a line of time ``at``, when they exceed the allowance."""
-        if at is None or self.fired or self.step is None:
+    def idle(self, line: str) -> float | None:
+        """Seconds since the last progress at ``line`` (not a step record's), when they exceed the allowance."""
+        if self.fired or self.step is None:
             return None
+        at = line_time(line)
+        if at is None:
+            return None
+        if self.since is None:
+            self.since = line_time(self.line)
         if self.since is None or at < self.since:
             self.since = at
             return None

@@ -67,7 +67,7 @@ import re
 from . import base, messages
 from ..record import StepRecord
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
-from .clock import Silence, line_time
+from .clock import Silence
 from .fields import EVAL, lookup
 
 NAME = "text"
@@ -234,8 +234,8 @@ class Parser(base.Parser):
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
-                silence.record(item.step, line_time(line))
-            elif item.__class__ is str and (idle := silence.idle(line_time(line))) is not None:
+                silence.record(item.step, line)
+            elif item.__class__ is str and (idle := silence.idle(line)) is not None:
                 return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                               f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
         return item
