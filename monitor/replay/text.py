@@ -229,13 +229,13 @@ class Parser(base.Parser):
         self.taken_over = True
         return rec
 
-    def parse(self, line):
-        item = self._line(line)
+    def feed(self, line):
+        item = super().feed(line)
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
                 silence.record(item.step, line)
-            elif item.__class__ is str and (idle := silence.idle(line)) is not None:
+            elif item is None and (idle := silence.idle(line)) is not None:  # a skipped or merged line
                 return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                               f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
         return item
@@ -244,8 +244,7 @@ class Parser(base.Parser):
         self.silence = Silence(self.stall.params)
         return self.silence
 
-    def _line(self, line):
-        """What ``line`` is (see the module docstring), its line times aside."""
+    def parse(self, line):
         text = _undecorated(line).rstrip("\r\n")
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
