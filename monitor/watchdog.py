@@ -20,6 +20,15 @@ def thread_stacks() -> str:
     return "\n".join(parts)
 
 
+def allowance(steps_done: int, step_times, factor: float, min_seconds: float, startup_seconds: float,
+              startup_steps: int) -> float:
+    """Seconds without a finished step before it counts as a stall: ``startup_seconds`` until ``startup_steps``
+    steps are done or while no step time is known, then ``max(min_seconds, factor x median(step_times))``."""
+    if steps_done < startup_steps or not step_times:
+        return startup_seconds
+    return max(min_seconds, factor * median(sorted(step_times)))
+
+
 class Watchdog:
     """Calls ``on_stall(idle_seconds, last_step, allowance_seconds, stacks)`` once per stall, from its thread.
 
@@ -65,9 +74,8 @@ class Watchdog:
 
     def allowance(self) -> float:
         """Seconds without a finished step before it counts as a stall."""
-        if self.count < self.startup_steps or not self.times:
-            return self.startup_seconds
-        return max(self.min_seconds, self.factor * median(sorted(self.times)))
+        return allowance(self.count, self.times, self.factor, self.min_seconds, self.startup_seconds,
+                         self.startup_steps)
 
     def check(self) -> None:
         """One look: call ``on_stall`` when the time since the last finished step is over the allowance,

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
+SPLITS = ("tune", "heldout", "heldout2")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -35,14 +36,19 @@ SHARED_SAMPLES = frozenset({
 KNOWN_FAILING = frozenset({
     "apex_yolact_scale_collapse_359.log",
     "bert_dle_squad_tqdm_1107.log",
-    "bigscience_bloom_eval_hang_45000.log",
     "bigscience_tr8_104b_spike_6930.log",
     "deepspeed_fused_min_scale_697.log",
     "litgpt_lora_healthy_1055.log",
+    # min_records counts more lines than the step lines they have: 13 iteration lines (15 with the two lines
+    # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
     "mindformers_glm6b_finetune_overflow_01.log",
-    "mindyolo_loss_spike_402.log",
     "nemo_lightning_watchdog_118369.log",
+    # heldout2 (scored only, never tuned on)
+    "bert_dll_checkpoint_healthy_543.log",  # DLLogger `step_loss : 1.63` is no loss name: not read
+    "custom_lsid_unnamed_nan_117.log",  # the step is an unnamed leading number: not read
+    "custom_verse_nan_scale_31.log",  # `train iter: 100` and `loss_net:` named nothing known: not read
+    "tinygrad_llama_warmup_flat_13803.log",  # values printed before their names: not read
 })
 
 
@@ -57,13 +63,14 @@ def score():
 
 
 def test_corpus_files_labels_and_sources_agree():
-    on_disk = {p.name: split for split in ("tune", "heldout") for p in (CORPUS / split).iterdir()}
+    on_disk = {p.name: split for split in SPLITS for p in (CORPUS / split).iterdir()}
     assert on_disk == {name: lab["split"] for name, lab in LABELS.items()}
     sources = (CORPUS / "SOURCES.md").read_text(encoding="utf-8")
     assert [n for n in on_disk if f"| `{n}` |" not in sources] == []
     assert SHARED_SAMPLES <= {n for n, s in on_disk.items() if s == "tune"}
     gathered = [s for n, s in on_disk.items() if n not in SHARED_SAMPLES]
-    assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / len(gathered) <= 0.5
+    assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / (len(gathered) - gathered.count("heldout2")) <= 0.5
+    assert gathered.count("heldout2") >= 15
     assert KNOWN_FAILING <= set(on_disk)
 
 

@@ -268,3 +268,62 @@ def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():
                 "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 512.0\n",
                 "Gradient overflow. Skipping step\n", "Loss scaler reducing loss scale to 256.0\n"])
     assert [(r.step, r.overflow, r.loss_scale) for r in out] == [(1, None, None), (2, True, 512.0), (3, True, 256.0)]
+
+
+def test_a_record_names_its_rank_in_jsonl_as_in_a_csv_column_or_a_torchrun_prefix(tmp_path):
+    # one log of two ranks, interleaved; rank 1's loss is NaN at step 25: three spellings of the same run
+    from test_replay_formats import losses, write
+
+    runs = {0: losses(30), 1: losses(30, nan_at=25)}
+    order = [(r, s) for s in range(1, 31) for r in (0, 1)]
+    shown = {r: {s: "NaN" if math.isnan(v) else v for s, v in run.items()} for r, run in runs.items()}
+    jsonl = "".join(f'{{"step": {s}, "loss": {shown[r][s]}, "rank": {r}}}\n' for r, s in order)
+    csv = "step,loss,rank\n" + "".join(f"{s},{shown[r][s]},{r}\n" for r, s in order)
+    tee = "".join(f"[default{r}]:step: {s}, loss: {shown[r][s]}\n" for r, s in order)
+    for name, body in (("all.jsonl", jsonl), ("all.csv", csv), ("tee.log", tee)):
+        res = replay_file(write(tmp_path, name, body))
+        assert res.ranks == {0, 1} and res.records == 60, name
+        assert [(e.rule, e.step, e.rank) for e in res.events] == [("nan_inf", 25, 1)], name
+
+
+def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_line():
+    # MindYOLO logs every 100 steps: an overflow message, then the step's loss line, then its step-time line
+    res = replay_file(str(DATA / "reallogs" / "tune" / "mindyolo_loss_spike_402.log"))
+    assert res.records == 4 and res.merged_lines == 8 and res.skipped == {"no step fields": 1}  # the cut last line
+    assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 300)]  # 8.85 -> 8712.59
+    recs = read(sample("reallogs/tune/mindyolo_loss_spike_402.log"))
+    assert rows(recs) == [(s, loss, None, 1024.0, True, None, t, None) for s, loss, t in (
+        (100, 11.6707, 5.73671), (200, 8.8465, 0.6544), (300, 8712.5938, 0.69417), (400, 15806.3818, 0.66074))]
+    # a log of every step keeps its overflow message's own record when no step line of that step follows
+    lines = ["iteration 7/ 100 | lm loss: 2.5 |\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss "
+             "scale: 1024, reducing to 512\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+             "512, reducing to 256\n", "iteration 9/ 100 | lm loss: 2.4 |\n"]
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in read(lines)] == \
+        [(7, 2.5, None, None), (8, None, True, 1024.0), (9, 2.4, True, 512.0)]
+
+
+def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
+    from training_monitor.rules import Rules
+
+    # BLOOM's chronicle: the last iteration (111 s each), its validation, then only the scheduler's hourly pulse
+    bloom = replay_file(str(DATA / "reallogs" / "tune" / "bigscience_bloom_eval_hang_45000.log"))
+    assert [(e.rule, e.step, e.rank, round(e.value)) for e in bloom.events] == [("stall", 45000, 7, 3602)]
+    # nanoGPT's iteration 3000 waits 36 s for its evaluation and checkpoint, the lines come 11 s apart: within
+    # the stall rule's allowance, max(min_seconds, factor x 11 s); past it with a tighter rule
+    nanogpt = str(DATA / "nanogpt_nan_14.log")
+    def stalls(rules=None):
+        return [(e.step, e.value) for e in replay_file(nanogpt, rules).events if e.rule == "stall"]
+
+    assert stalls() == [] and stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0}})) == [(2990, 36.0)]
+    assert stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0, "enabled": False}})) == []
+
+
+def test_a_line_led_by_bare_counts_numbers_its_step():
+    # yolact's log: "[  1]    1450 || B: 5.514 | C: .. || timer: 0.291" (epoch, iteration; no name the table knows)
+    recs = read(sample("reallogs/tune/apex_yolact_scale_collapse_359.log"))
+    assert [(r.step, r.overflow, r.loss_scale) for r in recs if r.overflow] == \
+        [(1520, True, 1.52587890625e-05), (1531, True, 7.62939453125e-06)]  # apex's messages mark their intervals
+    assert [r.step for r in recs if not r.overflow] == list(range(1450, 1520, 10)) + [1530]
+    # a leading count is no step when the line names its step, or when a date-time leads it
+    assert [r.step for r in read(["7 | step: 12, loss: 2.5\n", "2024-05-30 10:21:44 step: 13, loss: 2.4\n"])] == \
+        [12, 13]

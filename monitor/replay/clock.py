@@ -1,4 +1,5 @@
-"""The time a log line was written, read from its prefix (the one place replay reads wall-clock times).
+"""The time a log line was written, read from its prefix (the one place replay reads wall-clock times), and the
+hangs those times show (:class:`Silence`).
 
 Prefixes read, within the first 64 characters of the line::
 
@@ -15,6 +16,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
+
+from ..watchdog import allowance
 
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _last = (None, 0.0)  # the last (date, hour) converted and its Unix time: lines come in order
@@ -36,3 +40,55 @@ def line_time(line: str) -> float | None:
             return None
         _last = ((date, hour), start)
     return start + int(minute) * 60 + int(second) + (float("0." + frac) if frac else 0.0)
+
+
+class Silence:
+    """A hang seen in a log's line times, judged as the live watchdog judges the clock (the ``stall`` rule's
+    ``factor``, ``min_seconds``, ``startup_seconds``, ``startup_steps``; :func:`~training_monitor.watchdog.allowance`).
+
+    The step period is the median time between the lines of consecutive step records (the last 50 pairs; after
+    the first 50, one pair in :data:`SAMPLE`); start-up follows the trainer's step numbers (a log starting at step
+    17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
+    after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
+    of silence once they pass the allowance (once per silence), else None. Times are read only when needed.
+    """
+
+    SAMPLE = 16
+
+    def __init__(self, params: dict):
+        self.params = (params["factor"], params["min_seconds"], params["startup_seconds"], params["startup_steps"])
+        self.periods: deque[float] = deque(maxlen=50)
+        self.step: int | None = None  # of the last step record
+        self.line = ""  # the last step record's line
+        self.since: float | None = None  # time of the last progress (None: not read yet)
+        self.count = 0
+        self.allowed = 0.0  # the allowance the last silence passed
+        self.fired = False
+
+    def record(self, step: int, line: str) -> None:
+        """A step record's line."""
+        self.count += 1
+        if self.count <= 50 or self.count % self.SAMPLE == 0:
+            before, now = line_time(self.line), line_time(line)
+            if before is not None and now is not None and now > before:
+                self.periods.append(now - before)
+        self.step, self.line, self.since, self.fired = step, line, None, False
+
+    def idle(self, line: str) -> float | None:
+        """Seconds since the last progress at ``line`` (not a step record's), when they exceed the allowance."""
+        if self.fired or self.step is None:
+            return None
+        at = line_time(line)
+        if at is None:
+            return None
+        if self.since is None:
+            self.since = line_time(self.line)
+        if self.since is None or at < self.since:
+            self.since = at
+            return None
+        idle = at - self.since
+        self.allowed = allowance(self.step, self.periods, *self.params)
+        if idle > self.allowed:
+            self.fired = True
+            return idle
+        return None

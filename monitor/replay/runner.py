@@ -186,6 +186,8 @@ class _Run:
         if slot is None:
             self._bound(self.parsers)
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
+            stall = self.rules.rules.get("stall")
+            slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
         return slot
 
     def feed(self, line, line_rank=None) -> None:

@@ -20,7 +20,8 @@ Each physical line is read in four steps.
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
    else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
    values); else an unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch
-   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else, when the log counts nothing finer, the epoch (one line
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else one or two bare counts leading a line of named values
+   (``[  1]    1440 || B: 5.495 | ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
    per epoch). A step counted within its epoch is
    made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
    the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
@@ -34,6 +35,8 @@ What a line becomes:
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
   running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a step line naming the step of the record before it, with only values that record lacks (a step's time on a
+  line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -42,12 +45,17 @@ What a line becomes:
   evaluation word: a summary, once the log has had step lines without one (until then such lines are its
   step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
   bar;
+* a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
+  allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
+  step;
 * a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
   a ``nan_inf`` report at the line's step.
 
 An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
-line; otherwise it is a record of its own at the step after the last one seen, which a step line of that
-step (or, when no step was known, the next step line) takes over. Once a log has printed an overflow message,
+line; otherwise it is a record of its own at the step after the last one seen, which the next step line takes
+over when it is of that step or a later one (a log printing a step line every N steps: the message is about
+a step of the interval that line closes), unless a progress bar, not a step line, counted the steps before
+the message. Once a log has printed an overflow message,
 its step lines without one are clean steps (``overflow`` False). Trainer reports come after the last step known
 done (a progress bar's count included).
 """
@@ -57,7 +65,9 @@ import math
 import re
 
 from . import base, messages
+from ..record import StepRecord
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .clock import Silence
 from .fields import EVAL, lookup
 
 NAME = "text"
@@ -77,6 +87,9 @@ _PAIR = re.compile(
     r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
 _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
+# a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
+_LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
+                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
@@ -171,11 +184,13 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
 
 class Parser(base.Parser):
     name = NAME
+    stall = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
 
     def __init__(self, rank: int = 0, times: bool = True):
         super().__init__(rank, times)
         self.bar, self.bar_total = 0, None   # the training bar's count and total
         self.numbered = False                # the log's lines number their steps
+        self.leading = None                  # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
         self.plain = False                   # a step line without evaluation values was read
         self.overflow_seen = False           # a trainer overflow message was read
@@ -185,6 +200,7 @@ class Parser(base.Parser):
         self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
         self.taken_over = False              # the last record is an overflow message's; a step line may take it over
+        self.counted = False                 # ... and a progress bar, not a step line, gave the step before it
         self.guessed = False                 # ... and its step was a guess (no step known)
         self.line_step = 0                   # step of the last step line
         self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
@@ -192,6 +208,7 @@ class Parser(base.Parser):
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
+        self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
     def done(self) -> int:
@@ -207,9 +224,25 @@ class Parser(base.Parser):
             self.overflow_lines += 1  # within an interval: the next step line's
             return MERGED
         self.guessed = last is None and not self.bar
+        self.counted = self.bar > self.step  # a progress bar counted the step before
         rec = super().overflowed(attempted, new)
         self.taken_over = True
         return rec
+
+    def feed(self, line):
+        item = super().feed(line)
+        if self.stall is not None and line.__class__ is str:
+            silence = self.silence or self._silence()
+            if item.__class__ is StepRecord:
+                silence.record(item.step, line)
+            elif item is None and (idle := silence.idle(line)) is not None:  # a skipped or merged line
+                return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
+                              f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+        return item
+
+    def _silence(self) -> Silence:
+        self.silence = Silence(self.stall.params)
+        return self.silence
 
     def parse(self, line):
         text = _undecorated(line).rstrip("\r\n")
@@ -235,7 +268,8 @@ class Parser(base.Parser):
                 return SUMMARY
             if bar is not None:
                 return PROGRESS
-            if "/" not in text or not self.numbered or _count(text, None) is None:
+            if ("/" not in text or not self.numbered or _count(text, None) is None) and (
+                    bar is not None or self.leading is False or _LEADING.match(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
@@ -291,6 +325,10 @@ class Parser(base.Parser):
         epoch = values.get("epoch")
         if "step" in values:
             v, tot, _ = values["step"]
+        elif bar is None and self.leading is not False and (m := _LEADING.match(text)) is not None:
+            v, tot = float(m[2] or m[1]), None
+            epoch = (float(m[1]), None, None) if m[2] else epoch
+            self.leading = True
         elif "loss" not in values and not self.numbered:
             return None
         elif bar is not None:
@@ -306,7 +344,7 @@ class Parser(base.Parser):
             return None
         if isinstance(v, bool) or not float(v).is_integer() or not 0 <= v < 1e15:  # no step counts that far
             return None
-        self.numbered = True
+        self.numbered, self.leading = True, self.leading is True
         step = int(v)
         if epoch is None:
             return step
@@ -383,6 +421,7 @@ class Parser(base.Parser):
         fields = self._fields(values, self.last.step)
         if not fields:
             return NO_STEP
+        fields.pop("rank", None)  # a line completing a record does not move it to another rank
         for key, value in fields.items():
             if value is not None:
                 setattr(self.last, key, value)
@@ -415,6 +454,9 @@ class Parser(base.Parser):
             elif key == "tokens":
                 v = int(v) if 0 <= v < math.inf else None
             out[key] = v
+        rank = values.get("rank", (None,))[0]
+        if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
+            out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
         if "tps" in values and not isinstance(values["tps"][0], bool):
             time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
                            self.last.step == step else None)
@@ -428,6 +470,11 @@ class Parser(base.Parser):
         if _READ.isdisjoint(values):
             if last is not None and step <= last.step:
                 return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
+        if (last is not None and step == last.step and not self.taken_over and self.line is not None
+                and self.line[0] == step):
+            fields = self._fields(values, step)
+            if fields and all(getattr(last, k) is None for k in fields if k != "rank"):
+                return self._fill(values)  # a second line of the step (its time after its loss): completes it
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
         overflows, self.overflow_lines = self.overflow_lines, 0
@@ -436,8 +483,12 @@ class Parser(base.Parser):
         if derived.__class__ is Report:
             return derived
         fields, steps = derived
+        rank = fields.pop("rank", None)
         rec = self.record(step, steps=steps, **fields)
-        if self.taken_over and last is not None and (self.guessed or last.step == step):
+        if rank is not None:
+            rec.rank = rank
+        if self.taken_over and last is not None and (self.guessed or last.step == step
+                                                     or last.step < step and not self.counted):
             rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
             self.absorbs = True
