@@ -97,8 +97,47 @@ def test_the_fast_path_gives_the_line_by_line_results(tmp_path, monkeypatch, see
     for block in (97, 4096):  # blocks that cut lines anywhere
         monkeypatch.setattr(runner, "BLOCK", block)
         fast.append(result(path, ReplayOptions(**options)))
-    monkeypatch.setattr(runner, "_feed_blocks", runner._feed_lines)
-    slow = result(path, ReplayOptions(**options))
+    slow = result(path, ReplayOptions(**options, fast=False))
     assert slow["records"] > 100 and slow["anomalies"]
     for got in fast:
         assert got == slow
+
+
+NOT_BUILT = """
+import importlib.util, json, os, sys
+
+class NotBuilt:  # the compiled modules as without a C compiler: sample.py as Python, no scan
+    def find_spec(self, name, path, target=None):
+        if name in ("training_monitor.replay.scan", "training_monitor.replay.sample"):
+            src = os.path.join(path[0], name.rsplit(".", 1)[1] + ".py")
+            if not os.path.exists(src):
+                raise ImportError(f"{name} is not built")
+            return importlib.util.spec_from_file_location(name, src)
+        return None
+
+sys.meta_path.insert(0, NotBuilt())
+from training_monitor.replay import runner
+assert runner.Batch is None and sys.modules["training_monitor.replay.sample"].__file__.endswith(".py")
+from test_replay_fast import result
+print(json.dumps([result(path, runner.ReplayOptions(checkpoint_every=50)) for path in sys.argv[1:]]))
+"""
+
+
+def test_without_the_compiled_reader_replay_reads_line_by_line(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    paths = []
+    for seed in (1, 2):
+        path = tmp_path / f"rank_{seed}.log"
+        path.write_bytes(mindformers_log(random.Random(seed), 400))
+        paths.append(path)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}
+    out = subprocess.run([sys.executable, "-c", NOT_BUILT, *map(str, paths)], capture_output=True, text=True,
+                         env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("compiled reader is not built") == 1  # warned once, for the two logs
+    fast = [result(path, ReplayOptions(checkpoint_every=50)) for path in paths]
+    assert json.loads(out.stdout) == json.loads(json.dumps(fast))
