@@ -46,7 +46,8 @@ class Engine:
         ``records``: one :class:`~training_monitor.record.StepRecord`, or a batch of them read in C (replay's
         :class:`~training_monitor.replay.scan.Batch`), judged from its cursor on up to the first record that
         raised something, went back in steps, or is at step ``due`` or later (the batch then says
-        ``stopped``), or to its end; the events are that last record's. ``due``: only for a batch.
+        ``stopped``), or to its end; the events are that last record's. ``due``: for a batch only (0: one
+        record at a time).
         """
         if records.__class__ is StepRecord:
             hits = self.judge.observe(records)
