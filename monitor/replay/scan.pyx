@@ -7,7 +7,7 @@ skips progress-bar lines and repeats), and stops at the first other line; the ru
 feeds that line to the parser, and judges the batch's records through the engine's one entry point
 (:meth:`~training_monitor.engine.Engine.observe`), which runs the rank's :class:`~training_monitor.detectors.Judge`
 (the very detectors of the live monitor) over them without making Python objects, up to the first record the
-runner has to see, and add their step times to replay's :class:`~.sample.Sample` from C.
+runner has to see; the batch adds the step times of the others to replay's :class:`~.sample.Sample` from C.
 The results are those of the runner's line-by-line loop (``tests/test_replay_fast.py`` checks that they are).
 
 The line, any prefix before ``Epoch:[``::
