@@ -1,5 +1,5 @@
 """Builds the compiled modules (Cython): the detectors, shared by the live callback and replay, and replay's
-MindFormers fast path. Everything else is in pyproject.toml."""
+compiled reader (and the quantile sample it feeds, Cython pure-Python mode). Everything else is in pyproject.toml."""
 import os
 
 from Cython.Build import cythonize
@@ -9,6 +9,7 @@ from setuptools import Extension, setup
 # contracts a * b + c by default)
 ARGS = ["-O2", "-ffp-contract=off"]
 MODULES = {"training_monitor.detectors": "monitor/detectors.pyx",
+           "training_monitor.replay.sample": "monitor/replay/sample.py",
            "training_monitor.replay.scan": "monitor/replay/scan.pyx"}
 
 # Cython finds a module's .pxd by its import name, and pyproject.toml maps that name (training_monitor) onto

@@ -39,21 +39,28 @@ class Engine:
         """Step of the last record judged (or rewound to); None before the first."""
         return self.judge.last_step
 
-    def observe(self, rec: StepRecord) -> list[Event]:
-        """Judge one record; return the events it raised (usually none)."""
-        return self.judged(rec, self.judge.observe(rec))
+    def observe(self, records, due: int = 0) -> list[Event]:
+        """Judge ``records`` and publish what it raised outside each rule's cooldown; return those events
+        (usually none).
 
-    def judged(self, rec: StepRecord, hits: list | None) -> list[Event]:
-        """Publish what :attr:`judge` found on ``rec`` (``hits``, see :class:`~training_monitor.detectors.Judge`),
-        outside each rule's cooldown; return the events. For feeds that run the judge themselves."""
+        ``records``: one :class:`~training_monitor.record.StepRecord`, or a batch of them read in C (replay's
+        :class:`~training_monitor.replay.scan.Batch`), judged from its cursor on up to the first record that
+        raised something, went back in steps, or is at step ``due`` or later (the batch then says
+        ``stopped``), or to its end; the events are that last record's. ``due``: for a batch only (0: one
+        record at a time).
+        """
+        if records.__class__ is StepRecord:
+            hits = self.judge.observe(records)
+        else:
+            hits = records.judge(self.judge, due)
         if self.judge.went_back:
             self._quiet_until.clear()
         if hits is None:
             return []
-        step, fired = rec.step, []
+        step, fired = records.step, []
         for rule, (value, onset, message) in hits:
             if step > self._quiet_until.get(rule, -1):
-                fired.append(self._publish(rule, step, onset, value, message, "rule", rec.rank))
+                fired.append(self._publish(rule, step, onset, value, message, "rule", records.rank))
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,

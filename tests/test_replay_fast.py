@@ -1,6 +1,7 @@
-"""Replay's compiled fast path (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
+"""Replay's compiled reader (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
 
-The same MindFormers logs, full of what real logs hold around the step lines (progress bars with block
+Every log of the real-log corpus and the speed benchmark's generated logs (short), replayed through both; and
+MindFormers logs full of what real logs hold around the step lines (progress bars with block
 characters and carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that
 repeats steps, a log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast
 reader leaves to the parser), replayed through the fast path, in blocks of several sizes, and through the
@@ -8,12 +9,17 @@ line-by-line loop: the same results, events, would-be rollbacks and statistics.
 """
 from __future__ import annotations
 
+import importlib.util
 import random
+from pathlib import Path
 
 import pytest
 
 from training_monitor.replay import runner
-from training_monitor.replay.runner import ReplayOptions, replay_file
+from training_monitor.replay.runner import ReplayError, ReplayOptions, replay_file
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = sorted((ROOT / "tests" / "data" / "reallogs").glob("*/*.log"))
 
 PREFIX = "2025-04-07 15:34:29,173 - [mindformers/core/callback/callback.py:529] - INFO - "
 STEP = ("{{ Epoch:[{epoch:3d}/{epochs:3d}], step:[{step:5d}/{per:5d}], loss: {loss}, per_step_time: {ms}ms, "
@@ -97,8 +103,75 @@ def test_the_fast_path_gives_the_line_by_line_results(tmp_path, monkeypatch, see
     for block in (97, 4096):  # blocks that cut lines anywhere
         monkeypatch.setattr(runner, "BLOCK", block)
         fast.append(result(path, ReplayOptions(**options)))
-    monkeypatch.setattr(runner, "_feed_blocks", runner._feed_lines)
-    slow = result(path, ReplayOptions(**options))
+    slow = result(path, ReplayOptions(**options, fast=False))
     assert slow["records"] > 100 and slow["anomalies"]
     for got in fast:
         assert got == slow
+
+
+NOT_BUILT = """
+import importlib.util, json, os, sys
+
+class NotBuilt:  # the compiled modules as without a C compiler: sample.py as Python, no scan
+    def find_spec(self, name, path, target=None):
+        if name in ("training_monitor.replay.scan", "training_monitor.replay.sample"):
+            src = os.path.join(path[0], name.rsplit(".", 1)[1] + ".py")
+            if not os.path.exists(src):
+                raise ImportError(f"{name} is not built")
+            return importlib.util.spec_from_file_location(name, src)
+        return None
+
+sys.meta_path.insert(0, NotBuilt())
+from training_monitor.replay import runner
+assert runner.Batch is None and sys.modules["training_monitor.replay.sample"].__file__.endswith(".py")
+from test_replay_fast import result
+print(json.dumps([result(path, runner.ReplayOptions(checkpoint_every=50)) for path in sys.argv[1:]]))
+"""
+
+
+def test_without_the_compiled_reader_replay_reads_line_by_line(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    paths = []
+    for seed in (1, 2):
+        path = tmp_path / f"rank_{seed}.log"
+        path.write_bytes(mindformers_log(random.Random(seed), 400))
+        paths.append(path)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}
+    out = subprocess.run([sys.executable, "-c", NOT_BUILT, *map(str, paths)], capture_output=True, text=True,
+                         env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("compiled reader is not built") == 1  # warned once, for the two logs
+    fast = [result(path, ReplayOptions(checkpoint_every=50)) for path in paths]
+    assert json.loads(out.stdout) == json.loads(json.dumps(fast))
+
+
+def both(path, **options) -> tuple:
+    """``result`` of ``path`` read through the compiled reader and line by line (or the errors)."""
+    out = []
+    for fast in (True, False):
+        try:
+            out.append(result(path, ReplayOptions(**options, fast=fast)))
+        except ReplayError as exc:
+            out.append(str(exc))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_every_corpus_log_gives_the_same_results_both_ways(path):
+    fast, slow = both(path, checkpoint_every=10)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("custom", [False, True], ids=["mindformers", "custom loop"])
+def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, custom):
+    spec = importlib.util.spec_from_file_location("replay_speed", ROOT / "benchmarks" / "replay_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "run.log"
+    bench.generate(str(path), 3000, custom=custom)
+    fast, slow = both(path)
+    assert fast == slow and slow["records"] >= 3000 and slow["anomalies"]

@@ -36,7 +36,10 @@ import re
 
 from . import base
 from .base import MERGED, NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
-from .scan import fast_record
+try:
+    from .scan import fast_record
+except ImportError:  # not built: the general reader reads every line
+    fast_record = None
 
 NAME = "mindformers"
 
@@ -62,9 +65,10 @@ class Parser(base.Parser):
     summarized = None  # the step whose sink summary was read
 
     def parse(self, line):
-        rec = fast_record(line, self.last, self.rank)  # the 1.3+ line as printed, read in C
-        if rec is not None:
-            return rec
+        if fast_record is not None:
+            rec = fast_record(line, self.last, self.rank)  # the 1.3+ line as printed, read in C
+            if rec is not None:
+                return rec
         if "step:[" in line:
             m = _STEP.search(line)
             if m is not None:

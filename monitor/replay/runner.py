@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 
 from ..config import MonitorConfig
 from ..engine import Engine
+from ..log import logger
 from ..record import StepRecord
 from ..rules import Rules
 from . import csvlog, eventlog, mindformers, tensorboard, text as generic
-from .base import DUPLICATE, MERGED, RULE_DISABLED, UNKNOWN_RULE, Report
-from .policy import WouldBeRollbacks
+from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Report
+from .policy import FAR, WouldBeRollbacks
 from .progress import EVERY, Progress
-from .scan import Scanner
 from .sources import (MAX_RANKS, STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of,
                       shown, text, text_lines)
 from .tracks import Stats, Track
@@ -31,13 +31,18 @@ from .tracks import Stats, Track
 # the generic text reader (.text) reads every text log no other format claims; the others need more than it
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
-BLOCK = 1 << 18  # bytes read at a time by the fast path
+BLOCK = 1 << 18  # bytes read at a time by the compiled reader
 MAX_EVENTS = 10000  # per log; more are counted, not kept
 
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
 # (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
 _RANK_PREFIX = re.compile(r"\[default(\d+)\]:")
 _RANK_STARTS = "[default"
+
+try:
+    from .scan import Batch
+except ImportError as exc:  # not built (no C compiler): every line through its format's parser
+    Batch, _NOT_BUILT = None, f"replay's compiled reader is not built ({exc}): reading line by line, slower"
 
 
 class ReplayError(Exception):
@@ -53,7 +58,9 @@ class ReplayOptions:
     live monitor's (:class:`~training_monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
     this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
-    stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None.
+    stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
+    the compiled reader where the log's format has one (the same results; False: every line through the
+    format's parser).
     """
 
     checkpoint_every: int = MonitorConfig.checkpoint_every
@@ -65,6 +72,7 @@ class ReplayOptions:
     openmetrics: object = None
     run: str | None = None
     progress: Progress | None = None
+    fast: bool = True
     plotted: int = 0  # ranks given plot series so far
 
     def policy(self) -> WouldBeRollbacks:
@@ -203,25 +211,54 @@ class _Run:
                 r.skipped_lines += 1
                 r.skipped[parser.reason] += 1
         elif item.__class__ is StepRecord:
-            pending = slot[1]
-            if parser.absorbs:  # the record takes the pending one's place (and this line is merged into it)
-                parser.absorbs = False
-                slot[1] = item
-                r.merged_lines += 1
-            else:
-                if pending is not None:
-                    if pending.step == item.step and pending == item:
-                        parser.last = pending  # lines that complete a record complete the one kept
-                        r.skipped_lines += 1
-                        r.skipped[DUPLICATE] += 1
-                        return
-                    self._observe(pending)
-                slot[1] = item
-                r.records += 1
-            if parser.held:
-                self._release(parser, slot, key, item.step)
+            self._took(item, slot, key)
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
+
+    def _took(self, item: StepRecord, slot: list, key: int) -> None:
+        """The parser of ``slot`` (lines of rank ``key``) gave the record ``item``: the pending one is judged,
+        ``item`` waits in its place."""
+        r, parser, pending = self.result, slot[0], slot[1]
+        if parser.absorbs:  # the record takes the pending one's place (and this line is merged into it)
+            parser.absorbs = False
+            slot[1] = item
+            r.merged_lines += 1
+        else:
+            if pending is not None:
+                if pending.step == item.step and pending == item:
+                    parser.last = pending  # lines that complete a record complete the one kept
+                    r.skipped_lines += 1
+                    r.skipped[DUPLICATE] += 1
+                    return
+                self._observe(pending)
+            slot[1] = item
+            r.records += 1
+        if parser.held:
+            self._release(parser, slot, key, item.step)
+
+    def take(self, batch) -> None:
+        """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of
+        those lines: the first record as :meth:`feed` does, the others judged through the batch (the last one
+        pending)."""
+        r = self.result
+        for reason, lines in ((DUPLICATE, batch.duplicates), (PROGRESS, batch.progress)):
+            if lines:
+                r.skipped_lines += lines
+                r.skipped[reason] += lines
+        n = len(batch)
+        if not n:
+            return
+        slot = self.slot(self.rank)
+        slot[0].last = first = batch.record(0)  # as the parser keeps each record it gives
+        self._took(first, slot, self.rank)
+        if n == 1:
+            return
+        # the pending record is the batch's first (or one equal to it) unless a held report had it judged
+        start = 0 if slot[1] is not None else 1
+        slot[1] = None
+        self._observe_batch(batch, start, n - 1)
+        slot[1] = slot[0].last = batch.record(n - 1)
+        r.records += n - 1
 
     def _rank(self, rank: int) -> _Rank:
         st = self.ranks.get(rank)
@@ -247,13 +284,36 @@ class _Run:
 
     def _observe(self, rec: StepRecord) -> None:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
-        self._judged(st, rec, st.engine.judge.observe(rec))
+        self._judged(st, rec, st.engine.observe(rec))
 
-    def _judged(self, st: _Rank, rec: StepRecord, hits) -> None:
-        """``rec`` was judged by ``st``'s judge (``hits``: what fired, or None): publish, and feed the rest."""
-        engine = st.engine
-        events = engine.judged(rec, hits)
-        policy = st.policy
+    def _observe_batch(self, batch, start: int, end: int) -> None:
+        """Judge records ``start`` to ``end - 1`` of ``batch``: each record the policy has to see (or every
+        one, with per-record series) goes to :meth:`_judged`, the others only add their step times."""
+        st = self.ranks.get(batch.rank) or self._rank(batch.rank)
+        engine, policy, sample = st.engine, st.policy, self.result.stats.samples["step_time_s"]
+        each = st.track is not None or st.feed is not None
+        batch.select(start, end)
+        while batch.next < end:
+            first = batch.next
+            events = engine.observe(batch, -FAR if each else policy.due)
+            stop = batch.next - batch.stopped
+            batch.add_step_times(sample, first, stop)
+            self._count(stop - first)
+            if batch.stopped:
+                self._judged(st, batch.record(stop), events)
+        if batch.next > start and not batch.stopped:
+            self.result.last = batch.record(batch.next - 1)
+
+    def _count(self, records: int) -> None:
+        self.countdown -= records
+        if self.countdown <= 0:
+            self.countdown = EVERY
+            if self.progress is not None:
+                self.progress.tick()
+
+    def _judged(self, st: _Rank, rec: StepRecord, events: list) -> None:
+        """``rec`` was judged by ``st``'s engine and raised ``events``: feed the rest."""
+        engine, policy = st.engine, st.policy
         policy.after_step(rec.step, events, engine.judge.went_back)
         self.result.stats.add(rec)
         if st.track is not None:
@@ -263,11 +323,7 @@ class _Run:
         if events:
             self._keep(engine)
         self.result.last = rec
-        self.countdown -= 1
-        if not self.countdown:
-            self.countdown = EVERY
-            if self.progress is not None:
-                self.progress.tick()
+        self._count(1)
 
     def _report(self, rep: Report, slot: list, key: int) -> None:
         r = self.result
@@ -366,17 +422,18 @@ def _blocks(raw, head: list):
 
 
 def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
-    """As :func:`_feed_lines`, through the compiled fast path (:class:`.scan.Scanner`), which takes the lines it
-    can and hands the others to ``run.feed`` (as text)."""
-    scanner, progress = Scanner(run), run.progress
+    """As :func:`_feed_lines`, through the compiled reader (:class:`.scan.Batch`): the run takes what it read
+    of each block, the parser the lines it left."""
+    batch, parser, progress = Batch(run.rank), run.slot(run.rank)[0], run.progress
     for block, pos, end in _blocks(raw, head):
         while pos < end:
+            pos = batch.read(block, pos, end, parser.last)
             try:
-                pos, taken = scanner.scan(block, pos, end)
+                run.take(batch)
             except Exception:
-                at[0] += scanner.taken + 1
+                at[0] += batch.offset(batch.next) + 1  # the line that had the failing record judged
                 raise
-            at[0] += taken
+            at[0] += batch.taken
             if pos < end:
                 nl = block.find(b"\n", pos, end)
                 nxt = end if nl < 0 else nl + 1
@@ -386,6 +443,17 @@ def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
                 pos = nxt
         if progress is not None:
             progress.tick()
+
+
+def _fast(run: _Run) -> bool:
+    """Read ``run``'s log through the compiled reader (warn once when it is not built)."""
+    global _NOT_BUILT
+    if run.module is not mindformers or run.options.openmetrics is not None or not run.options.fast:
+        return False
+    if Batch is None and _NOT_BUILT:
+        logger.warning(_NOT_BUILT)
+        _NOT_BUILT = ""
+    return Batch is not None
 
 
 def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
@@ -422,7 +490,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         path, at = first, [0]
-        feed = _feed_blocks if run.module is mindformers and run.options.openmetrics is None else _feed_lines
+        feed = _feed_blocks if _fast(run) else _feed_lines
         try:
             for path, stream, lines in _files(source, raw, head, run.progress):
                 at[0] = 0

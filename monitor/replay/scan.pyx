@@ -2,13 +2,13 @@
 """Replay's compiled fast path for the commonest log line: the MindFormers 1.3+ ``MFLossMonitor`` step line.
 
 :func:`fast_record` reads one such line (the parser, :mod:`.mindformers`, tries it first on every line).
-:class:`Scanner` reads a block of a log's bytes in C, line after line, and does for each such line (and each
-progress-bar line) what the runner does with it, judging the records with the rank's
-:class:`~training_monitor.detectors.Judge`, the very detectors of the live monitor, without making Python objects.
-:class:`Sample` (replay's step-time quantiles) is here so that the scanner feeds it from C.
-It hands back to the runner (Python) at every other line, and for a record that raised an event, went back
-in steps, or that the would-be rollback policy has to see (:attr:`~.policy.WouldBeRollbacks.due`); so the
-results are those of the runner's line-by-line loop (``tests/test_replay_fast.py`` checks that they are).
+:class:`Batch` reads a block of a log's bytes in C, line after line, into the records of such lines (and
+skips progress-bar lines and repeats), and stops at the first other line; the runner (:mod:`.runner`) then
+feeds that line to the parser, and judges the batch's records through the engine's one entry point
+(:meth:`~training_monitor.engine.Engine.observe`), which runs the rank's :class:`~training_monitor.detectors.Judge`
+(the very detectors of the live monitor) over them without making Python objects, up to the first record the
+runner has to see; the batch adds the step times of the others to replay's :class:`~.sample.Sample` from C.
+The results are those of the runner's line-by-line loop (``tests/test_replay_fast.py`` checks that they are).
 
 The line, any prefix before ``Epoch:[``::
 
@@ -19,12 +19,13 @@ parser's general reader, as is a line whose first ``Epoch:[`` does not start thi
 """
 from cpython.conversion cimport PyOS_string_to_double
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_KIND
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memchr, memcmp
 
 from ..detectors cimport Judge, Rec
+from .sample cimport Sample
 
 from ..record import StepRecord
-from .base import DUPLICATE, PROGRESS
 
 
 cdef extern from "string.h":
@@ -219,112 +220,64 @@ cdef inline bint same(Line* a, Line* b) noexcept:
             and a.overflow == b.overflow and a.lr == b.lr and a.ms == b.ms and a.steps == b.steps)
 
 
-cdef class Sample:
-    """An evenly spaced sample of a stream, for quantiles: every value until ``size`` are held; then, each time
-    the sample is full, every other held value is dropped and only every 2nd, 4th, ... value is taken. The
-    quantiles are exact up to ``size`` values and, beyond, exact quantiles of a systematic sample spread over
-    the whole stream (deterministic: the same log gives the same numbers)."""
+cdef class Batch:
+    """Step records of one rank read by :meth:`read` from a block of a log's bytes, held in C.
 
-    cdef readonly list values
-    cdef readonly Py_ssize_t size, stride, skip, count
-
-    def __init__(self, Py_ssize_t size=4096):
-        self.values = []
-        self.size, self.stride, self.skip, self.count = size, 1, 1, 0
-
-    cpdef add(self, double value):
-        self.count += 1
-        self.skip -= 1
-        if self.skip:
-            return
-        self.skip = self.stride
-        self.values.append(value)
-        if len(self.values) >= self.size:
-            del self.values[1::2]
-            self.stride *= 2
-
-    def quantiles(self, *qs) -> list:
-        """The ``qs`` (0..1) quantiles, linearly interpolated between the sampled values (numpy's default)."""
-        v = sorted(self.values)
-        out = []
-        for q in qs:
-            pos = q * (len(v) - 1)
-            i = int(pos)
-            out.append(v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (pos - i))
-        return out
-
-
-cdef class Scanner:
-    """The fast path of one log's replay (:class:`~.runner._Run` ``run``) for the lines of rank ``run.rank``.
-
-    :meth:`scan` takes lines until one it leaves to the runner; the runner then feeds that line, and calls
-    :meth:`scan` again. Its counts and its pending record are handed over to the run before each return, so
-    the run's state is always as if every line had gone through it.
+    :meth:`read` takes the block's lines while they are fast-shape step lines or progress-bar lines, and
+    stops at the first other one (the runner feeds it to the parser). What it took: ``len(batch)`` records
+    (:meth:`record` makes one a StepRecord), :attr:`duplicates` step lines equal to the record before (a log
+    captured twice), :attr:`progress` progress-bar lines. The engine judges a batch through
+    :meth:`~training_monitor.engine.Engine.observe`, which calls :meth:`judge`; :meth:`select` picks the
+    records it judges, :attr:`next` is where it is.
     """
 
-    cdef object run, slot, parser, state, policy
-    cdef Sample sample
-    cdef int rank
-    cdef bint has_pending, has_last, has_observed, routed, parsed
-    cdef Line pending, observed
-    cdef object pending_obj  # the run's pending record, when the run made it
-    cdef long long last_step, due
-    cdef Py_ssize_t records, duplicates, progress
-    cdef readonly Py_ssize_t taken  # lines taken by the last scan (so far, when it raised)
-    cdef Judge judge
+    cdef Line* lines
+    cdef Py_ssize_t* offsets  # each record's line, counted from the first line of the read
+    cdef Py_ssize_t cap, end
+    cdef readonly Py_ssize_t next, duplicates, progress, taken
+    cdef readonly int rank
+    cdef readonly long long step  # step of the last record judged
+    cdef readonly bint stopped  # the last judge() stopped at a record (see judge)
+    cdef Py_ssize_t n
 
-    def __init__(self, run):
-        self.run, self.rank = run, run.rank
-        self.slot = run.slot(run.rank)
-        self.parser = self.slot[0]
-        self.state = None
+    def __cinit__(self, int rank):
+        self.rank, self.cap = rank, 1024
+        self.lines = <Line*>PyMem_Malloc(self.cap * sizeof(Line))
+        self.offsets = <Py_ssize_t*>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
+        if self.lines == NULL or self.offsets == NULL:
+            raise MemoryError()
 
-    cdef int _rank(self) except -1:
-        """The run's state for this rank (made on the first record judged, as the run does)."""
-        self.state = self.run.ranks.get(self.rank) or self.run._rank(self.rank)
-        self.judge = self.state.engine.judge
-        self.policy = self.state.policy
-        self.sample = self.run.result.stats.samples["step_time_s"]
-        self.routed = self.state.track is not None or self.state.feed is not None  # per-record series: the run's
-        return 0
+    def __dealloc__(self):
+        PyMem_Free(self.lines)
+        PyMem_Free(self.offsets)
 
-    def scan(self, bytes block, Py_ssize_t pos, Py_ssize_t end):
-        """Take the lines of ``block[pos:end]`` (bytes of the log: ``end`` just after a newline, or the end of
-        the input) up to the first one left to the runner; return ``(its start, lines taken)`` (``end`` when
-        all were)."""
+    def __len__(self):
+        return self.n
+
+    def read(self, bytes block, Py_ssize_t pos, Py_ssize_t end, last):
+        """Read the lines of ``block[pos:end]`` (``end`` just after a newline, or the end of the input) up to the
+        first one it leaves; ``last``: the parser's last record (None: none yet), which the first record
+        follows. Returns the start of the line left (``end`` when all were taken); :attr:`taken` lines were."""
         cdef const char* s = block
         cdef const char* nl
         cdef Py_ssize_t stop
-        self.taken = 0
-        self._load()
-        try:
-            while pos < end:
-                nl = <const char*>memchr(s + pos, c'\n', end - pos)
-                stop = nl - s if nl != NULL else end
-                if not self._line(s + pos, stop - pos):
-                    break
-                self.taken += 1
-                pos = stop + 1 if nl != NULL else end
-        finally:
-            self._hand_over()
-        return pos, self.taken
+        cdef bint has_last = last is not None
+        cdef long long last_step = last.step if has_last else 0
+        self.n = self.next = self.end = self.duplicates = self.progress = self.taken = 0
+        while pos < end:
+            nl = <const char*>memchr(s + pos, c'\n', end - pos)
+            stop = nl - s if nl != NULL else end
+            if not self._line(s + pos, stop - pos, &has_last, &last_step):
+                break
+            self.taken += 1
+            pos = stop + 1 if nl != NULL else end
+        return pos
 
-    cdef int _load(self) except -1:
-        last = self.parser.last
-        self.has_last = last is not None
-        self.last_step = last.step if last is not None else 0
-        self.pending_obj = self.slot[1]
-        self.has_pending = self.has_observed = self.parsed = False
-        self.records = self.duplicates = self.progress = 0
-        if self.state is not None:
-            self.due = self.policy.due
-        return 0
-
-    cdef bint _line(self, const char* p, Py_ssize_t n) except -1:
-        """Do what the runner does with the line ``p[:n]``; False to leave it to the runner."""
+    cdef bint _line(self, const char* p, Py_ssize_t n, bint* has_last, long long* last_step) except -1:
+        """Take the line ``p[:n]`` (after a step line of step ``last_step``, when ``has_last``): False to leave it."""
         cdef Line cur
         cdef const char* cr = <const char*>memchr(p, c'\r', n)
-        if cr != NULL and cr != p + n - 1:  # a lone carriage return ends a text line: the runner's
+        if cr != NULL and cr != p + n - 1:  # a lone carriage return ends a text line: the parser's
             return False
         if n >= 8 and memcmp(p, b"[default", 8) == 0:  # a torchrun rank prefix: the runner's
             return False
@@ -334,65 +287,69 @@ cdef class Scanner:
                 self.progress += 1
                 return True
             return False
-        set_steps(&cur, self.has_last, self.last_step)
-        self.has_last, self.last_step, self.parsed = True, cur.step, True
-        if self.pending_obj is not None:
-            obj = record(&cur, self.rank)
-            if self.pending_obj.step == cur.step and self.pending_obj == obj:
-                self.duplicates += 1
-                return True
-            self.run._observe(self.pending_obj)
-            self.pending_obj = None
-            if self.state is not None:
-                self.due = self.policy.due
-        elif self.has_pending:
-            if self.pending.step == cur.step and same(&self.pending, &cur):
-                self.duplicates += 1
-                return True
-            self._observe(&self.pending)
-        self.pending, self.has_pending = cur, True
-        self.records += 1
+        set_steps(&cur, has_last[0], last_step[0])
+        has_last[0], last_step[0] = True, cur.step
+        if self.n and same(&self.lines[self.n - 1], &cur):
+            self.duplicates += 1
+            return True
+        if self.n == self.cap:
+            self._grow()
+        self.lines[self.n], self.offsets[self.n] = cur, self.taken
+        self.n += 1
         return True
 
-    cdef int _observe(self, Line* line) except -1:
-        cdef Rec r
-        if self.state is None:
-            self._rank()
-            self.due = self.policy.due
-        r.step, r.loss, r.has_loss = line.step, line.loss, True
-        r.grad_norm, r.has_grad_norm = line.grad_norm, line.has_grad_norm
-        r.loss_scale, r.has_loss_scale, r.overflow = line.loss_scale, True, line.overflow
-        r.has_tps = r.has_mfu = False
-        hits = self.judge.judge(&r)
-        if hits is not None or self.judge.went_back or line.step >= self.due or self.routed:
-            self.has_observed = False
-            self.run._judged(self.state, record(line, self.rank), hits)
-            self.due = self.policy.due
-            return 0
-        if line.ms > 0:  # the run's Stats.add: a step time > 0 (no tokens, no MFU in these lines)
-            self.sample.add(line.ms / 1000.0)
-        self.observed, self.has_observed = line[0], True
+    cdef int _grow(self) except -1:
+        cdef Line* lines = <Line*>PyMem_Realloc(self.lines, 2 * self.cap * sizeof(Line))
+        if lines == NULL:
+            raise MemoryError()
+        self.lines = lines
+        cdef Py_ssize_t* offsets = <Py_ssize_t*>PyMem_Realloc(self.offsets, 2 * self.cap * sizeof(Py_ssize_t))
+        if offsets == NULL:
+            raise MemoryError()
+        self.offsets, self.cap = offsets, 2 * self.cap
         return 0
 
-    cdef int _hand_over(self) except -1:
-        """Give the run what this scan did: counts, the parser's last record, the pending and last judged one."""
-        result = self.run.result
-        if self.records or self.duplicates or self.progress:
-            result.records += self.records
-            result.skipped_lines += self.duplicates + self.progress
-            if self.duplicates:
-                result.skipped[DUPLICATE] += self.duplicates
-            if self.progress:
-                result.skipped[PROGRESS] += self.progress
-        # as in the run, the parser's last record is the pending one itself (a line after it may complete it)
-        if self.has_pending:
-            self.slot[1] = self.parser.last = record(&self.pending, self.rank)
-        elif self.pending_obj is None:
-            self.slot[1] = None
-        elif self.parsed:  # only duplicates of the run's pending record
-            self.parser.last = self.pending_obj
-        if self.has_observed:
-            result.last = record(&self.observed, self.rank)
-        self.has_pending = self.has_observed = self.parsed = False
-        self.records = self.duplicates = self.progress = 0
-        return 0
+    def record(self, Py_ssize_t i):
+        """Record ``i`` as a StepRecord."""
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return record(&self.lines[i], self.rank)
+
+    def offset(self, Py_ssize_t i):
+        """The line of record ``i`` (of the end of the read for ``i == len(batch)``), counted from 0 at the first
+        line read."""
+        return self.offsets[i] if 0 <= i < self.n else self.taken
+
+    def select(self, Py_ssize_t start, Py_ssize_t end):
+        """Judge records ``start`` to ``end - 1`` next."""
+        self.next, self.end = max(0, start), min(end, self.n)
+
+    def judge(self, Judge judge, long long due):
+        """Judge the selected records from :attr:`next` on with ``judge``; stop after the first that raised
+        something, went back in steps or is at step ``due`` or later (:attr:`stopped`: True), or at the end of
+        the selection. Returns what the last record judged raised (``Judge.judge``'s hits, or None)."""
+        cdef Rec r
+        cdef Line* line
+        hits = None
+        self.stopped = False
+        r.has_loss = r.has_loss_scale = True
+        r.has_tps = r.has_mfu = False
+        while self.next < self.end:
+            line = &self.lines[self.next]
+            self.next += 1
+            r.step, r.loss, r.grad_norm, r.has_grad_norm = line.step, line.loss, line.grad_norm, line.has_grad_norm
+            r.loss_scale, r.overflow = line.loss_scale, line.overflow
+            hits = judge.judge(&r)
+            self.step = line.step
+            if hits is not None or judge.went_back or line.step >= due:
+                self.stopped = True
+                break
+        return hits
+
+    def add_step_times(self, Sample sample, Py_ssize_t start, Py_ssize_t end):
+        """Add the step times (s) > 0 of records ``start`` to ``end - 1`` to ``sample`` (what
+        :meth:`~.tracks.Stats.add` takes of them: these lines give no tokens and no MFU)."""
+        cdef Py_ssize_t i
+        for i in range(max(0, start), min(end, self.n)):
+            if self.lines[i].ms > 0:
+                sample.add(self.lines[i].ms / 1000.0)

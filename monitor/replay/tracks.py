@@ -1,13 +1,12 @@
 """Bounded summaries of a replayed series: quantiles for the terminal summary, plot points for the HTML report.
 
-Whatever the log's length, memory stays fixed: :class:`~.scan.Sample` (compiled, for replay's fast path)
-holds at most ``size`` values and :class:`Envelope` at most 4 points per bucket of ``buckets``.
+Whatever the log's length, memory stays fixed: :class:`~.sample.Sample` holds at most ``size`` values and :class:`Envelope` at most 4 points per bucket of ``buckets``.
 """
 from __future__ import annotations
 
 import math
 
-from .scan import Sample
+from .sample import Sample
 
 PLOT_BUCKETS = 1000
 STATS = ("step_time_s", "tokens_per_second", "mfu")  # what the summary gives median, p5 and p95 of
