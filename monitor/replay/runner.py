@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..config import MonitorConfig
 from ..engine import Engine
+from ..policy import RollbackSettings
 from ..record import StepRecord
 from ..rules import Rules
 from . import csvlog, eventlog, mindformers, tensorboard, text as generic
@@ -68,8 +69,8 @@ class ReplayOptions:
     plotted: int = 0  # ranks given plot series so far
 
     def policy(self) -> WouldBeRollbacks:
-        return WouldBeRollbacks(self.checkpoint_every, self.healthy_after, self.rollback_margin, self.lr_factor,
-                                self.max_rollbacks)
+        return WouldBeRollbacks(RollbackSettings(self.checkpoint_every, self.healthy_after, self.rollback_margin,
+                                                 self.lr_factor, self.max_rollbacks))
 
 
 @dataclass
