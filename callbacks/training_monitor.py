@@ -22,7 +22,7 @@ from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, Chec
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
-from training_monitor.policy import Decision, RollbackPolicy, RollbackSettings
+from training_monitor.policy import Decision, RollbackPolicy
 from training_monitor.recordlog import RecordLog
 from training_monitor.resume import restore, trajectory
 from training_monitor.record import StepRecord
@@ -166,9 +166,7 @@ class TrainingMonitor(Callback):
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
         self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
-        settings = RollbackSettings(cfg.checkpoint_every, cfg.healthy_after, cfg.rollback_margin, cfg.lr_factor,
-                                    cfg.max_rollbacks)
-        self.policy = RollbackPolicy(self.ledger, settings, cfg.rollback, cfg.on_failed_rollback,
+        self.policy = RollbackPolicy(self.ledger, cfg, cfg.rollback, cfg.on_failed_rollback,
                                      {rule: c.skip_extra_batches for rule, c in rules.rules.items()},
                                      self._follow_retention)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from .policy import RollbackSettings
+
 MAX_YAML_BYTES = 1 << 20  # a settings or rules file
 MAX_YAML_DEPTH = 32  # nested mappings and lists
 MAX_INT = 10**9  # step counts, sizes and other integers of the settings
@@ -127,8 +129,10 @@ def did_you_mean(name: str, known) -> str:
 
 
 @dataclass
-class MonitorConfig:
-    """All settings of :class:`training_monitor.callbacks.TrainingMonitor`, with their defaults.
+class MonitorConfig(RollbackSettings):
+    """All settings of :class:`training_monitor.callbacks.TrainingMonitor`, with their defaults: those below and
+    the rollback settings of :class:`training_monitor.policy.RollbackSettings` (``checkpoint_every``,
+    ``healthy_after``, ``rollback_margin``, ``lr_factor``, ``max_rollbacks``).
 
     Attributes:
         run: run name, the ``run`` label of every series.
@@ -150,15 +154,9 @@ class MonitorConfig:
             (one small AllReduce) so all ranks take the same decisions; null: on when world_size > 1.
         record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
         rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
-        checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
-            written by a ``ModelCheckpoint`` callback in the same ``Model.train`` call are used).
-        healthy_after: clean steps after a checkpoint before it counts as healthy.
         rollback: roll back on rules whose actions include ``rollback``.
-        lr_factor: multiply the learning rate by this at each rollback (0 < f <= 1).
-        max_rollbacks: rollback budget; one more rollback request stops the run.
         exit_on_stop: when the monitor stopped the run (budget exhausted, a ``stop`` action), end the
             process with exit status 1 and the reason (``SystemExit`` from ``on_train_end``).
-        rollback_margin: the target checkpoint must be at least this many steps before the onset.
         on_failed_rollback: ``stop`` (default): when a rollback is needed and cannot be done (no loadable
             healthy checkpoint before the onset, an LR that cannot be scaled in place), stop the run with the
             reason (exit status 1 with ``exit_on_stop``); ``continue``: log it and train on.
@@ -193,13 +191,8 @@ class MonitorConfig:
     consensus: bool | None = None
     mf_health_json: str | None = None
     rules: str | dict | None = None
-    checkpoint_every: int = 0
-    healthy_after: int = 20
     rollback: bool = True
-    lr_factor: float = 0.5
-    max_rollbacks: int = 3
     exit_on_stop: bool = True
-    rollback_margin: int = 0
     on_failed_rollback: str = "stop"
     tokens_per_step: int | None = None
     world_size: int | None = None

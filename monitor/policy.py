@@ -17,12 +17,16 @@ from .ledger import DELETED, QUARANTINED, CheckpointEntry, Ledger
 FAR = 1 << 62  # a step never reached
 
 
-@dataclass(frozen=True)
+@dataclass
 class RollbackSettings:
-    """When checkpoints are trusted and how a rollback is done: the live monitor's, replay's and the CLI's."""
+    """When checkpoints are trusted and how a rollback is done. The live monitor's settings
+    (:class:`~training_monitor.config.MonitorConfig`), replay's (:class:`~training_monitor.replay.runner.ReplayOptions`)
+    and ``monitor replay``'s options are made from it; each field's ``metadata`` gives its
+    ``doc`` and bounds (``min``, ``max``; ``min_open``: the minimum itself is excluded)."""
 
     checkpoint_every: int = field(default=0, metadata={
-        "doc": "a checkpoint every N steps (0: the checkpoints come from elsewhere, or are not known)", "min": 0})
+        "doc": "a checkpoint is saved every N steps (0: live, only ModelCheckpoint files; replayed, not known: "
+               "the target is only bounded)", "min": 0})
     healthy_after: int = field(default=20, metadata={
         "doc": "clean steps after a checkpoint before it counts as healthy", "min": 0})
     rollback_margin: int = field(default=0, metadata={
@@ -81,9 +85,9 @@ class RollbackPolicy:
             files still exist).
     """
 
-    def __init__(self, ledger: Ledger, settings: RollbackSettings = RollbackSettings(), rollback: bool = True,
+    def __init__(self, ledger: Ledger, settings: RollbackSettings | None = None, rollback: bool = True,
                  on_failed_rollback: str = "stop", skip_extra: dict | None = None, before_target=None):
-        self.ledger, self.settings, self.rollback = ledger, settings, rollback
+        self.ledger, self.settings, self.rollback = ledger, settings or RollbackSettings(), rollback
         self.on_failed_rollback, self.skip_extra, self.before_target = on_failed_rollback, skip_extra or {}, before_target
         self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", **details}
         self.multiplier = 1.0
@@ -177,3 +181,4 @@ class RollbackPolicy:
         nxt = (self.last_step // every + 1) * every
         promote = self.ledger.next_promotion
         return nxt if promote is None else min(nxt, promote)
+

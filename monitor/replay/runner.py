@@ -15,7 +15,6 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..config import MonitorConfig
 from ..engine import Engine
 from ..policy import RollbackSettings
 from ..record import StepRecord
@@ -46,22 +45,16 @@ class ReplayError(Exception):
 
 
 @dataclass
-class ReplayOptions:
+class ReplayOptions(RollbackSettings):
     """What a replay does besides judging (``monitor replay``'s options), shared by all the logs of one replay.
 
-    ``checkpoint_every`` (0: not known), ``healthy_after``, ``rollback_margin``, ``lr_factor``,
-    ``max_rollbacks``: the would-be rollback policy (:class:`~.policy.WouldBeRollbacks`), defaults as the
-    live monitor's (:class:`~training_monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
+    The :class:`~training_monitor.policy.RollbackSettings` (``checkpoint_every`` 0: not known): the would-be
+    rollback policy's (:class:`~.policy.WouldBeRollbacks`), defaults as the live monitor's. ``plot_ranks``: keep plot series (bounded) for
     this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None.
     """
 
-    checkpoint_every: int = MonitorConfig.checkpoint_every
-    healthy_after: int = MonitorConfig.healthy_after
-    rollback_margin: int = MonitorConfig.rollback_margin
-    lr_factor: float = MonitorConfig.lr_factor
-    max_rollbacks: int = MonitorConfig.max_rollbacks
     plot_ranks: int = 0
     openmetrics: object = None
     run: str | None = None
@@ -69,8 +62,7 @@ class ReplayOptions:
     plotted: int = 0  # ranks given plot series so far
 
     def policy(self) -> WouldBeRollbacks:
-        return WouldBeRollbacks(RollbackSettings(self.checkpoint_every, self.healthy_after, self.rollback_margin,
-                                                 self.lr_factor, self.max_rollbacks))
+        return WouldBeRollbacks(self)
 
 
 @dataclass
