@@ -15,8 +15,10 @@ from mindspore.train import Callback, ModelCheckpoint
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
-from training_monitor.events import Event, EventLog
+from training_monitor.eventlog import EventLog
+from training_monitor.events import Event
 from training_monitor.files import write_file_sd_target
+from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
 from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
 from training_monitor.log import logger
@@ -414,8 +416,9 @@ class TrainingMonitor(Callback):
         self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
                          time.time(), steps, slow_reason=slow, callbacks_s=callbacks_s)
-        if self._peak and step_time and tokens:
-            rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
+        tps = rec.tokens_per_second
+        if self._peak and tps is not None:
+            rec.mfu = mfu(self._flops_per_token, tps, self.world_size, self._peak)
         self.last_record = rec
         if self._watchdog is not None:
             self._watchdog.beat(step, step_time)
