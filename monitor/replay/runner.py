@@ -272,9 +272,7 @@ class _Run:
             slot[1] = None
         rank = key if rep.rank is None else rep.rank
         st = self._rank(rank)
-        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details)
-        if rep.onset is not None:
-            event.onset_step = min(rep.onset, event.step)
+        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
         if st.feed is not None:
             st.feed.event(event)
