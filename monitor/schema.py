@@ -23,8 +23,8 @@ def _expects(tp, meta) -> str:
     if "check" in meta:
         return meta["check"][1]
     if "choices" in meta:
-        *head, last = [str(c) for c in meta["choices"]]
-        return f"{', '.join(head)} or {last}" if head else last
+        names = [str(c) for c in meta["choices"]]
+        return " or ".join(names) if len(names) <= 2 else f"one of {', '.join(names)}"
     kinds = []
     for t in typing.get_args(tp) or (tp,):
         if t is int:
@@ -66,7 +66,8 @@ def _ok(value, tp, meta) -> bool:
 
 def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, path: tuple = (),
           error: type[Exception] = ConfigError, what: str = "setting"):
-    """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields and every value fits its field.
+    """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields, every value fits its field and
+    every field without a default is given.
 
     ``lines``: the 1-based line of each key by key path (:func:`training_monitor.config.load_yaml`), ``path`` the
     key path of ``data`` in that document. Raises ``error`` (a :class:`~training_monitor.config.ConfigError` by
@@ -87,4 +88,7 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
             raise error(f"{at(key)}: unknown {what} {key!r} ({did_you_mean(key, known)}known: {', '.join(known)})")
         if not _ok(value, hints[key], f.metadata):
             raise error(f"{at(key)}: {key}: expected {_expects(hints[key], f.metadata)}, got {value!r}")
+    for key, f in known.items():
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in (data or {}):
+            raise error(f"{source}: {key}: expected {_expects(hints[key], f.metadata)}, got nothing")
     return cls(**dict(data or {}))
