@@ -56,11 +56,11 @@ class Decision:
     rollback: bool = False
     target: CheckpointEntry | None = None
     lr_multiplier: float = 1.0
-    rules: list = field(default_factory=list)
+    rules: list = ()
     skip: int = 0
     stop: str | None = None
-    promoted: list = field(default_factory=list)
-    quarantined: list = field(default_factory=list)
+    promoted: list = ()
+    quarantined: list = ()
 
 
 class RollbackPolicy:
@@ -106,12 +106,14 @@ class RollbackPolicy:
             self._rolled_back_at = None
         if judged:
             self.last_step = step
-        onsets = [e.onset_step for e in events if "rollback" in e.actions]
+        onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
         s = self.settings
         if not onsets:
             if judged:
                 d.promoted = self.ledger.observe(step)
                 d.save = bool(s.checkpoint_every) and step % s.checkpoint_every == 0
+            if not events:
+                return d
         else:
             d.onset = onset = min(onsets)
             d.quarantined = self._anomaly(onset)
@@ -142,7 +144,7 @@ class RollbackPolicy:
         """``d.target`` failed to load: quarantine it (with ``reason``) and return the next target, also set in
         ``d`` (None: none is left)."""
         self.ledger.quarantine(d.target, reason)
-        d.quarantined.append(d.target)
+        d.quarantined = [*d.quarantined, d.target]
         d.target = self.ledger.rollback_target(d.onset, self.settings.rollback_margin)
         return d.target
 
