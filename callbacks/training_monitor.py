@@ -15,14 +15,16 @@ from mindspore.train import Callback, ModelCheckpoint
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
-from training_monitor.events import Event, EventLog
+from training_monitor.eventlog import EventLog
+from training_monitor.events import Event
 from training_monitor.file_sd import write_file_sd_target
+from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
 from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
-from training_monitor.policy import RollbackPolicy
+from training_monitor.policy import Decision, RollbackPolicy
 from training_monitor.recordlog import RecordLog
 from training_monitor.resume import restore, trajectory
 from training_monitor.record import StepRecord
@@ -166,8 +168,9 @@ class TrainingMonitor(Callback):
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
         self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
-        self.policy = RollbackPolicy(self.ledger, cfg.checkpoint_every, cfg.rollback_margin, cfg.lr_factor,
-                                     cfg.max_rollbacks)
+        self.policy = RollbackPolicy(self.ledger, cfg, cfg.rollback, cfg.on_failed_rollback,
+                                     {rule: c.skip_extra_batches for rule, c in rules.rules.items()},
+                                     self._follow_retention)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
         self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
         self.stop_reason: str | None = None
@@ -413,8 +416,9 @@ class TrainingMonitor(Callback):
         self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
                          time.time(), steps, slow_reason=slow, callbacks_s=callbacks_s)
-        if self._peak and step_time and tokens:
-            rec.mfu = self._flops_per_token * tokens / step_time / (self.world_size * self._peak)
+        tps = rec.tokens_per_second
+        if self._peak and tps is not None:
+            rec.mfu = mfu(self._flops_per_token, tps, self.world_size, self._peak)
         self.last_record = rec
         if self._watchdog is not None:
             self._watchdog.beat(step, step_time)
@@ -423,28 +427,21 @@ class TrainingMonitor(Callback):
         if self.record_log is not None:
             self.record_log.write(rec)
         self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
-        # only a rule that asks for a rollback distrusts the model state (an alert-only throughput drop
-        # does not): then checkpoints since its onset are suspect, else this step counts as clean
-        onset = self.policy.rollback_onset(events)
-        if onset is None:
-            if self.policy.clean(step):
-                self.metrics.set_healthy(self.ledger.last_healthy_step)
-                self._unpin()
-            if self.policy.checkpoint_due(step):
-                self._save(cb, step)
-            if not events:
-                return
-            action = "alerted"
-        else:
-            self.policy.anomaly(onset)
+        d = self.policy.decide(step, events)
+        if d.promoted:
+            self.metrics.set_healthy(self.ledger.last_healthy_step)
+        if d.promoted or d.onset is not None:
             self._unpin()
-            action = self._rollback(run_context, cb, step, onset) if self.cfg.rollback else "rollback is off"
-        extra = max((self.engine.rules.rules[e.rule].skip_extra_batches for e in events
-                     if "skip_batches" in e.actions), default=0)
-        if extra:
-            action += f"; {self._skip(extra, step)}"
-        if any("stop" in e.actions for e in events):
-            self._stop(run_context, f"rule {events[0].rule} asks to stop at step {step}")
+        if d.save:
+            self._save(cb, step)
+        if not events:
+            return
+        # (a rollback not decided: rollback is off, or the budget is exhausted and the stop below says so)
+        action = "alerted" if d.onset is None else self._rollback(cb, d) if d.rollback else "rollback is off"
+        if d.skip:
+            action += f"; {self._skip(d.skip, step)}"
+        if d.stop:
+            self._stop(run_context, d.stop)
         if self.stop_reason:
             action = f"run stopped: {self.stop_reason}"
         if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
@@ -554,25 +551,21 @@ class TrainingMonitor(Callback):
         self.alerts.send([Alert.from_event(e, self.cfg.run, action, c.runbook_base, c.dashboard_url, time.time())
                           for e in events])
 
-    def _rollback(self, run_context, cb, step: int, onset: int) -> str:
-        """Roll back to the newest healthy checkpoint before ``onset``; return what was done, in words. When
-        that cannot be done, :meth:`_rollback_failed` stops the run (or, with ``on_failed_rollback:
-        continue``, says so and training goes on)."""
-        reason = self.policy.exhausted(step)
-        if reason:
-            self._stop(run_context, reason)
-            return "rollback budget exhausted"
+    def _rollback(self, cb, d: Decision) -> str:
+        """Carry out the rollback ``d`` (to ``d.target``, or an older one when that does not load); return what
+        was done, in words. When that cannot be done, :meth:`_rollback_failed` reports it to the policy."""
+        step = d.step
         try:
-            target = self._load_healthy(cb, onset)
+            target = self._load_healthy(cb, d)
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
-            return self._rollback_failed(run_context, step, str(exc))
+            return self._rollback_failed(d, str(exc))
         if target is None:
-            return self._rollback_failed(run_context, step, f"no loadable healthy checkpoint before step {onset}")
+            return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}")
         self._offset += step - target.step
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
         self._slow = "rollback"
-        rb = self.policy.rolled_back(step, onset, target, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
+        rb = self.policy.rolled_back(d, rewound=True, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
@@ -583,15 +576,14 @@ class TrainingMonitor(Callback):
         return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "
                 f"(now x{rb['lr_multiplier']:g})")
 
-    def _load_healthy(self, cb, onset: int) -> CheckpointEntry | None:
-        """Load the newest healthy checkpoint before ``onset`` that loads (on every rank); quarantine those
-        that do not. Returns it, or None when none is left.
+    def _load_healthy(self, cb, d: Decision) -> CheckpointEntry | None:
+        """Load ``d.target``, or the next target the policy gives when it does not load (on every rank).
+        Returns the one loaded, or None when none is left.
 
         Raises:
             TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
         """
-        self._follow_retention()
-        target = self.policy.target(onset)
+        target = d.target
         while target is not None:
             error = None
             try:
@@ -605,15 +597,15 @@ class TrainingMonitor(Callback):
                 return target
             reason = f"failed to load: {error}" if error else "failed to load on another rank"
             logger.bind(report=True).error("checkpoint {}: {}; trying an older one", target.path, reason)
-            self.ledger.quarantine(target, reason)
-            target = self.policy.target(onset)
+            target = self.policy.next_target(d, reason)
         return None
 
-    def _rollback_failed(self, run_context, step: int, reason: str) -> str:
-        """A rollback was needed at ``step`` and could not be done: stop the run (``on_failed_rollback: stop``)
-        or log it and go on; the event log records either. Returns what was done, in words."""
-        if self.cfg.on_failed_rollback == "stop":
-            self._stop(run_context, f"rollback failed at step {step}: {reason}")
+    def _rollback_failed(self, d: Decision, reason: str) -> str:
+        """The rollback ``d`` could not be done: the policy stops the run (``on_failed_rollback: stop``; the
+        caller carries out ``d.stop``) or it is logged and training goes on; the event log records either.
+        Returns what was done, in words."""
+        step = d.step
+        if self.policy.failed(d, reason):
             return "rollback failed"
         self.event_log.write({"action": "rollback_failed", "at_step": step, "reason": reason, "rank": self.rank,
                               "time": time.time()})

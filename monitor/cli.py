@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import fields
 from datetime import datetime
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -12,7 +13,7 @@ from typing import NoReturn
 
 import click
 
-from .config import MonitorConfig
+from .policy import RollbackSettings
 from .log import logger, to_stderr
 from .replay import ReplayError, replay_paths
 from .replay.runner import PARSERS
@@ -69,23 +70,26 @@ def _start_time(ctx, param, value):
         raise click.BadParameter(f"{value!r} is neither Unix seconds nor an ISO 8601 date-time") from None
 
 
+def _rollback_options(command):
+    """One ``--name`` option per :class:`~training_monitor.policy.RollbackSettings` field (its default, bounds and
+    ``doc``); the command receives them as keyword arguments named as the fields."""
+    for f in reversed(fields(RollbackSettings)):
+        m = f.metadata
+        kind = click.IntRange if f.type == "int" else click.FloatRange
+        bounds = {"min_open": True} if m.get("min_open") else {}
+        command = click.option(f"--{f.name.replace('_', '-')}", f.name, default=f.default, show_default=True,
+                               type=kind(m.get("min"), m.get("max"), **bounds),
+                               help=f"Would-be rollbacks: {m['doc']}.")(command)
+    return command
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *PARSERS]),
               help="Log format, or auto to detect (the format most of the first 5000 lines have).")
 @click.option("--rules", "rules_path", type=click.Path(), help="Rules YAML (default: the shipped rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option("--checkpoint-every", default=MonitorConfig.checkpoint_every, show_default=True, type=click.IntRange(0),
-              help="Would-be rollbacks: the run saved a checkpoint every N steps (0: not known, the target is "
-                   "only bounded).")
-@click.option("--healthy-after", default=MonitorConfig.healthy_after, show_default=True, type=click.IntRange(0),
-              help="Would-be rollbacks: clean steps after a checkpoint before it is healthy.")
-@click.option("--rollback-margin", default=MonitorConfig.rollback_margin, show_default=True, type=click.IntRange(0),
-              help="Would-be rollbacks: the target checkpoint is at least this many steps before the onset.")
-@click.option("--lr-factor", default=MonitorConfig.lr_factor, show_default=True,
-              type=click.FloatRange(0, 1, min_open=True), help="Would-be rollbacks: LR multiplier per rollback.")
-@click.option("--max-rollbacks", default=MonitorConfig.max_rollbacks, show_default=True, type=click.IntRange(0),
-              help="Would-be rollbacks: the one after these would have stopped the run.")
+@_rollback_options
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Write a self-contained HTML report (plots, anomalies, would-be rollbacks) to this file.")
 @click.option("--openmetrics", "om_path", type=click.Path(dir_okay=False),
@@ -100,8 +104,8 @@ def _start_time(ctx, param, value):
                    "(0: every step; gauges are written at every step).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal or the input is over 1 GiB).")
-def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rollback_margin, lr_factor,
-           max_rollbacks, html_path, om_path, run_label, start_time, scrape_interval, progress):
+def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start_time, scrape_interval, progress,
+           **rollback):
     """Run logged training runs through the rules and report the anomalies, what the rollback policy would
     have done, and step time / TPS / MFU.
 
@@ -122,8 +126,7 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
             from .openmetrics import OpenMetricsWriter
 
             writer = OpenMetricsWriter(om_path, scrape_interval, start_time, rules.rules)
-        options = ReplayOptions(checkpoint_every, healthy_after, rollback_margin, lr_factor, max_rollbacks,
-                                plot_ranks=PLOT_RANKS if html_path else 0, openmetrics=writer, run=run_label)
+        options = ReplayOptions(**rollback, plot_ranks=PLOT_RANKS if html_path else 0, openmetrics=writer, run=run_label)
         results = replay_paths(paths, rules, fmt, options, progress)
         if writer is not None:
             done, writer = writer.close(), None
@@ -133,9 +136,11 @@ def replay(paths, fmt, rules_path, as_json, checkpoint_every, healthy_after, rol
         if html_path:
             from .report import write_html
 
-            size = write_html(results, html_path, {"checkpoint interval": checkpoint_every or "not given",
-                                                   "healthy after": healthy_after, "LR factor": lr_factor,
-                                                   "max rollbacks": max_rollbacks, "margin": rollback_margin})
+            size = write_html(results, html_path, {"checkpoint interval": options.checkpoint_every or "not given",
+                                                   "healthy after": options.healthy_after,
+                                                   "LR factor": options.lr_factor,
+                                                   "max rollbacks": options.max_rollbacks,
+                                                   "margin": options.rollback_margin})
             click.echo(f"wrote {html_path}: {size} bytes", err=True)
     except (ReplayError, RulesError) as exc:
         fail(str(exc))

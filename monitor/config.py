@@ -4,15 +4,18 @@ from __future__ import annotations
 import difflib
 import math
 import urllib.parse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from .policy import RollbackSettings
 
 MAX_YAML_BYTES = 1 << 20  # a settings or rules file
 MAX_YAML_DEPTH = 32  # nested mappings and lists
 MAX_INT = 10**9  # step counts, sizes and other integers of the settings
 MAX_LABEL = 128  # characters of a label value (run, sink name)
+LABEL = f"a string of 1 to {MAX_LABEL} printable characters"  # what is_label accepts
 
 
 class ConfigError(ValueError):
@@ -127,8 +130,10 @@ def did_you_mean(name: str, known) -> str:
 
 
 @dataclass
-class MonitorConfig:
-    """All settings of :class:`training_monitor.callbacks.TrainingMonitor`, with their defaults.
+class MonitorConfig(RollbackSettings):
+    """All settings of :class:`training_monitor.callbacks.TrainingMonitor`, with their defaults: those below and
+    the rollback settings of :class:`training_monitor.policy.RollbackSettings` (``checkpoint_every``,
+    ``healthy_after``, ``rollback_margin``, ``lr_factor``, ``max_rollbacks``).
 
     Attributes:
         run: run name, the ``run`` label of every series.
@@ -150,15 +155,9 @@ class MonitorConfig:
             (one small AllReduce) so all ranks take the same decisions; null: on when world_size > 1.
         record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
         rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
-        checkpoint_every: save a checkpoint of the train network every N steps (0: only checkpoints
-            written by a ``ModelCheckpoint`` callback in the same ``Model.train`` call are used).
-        healthy_after: clean steps after a checkpoint before it counts as healthy.
         rollback: roll back on rules whose actions include ``rollback``.
-        lr_factor: multiply the learning rate by this at each rollback (0 < f <= 1).
-        max_rollbacks: rollback budget; one more rollback request stops the run.
         exit_on_stop: when the monitor stopped the run (budget exhausted, a ``stop`` action), end the
             process with exit status 1 and the reason (``SystemExit`` from ``on_train_end``).
-        rollback_margin: the target checkpoint must be at least this many steps before the onset.
         on_failed_rollback: ``stop`` (default): when a rollback is needed and cannot be done (no loadable
             healthy checkpoint before the onset, an LR that cannot be scaled in place), stop the run with the
             reason (exit status 1 with ``exit_on_stop``); ``continue``: log it and train on.
@@ -181,56 +180,45 @@ class MonitorConfig:
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 
-    run: str = "default"
-    rank: int | None = None
-    output_dir: str = "monitor_output"
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = 9400
-    export_ranks: str = "all"
+    run: str = field(default="default", metadata={"check": (is_label, LABEL)})
+    rank: int | None = field(default=None, metadata={"max": 10**7})
+    output_dir: str = field(default="monitor_output", metadata={"min": 1})
+    metrics_host: str = field(default="127.0.0.1", metadata={"min": 1})
+    metrics_port: int | None = field(default=9400, metadata={"max": 65535})
+    export_ranks: str = field(default="all", metadata={"choices": ("all", "rank0")})
     file_sd_dir: str | None = None
     watchdog: bool = True
     record_log: bool = True
     consensus: bool | None = None
     mf_health_json: str | None = None
     rules: str | dict | None = None
-    checkpoint_every: int = 0
-    healthy_after: int = 20
     rollback: bool = True
-    lr_factor: float = 0.5
-    max_rollbacks: int = 3
     exit_on_stop: bool = True
-    rollback_margin: int = 0
-    on_failed_rollback: str = "stop"
-    tokens_per_step: int | None = None
-    world_size: int | None = None
-    flops_per_token: float | None = None
-    n_params: float | None = None
+    on_failed_rollback: str = field(default="stop", metadata={"choices": ("stop", "continue")})
+    tokens_per_step: int | None = field(default=None, metadata={"min": 1, "max": 1 << 50})
+    world_size: int | None = field(default=None, metadata={"min": 1, "max": 10**7})
+    flops_per_token: float | None = field(default=None, metadata={"min": 0, "min_open": True, "max": 1e18})
+    n_params: float | None = field(default=None, metadata={"min": 0, "min_open": True, "max": 1e15})
     model_config: dict | None = None
     device: str | None = None
-    peak_tflops: float | None = None
+    peak_tflops: float | None = field(default=None, metadata={"min": 0, "min_open": True, "max": 1e6})
     alerts: dict | str | None = None
     resume_from: str | None = None
     strict: bool = False
 
     @classmethod
-    def from_dict(cls, data: dict | None, source: str = "<config>") -> "MonitorConfig":
-        """Build from a mapping; ``type`` (a MindFormers registry key) is ignored.
+    def from_dict(cls, data: dict | None, source: str = "<config>", lines: dict | None = None,
+                  path: tuple = ()) -> "MonitorConfig":
+        """Build from a mapping; ``type`` (a MindFormers registry key) is ignored. ``lines``, ``path``: see
+        :func:`training_monitor.schema.check`.
 
         Raises:
-            ConfigError: unknown key or a value of the wrong type, naming ``source`` and the key.
+            ConfigError: unknown key or a value of the wrong type, naming ``source``, the line and the key.
         """
-        known = {f.name: f for f in fields(cls)}
-        kwargs = {}
-        for key, value in dict(data or {}).items():
-            if key == "type":
-                continue
-            if key not in known:
-                raise ConfigError(f"{source}: unknown monitor setting {key!r} ({did_you_mean(key, known)}"
-                                  f"known: {', '.join(known)})")
-            kwargs[key] = value
-        cfg = cls(**kwargs)
-        cfg._validate(source)
-        return cfg
+        from .schema import check
+
+        settings = {k: v for k, v in dict(data or {}).items() if k != "type"}
+        return check(cls, settings, source, lines, path, what="monitor setting")
 
     def model_flops_per_token(self) -> float | None:
         """Training FLOPs per token from ``flops_per_token``, ``n_params`` or ``model_config``; None if unset."""
@@ -246,42 +234,14 @@ class MonitorConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "MonitorConfig":
-        """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key)."""
-        data = read_yaml(path, "monitor")
+        """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key).
+
+        Raises:
+            ConfigError: as :meth:`from_dict`, also naming the line.
+        """
+        data, lines = load_yaml(path)
+        nested = isinstance(data, dict) and isinstance(data.get("monitor"), dict)
+        data = data["monitor"] if nested else data
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of settings")
-        return cls.from_dict(data, str(path))
-
-    def _validate(self, source: str) -> None:
-        def need(ok: bool, key: str, what: str):
-            if not ok:
-                raise ConfigError(f"{source}: {key}: expected {what}, got {getattr(self, key)!r}")
-
-        need(is_label(self.run), "run", f"a string of 1 to {MAX_LABEL} printable characters")
-        need(self.rank is None or is_int(self.rank, 0, 10**7), "rank", "an integer 0..10000000 or null")
-        for key in ("output_dir", "metrics_host"):
-            need(isinstance(getattr(self, key), str) and getattr(self, key) != "", key, "a non-empty string")
-        for key in ("mf_health_json", "device"):
-            need(getattr(self, key) is None or isinstance(getattr(self, key), str), key, "a string or null")
-        for key in ("checkpoint_every", "healthy_after", "max_rollbacks", "rollback_margin"):
-            need(is_int(getattr(self, key)), key, f"an integer 0..{MAX_INT}")
-        need(self.metrics_port is None or is_int(self.metrics_port, 0, 65535), "metrics_port",
-             "a port number or null")
-        need(is_number(self.lr_factor, 0, 1) and self.lr_factor > 0, "lr_factor", "0 < f <= 1")
-        need(self.tokens_per_step is None or is_int(self.tokens_per_step, 1, 1 << 50), "tokens_per_step",
-             "a positive integer (up to 2^50) or null")
-        need(self.rules is None or isinstance(self.rules, (str, dict)), "rules", "a file path or a mapping")
-        need(self.world_size is None or is_int(self.world_size, 1, 10**7), "world_size",
-             "an integer 1..10000000 or null")
-        for key, hi in (("flops_per_token", 1e18), ("n_params", 1e15), ("peak_tflops", 1e6)):
-            v = getattr(self, key)
-            need(v is None or (is_number(v, 0, hi) and v > 0), key, f"a positive finite number up to {hi:g} or null")
-        need(self.model_config is None or isinstance(self.model_config, dict), "model_config", "a mapping")
-        need(self.alerts is None or isinstance(self.alerts, (str, dict)), "alerts", "a file path or a mapping")
-        need(self.export_ranks in ("all", "rank0"), "export_ranks", "all or rank0")
-        need(self.on_failed_rollback in ("stop", "continue"), "on_failed_rollback", "stop or continue")
-        need(self.consensus in (None, True, False), "consensus", "true, false or null")
-        need(self.file_sd_dir is None or isinstance(self.file_sd_dir, str), "file_sd_dir", "a folder or null")
-        need(self.resume_from is None or isinstance(self.resume_from, str), "resume_from", "a file path or null")
-        for key in ("rollback", "strict", "watchdog", "exit_on_stop", "record_log"):
-            need(isinstance(getattr(self, key), bool), key, "true or false")
+        return cls.from_dict(data, str(path), lines, ("monitor",) if nested else ())

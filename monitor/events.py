@@ -1,12 +1,14 @@
-"""Anomaly events and the JSONL event log."""
+"""Anomaly events: what a rule (or the trainer itself) reports. Written by :mod:`training_monitor.eventlog`."""
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 
-from .log import logger
+
+def json_value(value: float | None):
+    """``value`` as JSON can hold it: None, a finite number, or NaN/Inf as its text (``"nan"``, ``"inf"``)."""
+    return value if value is None or math.isfinite(value) else str(value)
+
 
 @dataclass(slots=True)
 class Event:
@@ -40,42 +42,5 @@ class Event:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        v = self.value
-        d["value"] = v if v is None or math.isfinite(v) else str(v)  # JSON has no NaN/Inf
+        d["value"] = json_value(self.value)
         return d
-
-
-class EventLog:
-    """Append-only JSONL file of events, one object per line.
-
-    Each event is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line is never
-    interleaved with another writer's or left half-written by this process. Failures (disk full,
-    permissions) are logged once and the event is kept in memory (:attr:`unwritten`), never raised.
-    """
-
-    def __init__(self, path: str):
-        self.path = path
-        self.unwritten: list[dict] = []
-        self._fd: int | None = None
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as exc:
-            logger.error("event log {} cannot be opened ({}); events are kept in memory", path, exc)
-
-    def write(self, record: dict) -> None:
-        line = (json.dumps(record, sort_keys=True) + "\n").encode()
-        if self._fd is not None:
-            try:
-                os.write(self._fd, line)
-                return
-            except OSError as exc:
-                logger.error("event log {} write failed ({}); events are kept in memory", self.path, exc)
-                os.close(self._fd)
-                self._fd = None
-        self.unwritten.append(record)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

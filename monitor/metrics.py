@@ -117,8 +117,8 @@ class Metrics(Collector):
             self.tokens += rec.tokens * rec.steps
         if rec.step_time_s is not None:
             self.step_hist.observe(rec.step_time_s)
-            if rec.tokens:
-                tps = rec.tokens / rec.step_time_s
+            tps = rec.tokens_per_second
+            if tps is not None:
                 v["train_tokens_per_second"] = tps
                 v["train_tokens_per_second_per_device"] = tps / self.world_size
         if rec.mfu is not None:

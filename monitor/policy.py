@@ -1,67 +1,186 @@
-"""The rollback policy: when a rule asks for a rollback, to which checkpoint, at what learning rate, and when
-to stop instead. One implementation for the live callback (:class:`training_monitor.callbacks.TrainingMonitor`, which also
-saves and loads the checkpoints) and for replay's would-be rollbacks (:mod:`training_monitor.replay.policy`)."""
+"""The rollback policy: one decision path for the live callback and for replay's would-be rollbacks.
+
+:meth:`RollbackPolicy.decide` takes a judged step's events and returns a :class:`Decision` (nothing, save a
+checkpoint, roll back to a target from an onset, skip batches, stop), after promoting and quarantining the
+checkpoints of its ledger. The live callback (:class:`training_monitor.callbacks.TrainingMonitor`) carries the
+decision out (save, restore, skip, stop) and reports back what it did (:meth:`~RollbackPolicy.rolled_back`,
+:meth:`~RollbackPolicy.failed`, :meth:`~RollbackPolicy.next_target`); replay (:mod:`training_monitor.replay.policy`)
+records it.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .events import Event
-from .ledger import CheckpointEntry, Ledger
+from .ledger import DELETED, QUARANTINED, CheckpointEntry, Ledger
+
+FAR = 1 << 62  # a step never reached
+
+
+@dataclass
+class RollbackSettings:
+    """When checkpoints are trusted and how a rollback is done. The live monitor's settings
+    (:class:`~training_monitor.config.MonitorConfig`), replay's (:class:`~training_monitor.replay.runner.ReplayOptions`)
+    and ``monitor replay``'s options are made from it; each field's ``metadata`` gives its
+    ``doc`` and bounds (``min``, ``max``; ``min_open``: the minimum itself is excluded)."""
+
+    checkpoint_every: int = field(default=0, metadata={
+        "doc": "a checkpoint is saved every N steps (0: live, only ModelCheckpoint files; replayed, not known: "
+               "the target is only bounded)", "min": 0})
+    healthy_after: int = field(default=20, metadata={
+        "doc": "clean steps after a checkpoint before it counts as healthy", "min": 0})
+    rollback_margin: int = field(default=0, metadata={
+        "doc": "the target checkpoint is at least this many steps before the onset", "min": 0})
+    lr_factor: float = field(default=0.5, metadata={
+        "doc": "the learning rate is multiplied by this at each rollback (0 < f <= 1)", "min": 0, "max": 1,
+        "min_open": True})
+    max_rollbacks: int = field(default=3, metadata={
+        "doc": "rollback budget: one more rollback asked for stops the run", "min": 0})
+
+
+@dataclass(slots=True)
+class Decision:
+    """What to do after judged step ``step``.
+
+    ``save``: save a checkpoint of the state after ``step``. ``onset``: the earliest onset of an event whose
+    rule asks for a rollback (None: a clean step); ``rollback``: roll back now, to ``target`` (the newest
+    healthy checkpoint before ``onset - margin``; None: there is none), the LR multiplier becoming
+    ``lr_multiplier``; ``rules``: the rules asking. ``skip``: batches to skip ahead of the data reader (the
+    ``skip_batches`` action). ``stop``: stop the run, for this reason. ``promoted`` / ``quarantined``: the
+    checkpoints this step made healthy / suspect.
+    """
+
+    step: int
+    save: bool = False
+    onset: int | None = None
+    rollback: bool = False
+    target: CheckpointEntry | None = None
+    lr_multiplier: float = 1.0
+    rules: list = ()
+    skip: int = 0
+    stop: str | None = None
+    promoted: list = ()
+    quarantined: list = ()
 
 
 class RollbackPolicy:
     """Decisions over a :class:`~training_monitor.ledger.Ledger` of checkpoints, step by judged step.
 
-    A step whose events hold no rule asking for a rollback (:meth:`rollback_onset` is None) is clean:
-    :meth:`clean` promotes the checkpoints that have had ``healthy after`` clean steps since, and
-    :meth:`checkpoint_due` says a checkpoint is to be saved every ``checkpoint_every`` steps (0: the
-    checkpoints come from elsewhere, or there are none). Otherwise :meth:`anomaly` quarantines the
-    checkpoints the onset makes suspect; then :meth:`exhausted` says whether ``max_rollbacks`` rollbacks
-    are done already (the run stops instead), :meth:`target` gives the newest healthy checkpoint before
-    ``onset - margin``, and :meth:`rolled_back` records the rollback, the LR multiplier scaled by
-    ``lr_factor`` each time (so rollbacks compound: 0.5, 0.25, ...).
+    A step whose events hold no rule asking for a rollback is clean: it promotes the checkpoints that have
+    had ``healthy_after`` clean steps since, and a checkpoint is due every ``checkpoint_every`` steps.
+    Otherwise the checkpoints the onset makes suspect are quarantined, and a rollback is decided to the
+    newest healthy checkpoint before ``onset - rollback_margin``, with the LR multiplier scaled by
+    ``lr_factor`` (rollbacks compound: 0.5, 0.25, ...), unless ``rollback`` is off, ``max_rollbacks`` are
+    done already (the run stops instead), or the run did not go back since the last rollback and the onset
+    is not after it (the same excursion firing again on a log of a run that did not roll back). A rule with
+    the ``stop`` action stops the run. After a stop, nothing more is decided.
+
+    Args:
+        ledger: the checkpoints.
+        settings: :class:`RollbackSettings`.
+        rollback: False: anomalies quarantine checkpoints but ask for no rollback.
+        on_failed_rollback: ``stop`` or ``continue`` when a decided rollback cannot be done (:meth:`failed`).
+        skip_extra: rule -> batches its ``skip_batches`` action skips (``skip_extra_batches``).
+        before_target: called before a rollback target is chosen (the live callback checks which checkpoint
+            files still exist).
     """
 
-    def __init__(self, ledger: Ledger, checkpoint_every: int = 0, margin: int = 0, lr_factor: float = 0.5,
-                 max_rollbacks: int = 3):
-        self.ledger, self.every, self.margin = ledger, checkpoint_every, margin
-        self.lr_factor, self.max_rollbacks = lr_factor, max_rollbacks
-        self.rollbacks: list[dict] = []
+    def __init__(self, ledger: Ledger, settings: RollbackSettings | None = None, rollback: bool = True,
+                 on_failed_rollback: str = "stop", skip_extra: dict | None = None, before_target=None):
+        self.ledger, self.settings, self.rollback = ledger, settings or RollbackSettings(), rollback
+        self.on_failed_rollback, self.skip_extra, self.before_target = on_failed_rollback, skip_extra or {}, before_target
+        self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", **details}
         self.multiplier = 1.0
+        self.stop: dict | None = None  # {"at_step", "reason"}
+        self.last_step: int | None = None  # the last judged step decided
+        self._rolled_back_at: int | None = None  # step of the last rollback, until the run goes back
 
-    @staticmethod
-    def rollback_onset(events: list[Event]) -> int | None:
-        """Earliest onset among ``events`` whose rule asks for a rollback, or None (a clean step)."""
-        onsets = [e.onset_step for e in events if "rollback" in e.actions]
-        return min(onsets) if onsets else None
+    def decide(self, step: int, events: list[Event], went_back: bool = False, judged: bool = True) -> Decision:
+        """The decision after ``step`` raised ``events`` (usually none). ``went_back``: the step is not after the
+        one before it (a rollback or a resume); ``judged``: False for a trainer's own report (not a step of
+        its own: it makes nothing clean, only a rollback or stop it asks for counts)."""
+        d = Decision(step)
+        if self.stop is not None:
+            return d
+        if went_back:
+            self._rolled_back_at = None
+        if judged:
+            self.last_step = step
+        onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
+        s = self.settings
+        if not onsets:
+            if judged:
+                d.promoted = self.ledger.observe(step)
+                d.save = bool(s.checkpoint_every) and step % s.checkpoint_every == 0
+            if not events:
+                return d
+        else:
+            d.onset = onset = min(onsets)
+            d.quarantined = self._anomaly(onset)
+            if self.rollback and (self._rolled_back_at is None or onset > self._rolled_back_at):
+                if len(self.rollbacks) >= s.max_rollbacks:
+                    d.stop = (f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done (max_rollbacks="
+                              f"{s.max_rollbacks}); anomaly at step {step}")
+                else:
+                    d.rollback, d.lr_multiplier = True, self.multiplier * s.lr_factor
+                    d.rules = sorted({e.rule for e in events if "rollback" in e.actions})
+                    if self.before_target is not None:
+                        self.before_target()
+                    d.target = self.ledger.rollback_target(onset, s.rollback_margin)
+        d.skip = max((self.skip_extra.get(e.rule, 0) for e in events if "skip_batches" in e.actions), default=0)
+        if d.stop is None and any("stop" in e.actions for e in events):
+            d.stop = f"rule {events[0].rule} asks to stop at step {step}"
+        if d.stop is not None:
+            self.stop = {"at_step": step, "reason": d.stop}
+        return d
 
-    def clean(self, step: int) -> list[CheckpointEntry]:
-        """``step`` was clean: the checkpoints it makes healthy."""
-        return self.ledger.observe(step)
-
-    def checkpoint_due(self, step: int) -> bool:
-        return bool(self.every) and step % self.every == 0
-
-    def anomaly(self, onset: int) -> None:
-        """An excursion began at ``onset``: quarantine the checkpoints not proven before it."""
+    def _anomaly(self, onset: int) -> list[CheckpointEntry]:
+        """Quarantine the checkpoints not proven before ``onset``; return them."""
+        live = [e for e in self.ledger.entries if e.status not in (QUARANTINED, DELETED)]
         self.ledger.anomaly(onset)
+        return [e for e in live if e.status == QUARANTINED]
 
-    def exhausted(self, step: int) -> str | None:
-        """Why a rollback asked for at ``step`` stops the run instead, or None."""
-        if len(self.rollbacks) < self.max_rollbacks:
-            return None
-        return (f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done (max_rollbacks="
-                f"{self.max_rollbacks}); anomaly at step {step}")
+    def next_target(self, d: Decision, reason: str) -> CheckpointEntry | None:
+        """``d.target`` failed to load: quarantine it (with ``reason``) and return the next target, also set in
+        ``d`` (None: none is left)."""
+        self.ledger.quarantine(d.target, reason)
+        d.quarantined = [*d.quarantined, d.target]
+        d.target = self.ledger.rollback_target(d.onset, self.settings.rollback_margin)
+        return d.target
 
-    def target(self, onset: int) -> CheckpointEntry | None:
-        """The newest healthy checkpoint before ``onset - margin``, or None."""
-        return self.ledger.rollback_target(onset, self.margin)
-
-    def rolled_back(self, step: int, onset: int, target: CheckpointEntry | None, lr_multiplier: float | None = None,
-                    **details) -> dict:
-        """Record a rollback at ``step`` to ``target`` (None: not known); the LR multiplier becomes
-        ``lr_multiplier`` (what the trainer applied) or the last one times ``lr_factor``. Returns the record
+    def rolled_back(self, d: Decision, rewound: bool = False, **details) -> dict:
+        """The rollback ``d`` was done (or, replayed, would have been), to ``d.target`` (None: not known).
+        ``rewound``: the run went back to the target (live), so a later onset before ``d.step`` is a new
+        excursion; else the next steps are the same run's until a step goes back. Returns the record
         ``{"at_step", "onset_step", "to_step", "lr_multiplier", **details}``, kept in :attr:`rollbacks`."""
-        self.multiplier = self.multiplier * self.lr_factor if lr_multiplier is None else lr_multiplier
-        record = {"at_step": step, "onset_step": onset, "to_step": target.step if target is not None else None,
-                  "lr_multiplier": self.multiplier, **details}
+        self.multiplier = d.lr_multiplier
+        self._rolled_back_at = None if rewound else d.step
+        record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
+                  "lr_multiplier": d.lr_multiplier, **details}
         self.rollbacks.append(record)
         return record
+
+    def failed(self, d: Decision, reason: str) -> bool:
+        """The rollback ``d`` could not be done (``reason``; it does not count against the budget). True when
+        the run stops then (``on_failed_rollback: stop``; ``d.stop`` gives the reason), False when it goes on."""
+        if self.on_failed_rollback != "stop":
+            return False
+        if d.stop is None:
+            d.stop = f"rollback failed at step {d.step}: {reason}"
+            self.stop = {"at_step": d.step, "reason": d.stop}
+        return True
+
+    @property
+    def due(self) -> int:
+        """The first step whose :meth:`decide` without events, not going back, would change anything (a
+        checkpoint to save or to promote); a feed may leave out such calls for the steps before it (replay's
+        compiled fast path). Before the first step: every step is due."""
+        every = self.settings.checkpoint_every
+        if self.stop is not None or not every:
+            return FAR
+        if self.last_step is None:
+            return -FAR
+        nxt = (self.last_step // every + 1) * every
+        promote = self.ledger.next_promotion
+        return nxt if promote is None else min(nxt, promote)
+

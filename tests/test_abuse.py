@@ -395,7 +395,7 @@ def test_a_wrongly_typed_setting_fails_at_construction_naming_the_key(key, value
 
 def test_settings_from_a_file_are_checked_and_a_scrape_of_a_valid_run_answers(tmp_path):
     (tmp_path / "monitor.yaml").write_text("monitor:\n  run: 2024\n")
-    with pytest.raises(ConfigError, match=r"monitor.yaml: run: expected a string"):
+    with pytest.raises(ConfigError, match=r"monitor.yaml:2: run: expected a string"):
         MonitorConfig.from_yaml(tmp_path / "monitor.yaml")
     (tmp_path / "monitor.yaml").write_text("monitor:\n  run: '2024'\n  lr_factor: .nan\n")
     with pytest.raises(ConfigError, match=r"monitor.yaml:3: monitor.lr_factor: expected a finite number"):

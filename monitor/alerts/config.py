@@ -18,17 +18,54 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ConfigError, did_you_mean, is_http_url, is_int, is_label, is_number, read_yaml
+from ..config import ConfigError, is_http_url, is_int, is_label, is_number, read_yaml
 from ..rules import SEVERITIES
+from ..schema import check
 from .platforms import PLATFORMS
 
-SINK_KEYS = ("name", "type", "url", "url_env", "secret_env", "timeout_s", "min_severity", "rate_limits",
-             "mentions")
 _MENTION = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")  # a platform user id (or "all")
-KEYS = ("sinks", "dashboard_url", "runbook_base", "queue_size", "ranks")
+_URL = (is_http_url, "an http:// or https:// URL")
+_LINK = (lambda v: not v or is_http_url(v), "an http:// or https:// URL")  # empty: none
+_ENV = (is_label, "the name of an environment variable")
+
+
+def _limits(v) -> bool:
+    return isinstance(v, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0], 1, 10_000) and is_number(p[1], 0, 86400)
+        and p[1] > 0 for p in v)
+
+
+@dataclass(frozen=True)
+class _SinkSettings:
+    """One ``alerts.sinks`` entry as written; :func:`_sink` resolves it into a :class:`SinkSpec`."""
+
+    type: str = field(metadata={"choices": tuple(PLATFORMS)})
+    name: str | None = field(default=None, metadata={"check": (lambda v: is_label(v) and "/" not in v,
+                                                               "1 to 128 printable characters without '/'")})
+    url: str | None = field(default=None, metadata={"check": _URL})
+    url_env: str | None = field(default=None, metadata={"check": _ENV})
+    secret_env: str | None = field(default=None, metadata={"check": _ENV})
+    timeout_s: float = field(default=5.0, metadata={"min": 0, "min_open": True, "max": 300})
+    min_severity: str = field(default="warning", metadata={"choices": SEVERITIES})
+    rate_limits: list | None = field(default=None, metadata={"check": (
+        _limits, "a list of [messages 1..10000, seconds 0..86400] pairs")})
+    mentions: list = field(default=(), metadata={"check": (
+        lambda v: isinstance(v, list) and all(isinstance(m, str) and _MENTION.match(m) for m in v),
+        "a list of user ids (letters, digits, _.@+-) or all")})
+
+
+@dataclass(frozen=True)
+class _AlertsSettings:
+    """The ``alerts`` mapping as written (see :class:`AlertsConfig`)."""
+
+    sinks: list | None = None
+    dashboard_url: str | None = field(default=None, metadata={"check": _LINK})
+    runbook_base: str | None = field(default=None, metadata={"check": _LINK})
+    queue_size: int = field(default=1000, metadata={"min": 1, "max": 100_000})
+    ranks: str = field(default="rank0", metadata={"choices": ("rank0", "all")})
 
 
 @dataclass(frozen=True)
@@ -81,10 +118,10 @@ class AlertsConfig:
             source, data = str(data), read_yaml(data, "alerts")
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: alerts: expected a mapping")
-        _known(data, KEYS, f"{source}: alerts")
+        settings = check(_AlertsSettings, data, f"{source}: alerts", what="key")
         env = os.environ if environ is None else environ
         sinks, problems = [], []
-        for i, raw in enumerate(data.get("sinks") or []):
+        for i, raw in enumerate(settings.sinks or []):
             where = f"{source}: alerts.sinks[{i}]"
             if not isinstance(raw, dict):
                 raise ConfigError(f"{where}: expected a mapping")
@@ -96,67 +133,27 @@ class AlertsConfig:
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
             raise ConfigError(f"{source}: alerts.sinks: names must be unique, got {names}")
-        queue_size = data.get("queue_size", 1000)
-        if not is_int(queue_size, 1, 100_000):
-            raise ConfigError(f"{source}: alerts.queue_size: expected an integer 1..100000, got {queue_size!r}")
-        ranks = data.get("ranks", "rank0")
-        if ranks not in ("rank0", "all"):
-            raise ConfigError(f"{source}: alerts.ranks: expected rank0 or all, got {ranks!r}")
-        links = {key: data.get(key) or "" for key in ("dashboard_url", "runbook_base")}
-        for key, url in links.items():
-            if url and not is_http_url(url):
-                raise ConfigError(f"{source}: alerts.{key}: expected an http:// or https:// URL, got {url!r}")
-        return cls(tuple(sinks), links["dashboard_url"], links["runbook_base"], queue_size, ranks), problems
-
-
-def _known(data: dict, keys, where: str) -> None:
-    for key in data:
-        if key not in keys:
-            raise ConfigError(f"{where}: unknown key {key!r} ({did_you_mean(key, keys)}known: {', '.join(keys)})")
+        return cls(tuple(sinks), settings.dashboard_url or "", settings.runbook_base or "", settings.queue_size,
+                   settings.ranks), problems
 
 
 def _sink(raw: dict, where: str, env) -> tuple[SinkSpec | None, str]:
     if "secret" in raw:
         raise ConfigError(f"{where}: secret: put the secret in an environment variable and name it with secret_env")
-    _known(raw, SINK_KEYS, where)
-    kind = raw.get("type")
-    if kind not in PLATFORMS:
-        raise ConfigError(f"{where}: type: expected one of {', '.join(PLATFORMS)}, got {kind!r}")
-    name = raw.get("name", kind)
-    if not is_label(name) or "/" in name:
-        raise ConfigError(f"{where}: name: expected 1 to 128 printable characters without '/', got {name!r}")
-    if ("url" in raw) == ("url_env" in raw):
+    s = check(_SinkSettings, raw, where, what="key")
+    name = s.name or s.type
+    if (s.url is None) == (s.url_env is None):
         raise ConfigError(f"{where}: give exactly one of url and url_env")
-    for key in ("url_env", "secret_env"):
-        if key in raw and not is_label(raw[key]):
-            raise ConfigError(f"{where}: {key}: expected the name of an environment variable, got {raw[key]!r}")
-    if "url" in raw and not is_http_url(raw["url"]):
-        raise ConfigError(f"{where}: url: expected an http:// or https:// URL, got {raw['url']!r}")
-    url = raw.get("url") or env.get(raw["url_env"])
+    url = s.url or env.get(s.url_env)
     if not url:
-        return None, f"alert sink {name}: environment variable {raw['url_env']} is not set; sink disabled"
+        return None, f"alert sink {name}: environment variable {s.url_env} is not set; sink disabled"
     if not is_http_url(url):  # never echoed: it holds a token
-        return None, f"alert sink {name}: environment variable {raw['url_env']} is not an http(s) URL; sink disabled"
+        return None, f"alert sink {name}: environment variable {s.url_env} is not an http(s) URL; sink disabled"
     secret = None
-    if raw.get("secret_env"):
-        secret = env.get(raw["secret_env"])
+    if s.secret_env:
+        secret = env.get(s.secret_env)
         if not secret:
-            return None, f"alert sink {name}: environment variable {raw['secret_env']} is not set; sink disabled"
-    timeout = raw.get("timeout_s", 5.0)
-    if not is_number(timeout, 0, 300) or timeout <= 0:
-        raise ConfigError(f"{where}: timeout_s: expected a number of seconds in 0..300, got {timeout!r}")
-    mentions = raw.get("mentions", [])
-    if not isinstance(mentions, list) or not all(isinstance(m, str) and _MENTION.match(m) for m in mentions):
-        raise ConfigError(f"{where}: mentions: expected a list of user ids (letters, digits, _.@+-) or all, "
-                          f"got {mentions!r}")
-    severity = raw.get("min_severity", "warning")
-    if severity not in SEVERITIES:
-        raise ConfigError(f"{where}: min_severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
-    limits = raw.get("rate_limits", PLATFORMS[kind].limits)
-    if not isinstance(limits, (list, tuple)) or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0], 1, 10_000) and is_number(p[1], 0, 86400)
-            and p[1] > 0 for p in limits):
-        raise ConfigError(f"{where}: rate_limits: expected a list of [messages 1..10000, seconds 0..86400] pairs, "
-                          f"got {limits!r}")
-    return SinkSpec(name, kind, url, secret, float(timeout), severity, tuple((n, float(s)) for n, s in limits),
-                    tuple(mentions)), ""
+            return None, f"alert sink {name}: environment variable {s.secret_env} is not set; sink disabled"
+    limits = PLATFORMS[s.type].limits if s.rate_limits is None else s.rate_limits
+    return SinkSpec(name, s.type, url, secret, float(s.timeout_s), s.min_severity,
+                    tuple((n, float(m)) for n, m in limits), tuple(s.mentions)), ""

@@ -8,6 +8,8 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
+from ..events import json_value
+
 MAX_TEXT = 1000  # characters kept of a summary from a webhook; other fields keep MAX_FIELD
 MAX_FIELD = 200
 _PAGE = re.compile(r"^[\w./-]+$")  # a relative runbook path (runbooks/stall.md)
@@ -114,8 +116,7 @@ class Alert:
     def to_dict(self) -> dict:
         """The fields as JSON-safe values (a NaN/Inf value as its string)."""
         d = asdict(self)
-        if self.value is not None and not math.isfinite(self.value):
-            d["value"] = str(self.value)
+        d["value"] = json_value(self.value)
         return d
 
     def title(self) -> str:

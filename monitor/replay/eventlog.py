@@ -1,4 +1,4 @@
-"""This project's own event log (``events_rank<r>.jsonl``, written by :class:`training_monitor.events.EventLog`), one
+"""This project's own event log (``events_rank<r>.jsonl``, written by :class:`training_monitor.eventlog.EventLog`), one
 event per line, re-reported with its rule, step, onset, value, message, rank and source::
 
     {"rule": "loss_spike", "step": 151, "onset_step": 151, "value": 4.28, "severity": "critical", "message": "loss 4.28 at step 151 ..", "source": "rule", "actions": ["alert", "rollback"], "rank": 0, "runbook": "runbooks/loss_spike.md", "details": "", "time": 1714550400.1}

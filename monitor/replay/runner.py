@@ -15,14 +15,14 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..config import MonitorConfig
 from ..engine import Engine
 from ..log import logger
+from ..policy import FAR, RollbackSettings
 from ..record import StepRecord
 from ..rules import Rules
 from . import csvlog, eventlog, mindformers, tensorboard, text as generic
 from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Report
-from .policy import FAR, WouldBeRollbacks
+from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .sources import (MAX_RANKS, STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of,
                       shown, text, text_lines)
@@ -50,12 +50,11 @@ class ReplayError(Exception):
 
 
 @dataclass
-class ReplayOptions:
+class ReplayOptions(RollbackSettings):
     """What a replay does besides judging (``monitor replay``'s options), shared by all the logs of one replay.
 
-    ``checkpoint_every`` (0: not known), ``healthy_after``, ``rollback_margin``, ``lr_factor``,
-    ``max_rollbacks``: the would-be rollback policy (:class:`~.policy.WouldBeRollbacks`), defaults as the
-    live monitor's (:class:`~training_monitor.config.MonitorConfig`). ``plot_ranks``: keep plot series (bounded) for
+    The :class:`~training_monitor.policy.RollbackSettings` (``checkpoint_every`` 0: not known): the would-be
+    rollback policy's (:class:`~.policy.WouldBeRollbacks`), defaults as the live monitor's. ``plot_ranks``: keep plot series (bounded) for
     this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
@@ -63,11 +62,6 @@ class ReplayOptions:
     format's parser).
     """
 
-    checkpoint_every: int = MonitorConfig.checkpoint_every
-    healthy_after: int = MonitorConfig.healthy_after
-    rollback_margin: int = MonitorConfig.rollback_margin
-    lr_factor: float = MonitorConfig.lr_factor
-    max_rollbacks: int = MonitorConfig.max_rollbacks
     plot_ranks: int = 0
     openmetrics: object = None
     run: str | None = None
@@ -76,8 +70,7 @@ class ReplayOptions:
     plotted: int = 0  # ranks given plot series so far
 
     def policy(self) -> WouldBeRollbacks:
-        return WouldBeRollbacks(self.checkpoint_every, self.healthy_after, self.rollback_margin, self.lr_factor,
-                                self.max_rollbacks)
+        return WouldBeRollbacks(self)
 
 
 @dataclass
@@ -337,9 +330,7 @@ class _Run:
             slot[1] = None
         rank = key if rep.rank is None else rep.rank
         st = self._rank(rank)
-        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details)
-        if rep.onset is not None:
-            event.onset_step = min(rep.onset, event.step)
+        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
         if st.feed is not None:
             st.feed.event(event)

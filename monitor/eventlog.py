@@ -1,0 +1,43 @@
+"""The JSONL event log (``events_rank<r>.jsonl``): one JSON object per line, appended."""
+from __future__ import annotations
+
+import json
+import os
+
+from .log import logger
+
+
+class EventLog:
+    """Append-only JSONL file of events, one object per line.
+
+    Each event is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line is never
+    interleaved with another writer's or left half-written by this process. Failures (disk full,
+    permissions) are logged once and the event is kept in memory (:attr:`unwritten`), never raised.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.unwritten: list[dict] = []
+        self._fd: int | None = None
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            logger.error("event log {} cannot be opened ({}); events are kept in memory", path, exc)
+
+    def write(self, record: dict) -> None:
+        line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        if self._fd is not None:
+            try:
+                os.write(self._fd, line)
+                return
+            except OSError as exc:
+                logger.error("event log {} write failed ({}); events are kept in memory", self.path, exc)
+                os.close(self._fd)
+                self._fd = None
+        self.unwritten.append(record)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

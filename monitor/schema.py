@@ -1,0 +1,94 @@
+"""One validator for settings dataclasses, driven by their fields' types and ``metadata``.
+
+A field's type (``bool``, ``int``, ``float``, ``str``, ``dict``, ``list`` or a union of them, ``None`` allowed
+when the union holds it) says what a value may be; its ``metadata`` may add ``doc`` (one line), ``min`` /
+``max`` (a number's bounds; a string's least length for ``min``), ``min_open`` (the minimum itself is
+excluded), ``choices`` (the values allowed) and ``check`` (``(predicate, what it expects)``, for what the
+type cannot say).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Mapping
+
+from .config import MAX_INT, ConfigError, did_you_mean, is_int, is_number
+
+_KIND = {bool: "true or false", str: "a string", dict: "a mapping", list: "a list"}
+
+
+def _expects(tp, meta) -> str:
+    """What a field of type ``tp`` with ``meta`` expects, in words."""
+    if "check" in meta:
+        return meta["check"][1]
+    if "choices" in meta:
+        names = [str(c) for c in meta["choices"]]
+        return " or ".join(names) if len(names) <= 2 else f"one of {', '.join(names)}"
+    kinds = []
+    for t in typing.get_args(tp) or (tp,):
+        if t is int:
+            kinds.append(f"an integer {meta.get('min', 0)}..{meta.get('max', MAX_INT)}")
+        elif t is float:
+            lo, hi = meta.get("min", 0), meta.get("max", math.inf)
+            kinds.append(f"a positive finite number up to {hi:g}" if meta.get("min_open") and lo == 0
+                         else f"a finite number {lo:g}..{hi:g}")
+        elif t is str and meta.get("min"):
+            kinds.append("a non-empty string")
+        elif t is not type(None):
+            kinds.append(_KIND[t])
+    return f"{', '.join(kinds)} or null" if type(None) in typing.get_args(tp) else " or ".join(kinds)
+
+
+def _ok(value, tp, meta) -> bool:
+    if "check" in meta:
+        return meta["check"][0](value)
+    if "choices" in meta:
+        return value in meta["choices"]
+    for t in typing.get_args(tp) or (tp,):
+        if t is type(None):
+            if value is None:
+                return True
+        elif t is int:
+            if is_int(value, meta.get("min", 0), meta.get("max", MAX_INT)):
+                return True
+        elif t is float:
+            lo = meta.get("min", 0)
+            if is_number(value, lo, meta.get("max", math.inf)) and not (meta.get("min_open") and value == lo):
+                return True
+        elif t is bool:
+            if isinstance(value, bool):
+                return True
+        elif isinstance(value, t) and not (t is str and len(value) < meta.get("min", 0)):
+            return True
+    return False
+
+
+def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, path: tuple = (),
+          error: type[Exception] = ConfigError, what: str = "setting"):
+    """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields, every value fits its field and
+    every field without a default is given.
+
+    ``lines``: the 1-based line of each key by key path (:func:`training_monitor.config.load_yaml`), ``path`` the
+    key path of ``data`` in that document. Raises ``error`` (a :class:`~training_monitor.config.ConfigError` by
+    default) as ``SOURCE[:LINE]: key: expected ..., got VALUE``, or ``SOURCE[:LINE]: unknown WHAT 'key' (did you
+    mean ...? known: ...)``.
+    """
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    lines = lines or {}
+
+    def at(key):
+        line = lines.get(path + (key,))
+        return f"{source}:{line}" if line else source
+
+    for key, value in dict(data or {}).items():
+        f = known.get(key)
+        if f is None:
+            raise error(f"{at(key)}: unknown {what} {key!r} ({did_you_mean(key, known)}known: {', '.join(known)})")
+        if not _ok(value, hints[key], f.metadata):
+            raise error(f"{at(key)}: {key}: expected {_expects(hints[key], f.metadata)}, got {value!r}")
+    for key, f in known.items():
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in (data or {}):
+            raise error(f"{source}: {key}: expected {_expects(hints[key], f.metadata)}, got nothing")
+    return cls(**dict(data or {}))

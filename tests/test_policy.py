@@ -1,0 +1,115 @@
+"""The rollback policy on its own: what ``decide`` returns step by step, and what it is told back."""
+import math
+
+from training_monitor.events import Event
+from training_monitor.ledger import HEALTHY, QUARANTINED, Ledger
+from training_monitor.policy import RollbackPolicy, RollbackSettings
+
+
+def nan(step, onset=None, actions=("alert", "rollback")):
+    return Event("nan_inf", step, step if onset is None else onset, math.nan, "critical", "loss is nan",
+                 actions=list(actions))
+
+
+def run(policy, steps, events=None, saved=None):
+    """Decide ``steps`` in order, adding a checkpoint to the ledger when one is due; return the decisions."""
+    out = []
+    for step in steps:
+        d = policy.decide(step, (events or {}).get(step, []))
+        if d.save:
+            policy.ledger.add(step, f"step {step}")
+            if saved is not None:
+                saved.append(step)
+        out.append(d)
+    return out
+
+
+def test_clean_steps_save_every_n_and_promote_after_healthy_after():
+    policy = RollbackPolicy(Ledger(None, 5), RollbackSettings(checkpoint_every=10, healthy_after=5))
+    saved = []
+    decisions = run(policy, range(1, 26), saved=saved)
+    assert saved == [10, 20]
+    assert [(d.step, [e.step for e in d.promoted]) for d in decisions if d.promoted] == [(15, [10]), (25, [20])]
+    assert all(d.onset is None and not d.rollback and d.stop is None for d in decisions)
+    assert policy.due == 30  # the next save (20 is healthy already)
+
+
+def test_a_rollback_goes_to_the_newest_healthy_checkpoint_before_onset_minus_margin_and_compounds_the_lr():
+    settings = RollbackSettings(checkpoint_every=10, healthy_after=5, rollback_margin=3, lr_factor=0.5)
+    policy = RollbackPolicy(Ledger(None, 5), settings)
+    run(policy, range(1, 33))  # 10, 20 healthy; 30 pending
+    d = policy.decide(33, [nan(33, onset=22)])
+    assert (d.onset, d.rollback, d.target.step, d.lr_multiplier, d.rules) == (22, True, 10, 0.5, ["nan_inf"])
+    assert [e.step for e in d.quarantined] == [30]  # pending at the onset (20 was healthy before it)
+    assert policy.rollbacks == []  # decided, not done: the caller reports it
+    rb = policy.rolled_back(d, rewound=True, checkpoint="step 10")
+    assert rb == {"at_step": 33, "onset_step": 22, "to_step": 10, "lr_multiplier": 0.5, "checkpoint": "step 10"}
+    run(policy, range(11, 30))  # the run goes on from the checkpoint's step: 20 saved again, healthy at 25
+    d = policy.decide(30, [nan(30)])
+    assert (d.target.step, d.lr_multiplier) == (20, 0.25)
+
+
+def test_the_budget_stops_the_run_and_then_nothing_is_decided():
+    policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2, max_rollbacks=1))
+    run(policy, range(1, 9))
+    policy.rolled_back(policy.decide(9, [nan(9)]), rewound=True)
+    d = policy.decide(6, [nan(6)], went_back=True)
+    assert not d.rollback and d.stop.startswith("rollback budget exhausted: 1 rollbacks done (max_rollbacks=1)")
+    assert policy.stop == {"at_step": 6, "reason": d.stop}
+    later = policy.decide(10, [nan(10)])
+    assert (later.save, later.onset, later.rollback, later.stop) == (False, None, False, None)
+
+
+def test_the_same_excursion_again_asks_for_no_second_rollback_until_the_run_goes_back():
+    policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2))
+    run(policy, range(1, 13))
+    first = policy.decide(13, [nan(13)])
+    policy.rolled_back(first)  # not rewound: a log of a run that did not roll back goes on
+    again = policy.decide(14, [nan(14, onset=13)])
+    assert again.onset == 13 and not again.rollback and not again.quarantined
+    new = policy.decide(16, [nan(16)])  # a later onset is a new excursion
+    assert new.rollback
+    back = policy.decide(11, [nan(11, onset=9)], went_back=True)
+    assert back.rollback and back.target.step == 5
+
+
+def test_rollback_off_quarantines_and_decides_no_rollback():
+    policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2), rollback=False)
+    run(policy, range(1, 13))
+    d = policy.decide(13, [nan(13, onset=6)])
+    assert d.onset == 6 and not d.rollback and d.stop is None and d.target is None
+    assert [e.status for e in policy.ledger.entries] == [HEALTHY, QUARANTINED]
+
+
+def test_a_target_that_fails_to_load_gives_the_next_one_then_the_failure_stops_or_continues():
+    for on_failed, stops in (("stop", True), ("continue", False)):
+        policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2),
+                                on_failed_rollback=on_failed)
+        run(policy, range(1, 13))
+        d = policy.decide(13, [nan(13)])
+        assert d.target.step == 10
+        assert policy.next_target(d, "failed to load: truncated").step == 5 and d.target.step == 5
+        assert policy.next_target(d, "failed to load: truncated") is None
+        assert [e.reason for e in policy.ledger.entries] == ["failed to load: truncated"] * 2
+        assert policy.failed(d, "no loadable healthy checkpoint before step 13") is stops
+        assert d.stop == ("rollback failed at step 13: no loadable healthy checkpoint before step 13" if stops
+                          else None)
+        assert policy.rollbacks == [] and (policy.stop is not None) is stops
+
+
+def test_stop_and_skip_batches_actions_and_the_hook_before_a_target():
+    calls = []
+    policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(), skip_extra={"nan_inf": 7},
+                            before_target=lambda: calls.append(1))
+    d = policy.decide(3, [nan(3, actions=("alert", "skip_batches"))])
+    assert (d.skip, d.onset, d.stop, calls) == (7, None, None, [])
+    d = policy.decide(4, [nan(4, actions=("alert", "rollback", "stop"))])
+    assert d.rollback and d.target is None and calls == [1]
+    assert d.stop == "rule nan_inf asks to stop at step 4"
+
+
+def test_a_trainer_report_makes_no_step_clean():
+    policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2))
+    run(policy, range(1, 6))
+    d = policy.decide(7, [nan(7, actions=("alert",))], judged=False)
+    assert not d.promoted and not d.save and policy.last_step == 5
