@@ -24,6 +24,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grafana_foundation_sdk.builders import stat, table, text, timeseries
 from grafana_foundation_sdk.builders.common import (GraphThresholdsStyleConfig, ReduceDataOptions,
@@ -291,7 +292,8 @@ def _panel(defn: PanelDef, pid: int):
     if defn.kind == "text":
         return (text.Panel().id(pid).title(defn.title).height(defn.height).span(defn.width)
                 .mode(TextMode.MARKDOWN).content(defn.content))
-    builder = {"timeseries": timeseries.Panel, "stat": stat.Panel, "table": table.Panel}[defn.kind]()
+    kinds: dict[str, Any] = {"timeseries": timeseries.Panel, "stat": stat.Panel, "table": table.Panel}
+    builder = kinds[defn.kind]()
     panel = builder.id(pid).title(defn.title).unit(defn.unit).datasource(DS).height(defn.height).span(defn.width)
     if defn.description:
         panel = panel.description(defn.description)

@@ -14,7 +14,7 @@ import sys
 
 _stderr_level: str | None = None
 _configured = False
-SAFE = {"diagnose": False, "backtrace": False}
+SAFE: dict = {"diagnose": False, "backtrace": False}
 
 
 def _loguru():

@@ -56,7 +56,7 @@ def write_iteration_status(entries: list[CheckpointEntry]) -> None:
         data["ckpt_status"] = 0 if e.status == HEALTHY else 1
         write_atomic(common, json.dumps(data, indent=4))
         if e.status == HEALTHY:
-            root, it = os.path.dirname(folder), int(_ITERATION.search(folder).group(1))
+            root, it = os.path.dirname(folder), int(_ITERATION.findall(folder)[0])
             newest[root] = max(newest.get(root, -1), it)
     for root, it in newest.items():
         write_atomic(os.path.join(root, "latest_checkpointed_iteration.txt"), str(it))

@@ -9,6 +9,7 @@ records it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .events import Event
@@ -56,11 +57,11 @@ class Decision:
     rollback: bool = False
     target: CheckpointEntry | None = None
     lr_multiplier: float = 1.0
-    rules: list = ()
+    rules: Sequence = ()
     skip: int = 0
     stop: str | None = None
-    promoted: list = ()
-    quarantined: list = ()
+    promoted: Sequence = ()
+    quarantined: Sequence = ()
 
 
 class RollbackPolicy:
@@ -88,7 +89,8 @@ class RollbackPolicy:
     def __init__(self, ledger: Ledger, settings: RollbackSettings | None = None, rollback: bool = True,
                  on_failed_rollback: str = "stop", skip_extra: dict | None = None, before_target=None):
         self.ledger, self.settings, self.rollback = ledger, settings or RollbackSettings(), rollback
-        self.on_failed_rollback, self.skip_extra, self.before_target = on_failed_rollback, skip_extra or {}, before_target
+        self.on_failed_rollback, self.before_target = on_failed_rollback, before_target
+        self.skip_extra = skip_extra or {}
         self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", **details}
         self.multiplier = 1.0
         self.stop: dict | None = None  # {"at_step", "reason"}
@@ -143,6 +145,7 @@ class RollbackPolicy:
     def next_target(self, d: Decision, reason: str) -> CheckpointEntry | None:
         """``d.target`` failed to load: quarantine it (with ``reason``) and return the next target, also set in
         ``d`` (None: none is left)."""
+        assert d.target is not None and d.onset is not None, "a rollback decision has a target and an onset"
         self.ledger.quarantine(d.target, reason)
         d.quarantined = [*d.quarantined, d.target]
         d.target = self.ledger.rollback_target(d.onset, self.settings.rollback_margin)

@@ -103,7 +103,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
 
 
 class Relay:
@@ -178,7 +178,7 @@ class Relay:
         headers = []
         if path == "/healthz" and method in ("GET", "HEAD"):
             ok = self.sender.healthy()
-            body = {"status": "ok" if ok else "down"}
+            body: dict = {"status": "ok" if ok else "down"}
             if authed:
                 body["sinks"] = self.sender.stats()
             status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE

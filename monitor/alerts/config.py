@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +53,7 @@ class _SinkSettings:
     min_severity: str = field(default="warning", metadata={"choices": SEVERITIES})
     rate_limits: list | None = field(default=None, metadata={"check": (
         _limits, "a list of [messages 1..10000, seconds 0..86400] pairs")})
-    mentions: list = field(default=(), metadata={"check": (
+    mentions: Sequence = field(default=(), metadata={"check": (
         lambda v: isinstance(v, list) and all(isinstance(m, str) and _MENTION.match(m) for m in v),
         "a list of user ids (letters, digits, _.@+-) or all")})
 
@@ -106,7 +107,7 @@ class AlertsConfig:
     ranks: str = "rank0"
 
     @classmethod
-    def load(cls, data, source: str = "<alerts>", environ=None) -> tuple["AlertsConfig", list[str]]:
+    def load(cls, data, source: str = "<alerts>", environ=None) -> tuple[AlertsConfig, list[str]]:
         """Parse a mapping, or the path of a YAML file (its ``alerts:`` key, or the whole file).
 
         Returns:

@@ -39,6 +39,7 @@ Names that are StepRecord fields themselves (``step_time_s``, ``data_wait_s``, `
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..record import StepRecord
 from .base import NO_LOSS, NO_STEP, NUMBER
@@ -82,12 +83,13 @@ def _words(name: str) -> list[str]:
 
 def lookup(name: str) -> tuple[str, str | None] | None:
     """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value), None when it names none."""
-    hit = _cache.get(name, False)
-    if hit is not False:
-        return hit
+    try:
+        return _cache[name]
+    except KeyError:
+        pass
     raw = name.lower()
     words = _words(name)
-    hit = None
+    hit: tuple[str, str | None] | None = None
     if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
         hit = (EVAL, None)
     else:
@@ -120,8 +122,8 @@ def _integer(v) -> int:
     return int(f)
 
 
-KINDS = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer, "overflow": _truth,
-         "slow_reason": str}
+KINDS: dict[str, Callable] = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer,
+                              "overflow": _truth, "slow_reason": str}
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:

@@ -182,7 +182,7 @@ def _folder(root: str) -> list[Source]:
     replayed from its record logs, every step as the live engine saw it; its event logs and the trainer logs
     below it are other views of the same run, left out (named in ``left_out``). A record log without rows
     (a run killed before its first rows were written) is left out instead, and the other views replayed."""
-    groups: dict[str, list] = {}
+    groups: dict[str, list[tuple[int, str]]] = {}
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
     unread: list[OSError] = []
     for folder, dirs, files in os.walk(os.path.normpath(root), onerror=unread.append):
@@ -211,8 +211,8 @@ def _folder(root: str) -> list[Source]:
     for exc in unread:  # a subfolder: its logs are not replayed, the others are
         logger.warning("{}: cannot read this folder: {}", shown(exc.filename), exc.strerror)
     sources = []
-    for base, files in groups.items():
-        paths = [p for _, p in sorted(files, reverse=True)]  # info.log.2, info.log.1, info.log
+    for base, members in groups.items():
+        paths = [p for _, p in sorted(members, reverse=True)]  # info.log.2, info.log.1, info.log
         name = shown(paths[-1]) if len(paths) == 1 else f"{shown(paths[-1])} (+{len(paths) - 1} rotated)"
         left_out = tuple(outputs.get(os.path.dirname(base), ())) if _RECORDS.match(os.path.basename(base)) else ()
         sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out))
