@@ -3,7 +3,8 @@
 1. ``generate``: real MindSpore training on CPU (TinyLM through MindFormers' ``MFTrainOneStepCell``, so
    loss, grad norm and loss scale are the real ones), healthy runs at several seeds and learning rates
    and runs with a real fault injected at a labelled step:
-   * ``lr_surge``: the learning rate x30 for 3 steps (a bad schedule edit);
+   * ``lr_surge``: the learning rate x30 for 3 steps (a bad schedule edit: every copy of the schedule
+     changes, the optimizer's and the one ``MFTrainOneStepCell`` logs, so the record's LR is the one applied);
    * ``nan_batch``: one batch whose loss mask holds a NaN (a corrupted sample);
    * ``noise_batch``: one batch of random bytes (a garbled shard);
    * ``fp16_overflow``: in a half-precision run (``auto_mixed_precision(net, "O2")``, dynamic loss
@@ -41,6 +42,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 WINDOW = 10
 KINDS = ("lr_surge", "nan_batch", "noise_batch", "fp16_overflow")
+# how each fault is injected (in a run's cache key: a run injected otherwise is trained again)
+FAULTS = {"lr_surge": "lr x30 for 3 steps, logged", "nan_batch": "NaN in a loss mask",
+          "noise_batch": "random bytes", "fp16_overflow": "loss scale 2^30"}
 OUR_RULES = {"nan_inf", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
 
 
@@ -76,16 +80,17 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
             return self.lr * self.factor
 
     class Inject(Callback):
-        def __init__(self, kind, surge, cell, step):
+        def __init__(self, kind, cell, step):
             super().__init__()
-            self.kind, self.surge, self.cell, self.step = kind, surge, cell, step
+            self.kind, self.cell, self.step = kind, cell, step
+            # the optimizer's schedule and MFTrainOneStepCell's copy of it (the one it logs)
+            self.factors = [c.factor for _, c in cell.cells_and_names() if isinstance(c, Surge)]
 
         def on_train_step_begin(self, run_context):
             n = run_context.original_args().cur_step_num  # the step about to run
-            if self.kind == "lr_surge" and n == self.step:
-                ops.assign(self.surge.factor, Tensor(30.0, ms.float32))
-            if self.kind == "lr_surge" and n == self.step + 3:
-                ops.assign(self.surge.factor, Tensor(1.0, ms.float32))
+            if self.kind == "lr_surge" and n in (self.step, self.step + 3):
+                for factor in self.factors:
+                    ops.assign(factor, Tensor(30.0 if n == self.step else 1.0, ms.float32))
             if self.kind == "fp16_overflow" and n == self.step:
                 ops.assign(self.cell.scale_sense, Tensor(2.0 ** 30, ms.float32))
 
@@ -101,7 +106,7 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
     for name, kind, seed, lr, steps, at in runs:
         run_dir = out / name
         entry = {"kind": kind, "seed": seed, "lr": lr, "steps": steps, "inject_step": at,
-                 "records": str(run_dir / "records_rank0.csv")}
+                 "records": str(run_dir / "records_rank0.csv"), "fault": FAULTS.get(kind)}
         done = run_dir / "run.json"  # written last: a run cut short is trained again
         if done.exists() and json.loads(done.read_text()) == entry:
             manifest[name] = entry
@@ -126,7 +131,7 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
         # the curve is the record log; the rules read it afterwards (so a rule change needs no new training)
         mon = TrainingMonitor(run=name, output_dir=str(run_dir), metrics_port=None, rollback=False, watchdog=False,
                               tokens_per_step=8 * 32, exit_on_stop=False, rules=no_rules)
-        callbacks = [mon] + ([Inject(kind, surge, cell, at)] if kind in ("lr_surge", "fp16_overflow") else [])
+        callbacks = [mon] + ([Inject(kind, cell, at)] if kind in ("lr_surge", "fp16_overflow") else [])
         Model(cell).train(1, make_dataset(source), callbacks=callbacks, dataset_sink_mode=False)
         mon.close()
         done.write_text(json.dumps(entry))

@@ -32,6 +32,10 @@ cdef int rec_from(Rec* r, object rec) except -1:
     r.has_loss_scale = v is not None
     if r.has_loss_scale:
         r.loss_scale = v
+    v = rec.lr
+    r.has_lr = v is not None
+    if r.has_lr:
+        r.lr = v
     v = rec.overflow
     r.overflow = -1 if v is None else (1 if v else 0)
     # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
@@ -336,6 +340,42 @@ cdef class NanInf(Detector):
         return None
 
 
+cdef class LrSurge(Detector):
+    """Learning rate over ``ratio`` x the most a schedule reaches: ``lr > ratio * max(top, prev * (step + 1)
+    / (prev_step + 1))``, with ``top`` the highest LR of the earlier records and ``prev`` the previous
+    record's LR at step ``prev_step``. A linear warm-up from 0, the steepest common schedule, grows the LR
+    at most in proportion to the step (``prev * (step + 1) / (prev_step + 1)`` bounds it from 0- and from
+    1-based steps for ``ratio >= 2``, at any logging interval); a restart or a cycle returns to the peak,
+    ``top``, not above it. Over the bound: a bad schedule edit, an LR restored from another run, a wrong
+    unit. The record's LR is the one the step's update used when the trainer logs it (MindFormers' ``lr``,
+    MindSpore's train-step outputs). Records without an LR, or with an LR of 0 or not finite, are not
+    judged. Onset: the step."""
+
+    cdef public double ratio
+    cdef double top, prev
+    cdef long long prev_step
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.top = 0.0
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.lr, reach
+        if not r.has_lr or not isfinite(x) or x <= 0 or r.step <= self.warmup_steps:
+            return None
+        out = None
+        if self.top > 0 and r.step > self.prev_step:
+            reach = max(self.top, self.prev * <double>(r.step + 1) / <double>(self.prev_step + 1))
+            if x > self.ratio * reach:
+                out = (x, r.step, f"learning rate {x:.4g} at step {r.step} is {x / self.top:.3g}x its highest "
+                                  f"earlier value {self.top:.4g}")
+        self.top, self.prev, self.prev_step = max(self.top, x), x, r.step
+        return out
+
+    cdef void forget(self, long long step) noexcept:
+        self.top = 0.0
+
+
 cdef class RobustSpike(Detector):
     """Upward spike of one field against the median and MAD of its last ``window`` finite values.
 
@@ -585,9 +625,12 @@ cdef class LossScaleWatch(Detector):
     Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
     (2^32 in DeepSpeed and Megatron-LM): a record is calibration while no step known to be clean came before
     it, its step is at most ``calibration_steps`` (the trainer's step: a log or a process that starts at
-    step 17060 is not at start-up) and it overflowed or does not say (a trainer that prints no overflow
-    flag). The first clean step ends it (the fall into it is still calibration's), and so does the first
-    record past ``calibration_steps``: a start-up that keeps overflowing past them is trouble."""
+    step 17060 is not at start-up) and it overflowed, or it does not say and its loss scale fell from the
+    previous record's (a trainer that prints no overflow flag: a dynamic scaler lowers the scale only on an
+    overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
+    clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and
+    so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
+    trouble."""
 
     cdef public long long calibration_steps
     cdef bint calibrated, has_prev
@@ -601,7 +644,9 @@ cdef class LossScaleWatch(Detector):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
         cdef bint out = False
         if not self.calibrated:
-            out = r.overflow != 0 and r.step <= self.calibration_steps
+            out = r.step <= self.calibration_steps and (
+                r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
+                                                         or r.loss_scale < self.prev_scale))
             if not out:
                 self.calibrated = True
                 out = r.overflow == 0 and self.has_prev
@@ -909,7 +954,7 @@ cdef class LowMfu(SustainedLow):
         return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
 
 
-DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
+DETECTORS = {"nan_inf": NanInf, "lr_surge": LrSurge, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
              "overflow_storm": OverflowStorm, "loss_scale_collapse": LossScaleCollapse,
              "loss_degenerate": LossDegenerate, "loss_plateau": LossPlateau, "throughput_drop": ThroughputDrop,
              "low_mfu": LowMfu}

@@ -25,7 +25,7 @@ from .replay.tracks import PLOTTED
 
 ROWS = {"loss": ("Loss", 1.0), "grad_norm": ("Grad norm", 1.0), "loss_scale": ("Loss scale", 1.0),
         "tokens_per_second": ("TPS (tokens/s)", 1.0), "mfu": ("MFU (%)", 100.0), "step_time_s": ("Step time (s)", 1.0)}
-RULE_ROW = {"nan_inf": "loss", "loss_spike": "loss", "loss_degenerate": "loss", "loss_plateau": "loss",
+RULE_ROW = {"nan_inf": "loss", "lr_surge": "loss", "loss_spike": "loss", "loss_degenerate": "loss", "loss_plateau": "loss",
             "grad_norm_spike": "grad_norm", "overflow_storm": "loss_scale", "loss_scale_collapse": "loss_scale",
             "throughput_drop": "tokens_per_second", "low_mfu": "mfu", "stall": "step_time_s"}
 VALUE_IS_PLOTTED = {"loss_spike", "grad_norm_spike", "loss_degenerate"}  # the event's value is the row's value

@@ -362,6 +362,7 @@ cdef class Scanner:
         r.step, r.loss, r.has_loss = line.step, line.loss, True
         r.grad_norm, r.has_grad_norm = line.grad_norm, line.has_grad_norm
         r.loss_scale, r.has_loss_scale, r.overflow = line.loss_scale, True, line.overflow
+        r.lr, r.has_lr = line.lr, True
         r.has_tps = r.has_mfu = False
         hits = self.judge.judge(&r)
         if hits is not None or self.judge.went_back or line.step >= self.due or self.routed:
