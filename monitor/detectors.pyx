@@ -311,7 +311,18 @@ def _sigmas(double d, double s) -> str:
 cdef class Detector:
     """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
     forgets what was seen after ``step`` (the run went back to it: rollback or resume). The rule's settings
-    (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``."""
+    (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``.
+
+    A subclass is its rule's one home in code: ``rule`` (its id in the rules file and in events), ``reads``
+    (the :class:`~training_monitor.record.StepRecord` fields it judges), ``plots`` (the report's row its
+    events are marked on) and ``value_is_plotted`` (its event's value is that row's quantity, so the mark
+    goes at the value).
+    """
+
+    rule = None
+    reads = ()
+    plots = "loss"
+    value_is_plotted = False
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -332,6 +343,10 @@ cdef class Detector:
 cdef class NanInf(Detector):
     """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
 
+    rule = "nan_inf"
+    reads = ('loss', 'grad_norm', 'overflow')
+    plots = "loss"
+
     cdef object update(self, Rec* r):
         if r.has_loss and not isfinite(r.loss):
             return r.loss, r.step, f"loss is {r.loss} at step {r.step}"
@@ -350,6 +365,10 @@ cdef class LrSurge(Detector):
     unit. The record's LR is the one the step's update used when the trainer logs it (MindFormers' ``lr``,
     MindSpore's train-step outputs). Records without an LR, or with an LR of 0 or not finite, are not
     judged. Onset: the step."""
+
+    rule = "lr_surge"
+    reads = ('lr',)
+    plots = "loss"
 
     cdef public double ratio
     cdef double top, prev
@@ -470,9 +489,13 @@ cdef class RobustSpike(Detector):
 cdef class LossSpike(RobustSpike):
     """Loss spike (see :class:`RobustSpike`), plus a level shift: the median of the last ``shift_steps``
     losses above the window's median by ``shift_sigma`` robust sigmas (floored as for the spike). An LR
-    surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not (on
-    the curves of ``benchmarks/detection_quality.py`` the statistic stays under 2.1 sigma on healthy runs
-    and reaches 3.2-7.8 within five steps of an LR surge). Onset: the first step of the shift."""
+    surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not.
+    Onset: the first step of the shift."""
+
+    rule = "loss_spike"
+    reads = ('loss',)
+    plots = "loss"
+    value_is_plotted = True
 
     cdef public Py_ssize_t shift_steps
     cdef public double shift_sigma
@@ -521,14 +544,18 @@ cdef class GradNormSpike(RobustSpike):
 
     A spike needs no confirmation by the next step when the same step's loss is also above the median of
     its last ``window`` finite values by ``confirm_loss_sigma`` robust sigmas: a damaging update (an LR
-    surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was (on the
-    curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
-    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off.
+    surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was. 0 turns
+    this off.
 
     Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
     the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
-    Noise rarely lifts both twice running; a mild LR surge does from its first step on (on the curves of
-    ``benchmarks/detection_quality.py``, tuned on seeds 0-11). ``joint_ratio: 0`` turns this off."""
+    Noise rarely lifts both twice running; a mild LR surge does from its first step on. ``joint_ratio: 0``
+    turns this off."""
+
+    rule = "grad_norm_spike"
+    reads = ('grad_norm', 'loss', 'overflow')
+    plots = "grad_norm"
+    value_is_plotted = True
 
     cdef public Py_ssize_t climb_window
     cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
@@ -669,6 +696,10 @@ cdef class OverflowStorm(LossScaleWatch):
     lowers the scale only on an overflow. The onset is the window's first overflow.
     """
 
+    rule = "overflow_storm"
+    reads = ('overflow', 'loss_scale')
+    plots = "loss_scale"
+
     cdef public long long window, max_overflows
     cdef public double max_growth
     cdef Steps overflow_steps
@@ -708,6 +739,10 @@ cdef class LossScaleCollapse(LossScaleWatch):
     bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
     of the fall."""
 
+    rule = "loss_scale_collapse"
+    reads = ('loss_scale', 'overflow')
+    plots = "loss_scale"
+
     cdef public double floor
     cdef public long long window, max_halvings
     cdef double highest
@@ -744,6 +779,11 @@ cdef class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
     (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
 
+    rule = "loss_degenerate"
+    reads = ('loss',)
+    plots = "loss"
+    value_is_plotted = True
+
     cdef public double zero_below
     cdef public long long frozen_steps
     cdef double last
@@ -775,6 +815,10 @@ cdef class LossPlateau(Detector):
     """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
     ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
     every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
+
+    rule = "loss_plateau"
+    reads = ('loss',)
+    plots = "loss"
 
     cdef public Py_ssize_t window
     cdef public long long until_step
@@ -848,6 +892,10 @@ cdef class ThroughputDrop(Detector):
     Onset: the first low step of the stretch. A TPS that is not a number (a NaN step time) and a step known
     to be slow (``StepRecord.slow_reason``) are not judged.
     """
+
+    rule = "throughput_drop"
+    reads = ('tokens', 'step_time_s', 'data_wait_s', 'callbacks_s', 'slow_reason')
+    plots = "tokens_per_second"
 
     cdef public Py_ssize_t window, min_history, min_steps
     cdef public double ratio, data_share, min_seconds
@@ -941,6 +989,10 @@ cdef class ThroughputDrop(Detector):
 cdef class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
 
+    rule = "low_mfu"
+    reads = ('mfu', 'slow_reason')
+    plots = "mfu"
+
     cdef public double floor
 
     cdef object update(self, Rec* r):
@@ -954,10 +1006,9 @@ cdef class LowMfu(SustainedLow):
         return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
 
 
-DETECTORS = {"nan_inf": NanInf, "lr_surge": LrSurge, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
-             "overflow_storm": OverflowStorm, "loss_scale_collapse": LossScaleCollapse,
-             "loss_degenerate": LossDegenerate, "loss_plateau": LossPlateau, "throughput_drop": ThroughputDrop,
-             "low_mfu": LowMfu}
+# rule id -> detector class
+DETECTORS = {d.rule: d for d in (NanInf, LrSurge, LossSpike, GradNormSpike, OverflowStorm, LossScaleCollapse,
+                                 LossDegenerate, LossPlateau, ThroughputDrop, LowMfu)}
 
 
 cdef class Judge:

@@ -1,5 +1,6 @@
 """Detectors, rules files and the engine, on synthetic record streams (no framework needed)."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -424,3 +425,22 @@ def test_a_run_that_logs_no_overflow_flag_ends_calibration_at_its_first_steady_s
     storm = [StepRecord(10 + i, loss=loss[9 + i], loss_scale=2.0 ** (27 - i)) for i in range(3)]
     (ev,) = run(start + steady + storm)
     assert (ev.rule, ev.step, ev.onset_step) == ("overflow_storm", 12, 10)
+
+
+def test_each_rule_s_detector_carries_its_id_fields_plot_and_the_settings_of_default_rules_yaml():
+    import inspect
+    from dataclasses import fields
+
+    import yaml
+    from training_monitor import detectors, report
+
+    shipped = yaml.safe_load((Path(detectors.__file__).parent / "default_rules.yaml").read_text())
+    common = {"severity", "actions", "warmup_steps", "cooldown_steps"}
+    record_fields = {f.name for f in fields(StepRecord)}
+    assert set(detectors.DETECTORS) == set(shipped) - {"runbook_base", "stall"}  # stall: the watchdog's rule
+    for rule, cls in detectors.DETECTORS.items():
+        assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
+        assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule
+        settings = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
+        assert settings == set(shipped[rule]) - common, rule  # every key of the file is a detector setting
+    assert report.VALUE_IS_PLOTTED == {"loss_spike", "grad_norm_spike", "loss_degenerate"}
