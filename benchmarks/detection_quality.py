@@ -45,7 +45,7 @@ KINDS = ("lr_surge", "nan_batch", "noise_batch", "fp16_overflow")
 # how each fault is injected (in a run's cache key: a run injected otherwise is trained again)
 FAULTS = {"lr_surge": "lr x30 for 3 steps, logged", "nan_batch": "NaN in a loss mask",
           "noise_batch": "random bytes", "fp16_overflow": "loss scale 2^30"}
-OUR_RULES = {"nan_inf", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
+OUR_RULES = {"nan_inf", "lr_surge", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
 
 
 def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict:
@@ -98,9 +98,10 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
     corpus = load_corpus()
     seeds = seeds[:2] if quick else seeds
     healthy_steps = 600 if quick else 1200
-    runs = [(f"healthy_s{s}_lr{lr:g}", None, s, lr, healthy_steps, None) for s in seeds for lr in (3e-4, 1e-3)]
+    # the fault runs first (shorter), then the healthy ones
+    runs = [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * (s % 5)) for kind in KINDS for s in seeds]
+    runs += [(f"healthy_s{s}_lr{lr:g}", None, s, lr, healthy_steps, None) for s in seeds for lr in (3e-4, 1e-3)]
     runs += [(f"healthy_fp16_s{s}", None, s, 1e-3, healthy_steps, None) for s in seeds]
-    runs += [(f"{kind}_s{s}", kind, s, 1e-3, 500, 300 + 37 * (s % 5)) for kind in KINDS for s in seeds]
     no_rules = {rule: {"enabled": False} for rule in Rules().rules}
     manifest = {}
     for name, kind, seed, lr, steps, at in runs:
