@@ -427,20 +427,36 @@ def test_a_run_that_logs_no_overflow_flag_ends_calibration_at_its_first_steady_s
     assert (ev.rule, ev.step, ev.onset_step) == ("overflow_storm", 12, 10)
 
 
-def test_each_rule_s_detector_carries_its_id_fields_plot_and_the_settings_of_default_rules_yaml():
+def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
     import inspect
     from dataclasses import fields
 
-    import yaml
     from training_monitor import detectors, report
+    from training_monitor.rules import SETTINGS
 
-    shipped = yaml.safe_load((Path(detectors.__file__).parent / "default_rules.yaml").read_text())
-    common = {"severity", "actions", "warmup_steps", "cooldown_steps"}
     record_fields = {f.name for f in fields(StepRecord)}
-    assert set(detectors.DETECTORS) == set(shipped) - {"runbook_base", "stall"}  # stall: the watchdog's rule
+    common = {f.name for f in fields(detectors.RuleSettings)}
+    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall"}
     for rule, cls in detectors.DETECTORS.items():
         assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
         assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule
-        settings = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
-        assert settings == set(shipped[rule]) - common, rule  # every key of the file is a detector setting
+        public = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
+        assert {f.name for f in fields(cls.settings)} - common == public, rule  # each setting is the detector's
+    for cls in SETTINGS.values():
+        assert all(f.metadata["doc"] and "\n" not in f.metadata["doc"] for f in fields(cls)), cls
     assert report.VALUE_IS_PLOTTED == {"loss_spike", "grad_norm_spike", "loss_degenerate"}
+
+
+def test_default_rules_yaml_is_generated_from_the_settings_classes():
+    from training_monitor.rules import SETTINGS, default_rules_yaml
+
+    shipped = Path(__file__).resolve().parent.parent / "monitor" / "default_rules.yaml"
+    assert shipped.read_text() == default_rules_yaml(), \
+        "regenerate: python -c \"from training_monitor.rules import default_rules_yaml as y; print(y(), end='')\" " \
+        "> monitor/default_rules.yaml"
+    rules = Rules()  # what the engine runs is what the classes declare
+    for rule, cls in SETTINGS.items():
+        cfg, want = rules.rules[rule], cls()
+        common = ("severity", "actions", "warmup_steps", "cooldown_steps")
+        assert (cfg.severity, cfg.actions, cfg.warmup_steps, cfg.cooldown_steps) == tuple(getattr(want, k) for k in common)
+        assert cfg.params == {k: v for k, v in vars(want).items() if k not in common}
