@@ -24,7 +24,7 @@
 Run: ``.venv/bin/python benchmarks/detection_quality.py [--out DIR] [--quick] [--seeds 12,13,14] [--details]``;
 prints a Markdown table and the ``throughput_drop`` warnings on the healthy runs. Each trained run is kept in
 ``--out`` (default ``$TMPDIR/detection-quality``) and not trained again, so a rule change is scored in
-seconds. The shipped rules were tuned on seeds 0-11; other seeds check them on runs they were not tuned on.
+seconds. The shipped rules were tuned on seeds 0-14; other seeds check them on runs they were not tuned on.
 """
 from __future__ import annotations
 
@@ -265,7 +265,7 @@ def main():
                          "(default: $TMPDIR/detection-quality)")
     ap.add_argument("--quick", action="store_true", help="fewer and shorter runs")
     ap.add_argument("--seeds", default="0,1,2", help="seeds of the runs (the shipped thresholds were set on "
-                    "0-11; see the README for the seeds held out)")
+                    "0-14; see the README for the seeds held out)")
     ap.add_argument("--details", action="store_true", help="list each fault's latency and each false alarm on stderr")
     args = ap.parse_args()
     out = Path(args.out)
