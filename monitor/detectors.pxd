@@ -4,9 +4,9 @@
 cdef struct Rec:
     # what the detectors read of a StepRecord; has_*: the field is not None
     long long step
-    double loss, grad_norm, loss_scale, tps, mfu
+    double loss, grad_norm, loss_scale, tps, mfu, lr
     double period, wait  # with has_tps: the step's seconds (step time + data wait) and its data wait
-    bint has_loss, has_grad_norm, has_loss_scale, has_tps, has_mfu
+    bint has_loss, has_grad_norm, has_loss_scale, has_tps, has_mfu, has_lr
     int overflow  # -1: unknown (None), 0: False, 1: True
 
 

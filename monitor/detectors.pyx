@@ -14,6 +14,8 @@ from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.limits cimport LLONG_MIN
 from libc.string cimport memmove
 
+from dataclasses import dataclass, field
+
 cdef long long NONE = LLONG_MIN  # a step that is not there
 
 
@@ -32,6 +34,10 @@ cdef int rec_from(Rec* r, object rec) except -1:
     r.has_loss_scale = v is not None
     if r.has_loss_scale:
         r.loss_scale = v
+    v = rec.lr
+    r.has_lr = v is not None
+    if r.has_lr:
+        r.lr = v
     v = rec.overflow
     r.overflow = -1 if v is None else (1 if v else 0)
     # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
@@ -304,10 +310,43 @@ def _sigmas(double d, double s) -> str:
     return f"{d / s:.1f}" if s > 0 else "inf"
 
 
+
+def setting(default, doc: str, **bounds):
+    """A rule setting: a dataclass field with its one-line ``doc`` and bounds (``min``, ``max``, ``choices``)
+    in its ``metadata``, the convention of the settings validator."""
+    return field(default=default, metadata={"doc": doc, **bounds})
+
+
+def override(base, name: str, default):
+    """Field ``name`` of the settings class ``base`` with another default (the same doc and bounds)."""
+    return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    """The settings every rule has; each rule's class sets its own defaults."""
+
+    severity: str = setting("warning", "info, warning or critical", choices=("info", "warning", "critical"))
+    actions: tuple = setting(("alert",), "list of alert, rollback, skip_batches, stop")
+    warmup_steps: int = setting(0, "first trainer steps never judged (compile and the noisy start)", min=0)
+    cooldown_steps: int = setting(0, "no second event of the rule within this many steps of the last", min=0)
+
+
 cdef class Detector:
     """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
     forgets what was seen after ``step`` (the run went back to it: rollback or resume). The rule's settings
-    (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``."""
+    (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``.
+
+    A subclass is its rule's one home in code: ``rule`` (its id in the rules file and in events), ``reads``
+    (the :class:`~training_monitor.record.StepRecord` fields it judges), ``plots`` (the report's row its
+    events are marked on) and ``value_is_plotted`` (its event's value is that row's quantity, so the mark
+    goes at the value).
+    """
+
+    rule = None
+    reads = ()
+    plots = "loss"
+    value_is_plotted = False
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -325,8 +364,22 @@ cdef class Detector:
         self.forget(step)
 
 
+@dataclass(frozen=True)
+class NanInfSettings(RuleSettings):
+    """Loss not finite, or grad norm not finite on a step that was not flagged as a loss-scale overflow
+    (an overflow step is skipped by the trainer and handled by the loss scale)."""
+
+    severity: str = override(RuleSettings, "severity", 'critical')
+    actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
+
+
 cdef class NanInf(Detector):
     """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
+
+    settings = NanInfSettings
+    rule = "nan_inf"
+    reads = ('loss', 'grad_norm', 'overflow')
+    plots = "loss"
 
     cdef object update(self, Rec* r):
         if r.has_loss and not isfinite(r.loss):
@@ -334,6 +387,74 @@ cdef class NanInf(Detector):
         if r.has_grad_norm and not isfinite(r.grad_norm) and r.overflow != 1:
             return r.grad_norm, r.step, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
         return None
+
+
+@dataclass(frozen=True)
+class LrSurgeSettings(RuleSettings):
+    """Learning rate over `ratio` x the most a schedule reaches: lr > ratio * max(top, prev * (step + 1) /
+    (prev_step + 1)), with top the highest earlier LR and prev the previous record's LR at prev_step (a
+    linear warm-up from 0 grows at most in proportion to the step; a restart returns to the peak, not
+    above it). Judged when the trainer logs the LR."""
+
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
+    ratio: float = setting(3.0, "times the reach that fires; at least 2 (a warm-up from 0 logged from step 1)", min=2)
+
+
+cdef class LrSurge(Detector):
+    """Learning rate over ``ratio`` x the most a schedule reaches: ``lr > ratio * max(top, prev * (step + 1)
+    / (prev_step + 1))``, with ``top`` the highest LR of the earlier records and ``prev`` the previous
+    record's LR at step ``prev_step``. A linear warm-up from 0, the steepest common schedule, grows the LR
+    at most in proportion to the step (``prev * (step + 1) / (prev_step + 1)`` bounds it from 0- and from
+    1-based steps for ``ratio >= 2``, at any logging interval); a restart or a cycle returns to the peak,
+    ``top``, not above it. Over the bound: a bad schedule edit, an LR restored from another run, a wrong
+    unit. The record's LR is the one the step's update used when the trainer logs it (MindFormers' ``lr``,
+    MindSpore's train-step outputs). Records without an LR, or with an LR of 0 or not finite, are not
+    judged. Onset: the step."""
+
+    settings = LrSurgeSettings
+    rule = "lr_surge"
+    reads = ('lr',)
+    plots = "loss"
+
+    cdef public double ratio
+    cdef double top, prev
+    cdef long long prev_step
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.top = 0.0
+
+    cdef object update(self, Rec* r):
+        cdef double x = r.lr, reach
+        if not r.has_lr or not isfinite(x) or x <= 0 or r.step <= self.warmup_steps:
+            return None
+        out = None
+        if self.top > 0 and r.step > self.prev_step:
+            reach = max(self.top, self.prev * <double>(r.step + 1) / <double>(self.prev_step + 1))
+            if x > self.ratio * reach:
+                out = (x, r.step, f"learning rate {x:.4g} at step {r.step} is {x / self.top:.3g}x its highest "
+                                  f"earlier value {self.top:.4g}")
+        self.top, self.prev, self.prev_step = max(self.top, x), x, r.step
+        return out
+
+    cdef void forget(self, long long step) noexcept:
+        self.top = 0.0
+
+
+@dataclass(frozen=True)
+class RobustSpikeSettings(RuleSettings):
+    """The robust spike test of one field (see :class:`RobustSpike`)."""
+
+    window: int = setting(100, "finite values the median and MAD are taken over", min=1)
+    min_history: int = setting(20, "values needed before the robust test; fewer: excursions only", min=1)
+    threshold: float = setting(6.0, "robust sigmas (MAD x 1.4826) over the median that fire", min=0)
+    min_sigma_ratio: float = setting(0.01, "floor of the robust sigma, as a fraction of the median", min=0)
+    min_ratio: float = setting(0.2, "the value must also exceed (1 + min_ratio) x the median", min=0)
+    confirm_steps: int = setting(1, "2: the next value must stay over half the margin", min=1, max=2)
+    excursion_ratio: float = setting(1.5, "with fewer than min_history values: fire over this x their median "
+                                          "(0: wait for min_history)", min=0)
+    excursion_min: float = setting(1.0, "... at least this far above it (the field's units)", min=0)
+    excursion_spread: float = setting(3.0, "... and above it by more than this x the range of those values", min=0)
 
 
 cdef class RobustSpike(Detector):
@@ -427,12 +548,33 @@ cdef class RobustSpike(Detector):
         self.pending = None
 
 
+@dataclass(frozen=True)
+class LossSpikeSettings(RobustSpikeSettings):
+    """loss > median + threshold * sigma of the last `window` finite losses, with sigma the MAD scaled to a
+    normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median;
+    or a level shift (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short
+    excerpt, a run's first steps, the steps after a rollback) only an unambiguous excursion fires."""
+
+    severity: str = override(RuleSettings, "severity", 'critical')
+    actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
+    warmup_steps: int = override(RuleSettings, "warmup_steps", 10)
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
+    shift_steps: int = setting(5, "also fire on a level shift: the median of the last shift_steps losses... "
+                                  "(0: off)", min=0)
+    shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
+
+
 cdef class LossSpike(RobustSpike):
     """Loss spike (see :class:`RobustSpike`), plus a level shift: the median of the last ``shift_steps``
     losses above the window's median by ``shift_sigma`` robust sigmas (floored as for the spike). An LR
-    surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not (on
-    the curves of ``benchmarks/detection_quality.py`` the statistic stays under 2.1 sigma on healthy runs
-    and reaches 3.2-7.8 within five steps of an LR surge). Onset: the first step of the shift."""
+    surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not.
+    Onset: the first step of the shift."""
+
+    settings = LossSpikeSettings
+    rule = "loss_spike"
+    reads = ('loss',)
+    plots = "loss"
+    value_is_plotted = True
 
     cdef public Py_ssize_t shift_steps
     cdef public double shift_sigma
@@ -474,6 +616,29 @@ cdef class LossSpike(RobustSpike):
         self.recent.rewind(step)
 
 
+@dataclass(frozen=True)
+class GradNormSpikeSettings(RobustSpikeSettings):
+    """Same robust test on the global grad norm (steps that overflowed are not counted). Grad norms are
+    heavy-tailed: healthy runs reach 3x their median now and then, hence the larger margins; and they
+    fall fast over the first hundred steps, hence the longer warm-up."""
+
+    warmup_steps: int = override(RuleSettings, "warmup_steps", 100)
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
+    threshold: float = override(RobustSpikeSettings, "threshold", 10.0)
+    min_sigma_ratio: float = override(RobustSpikeSettings, "min_sigma_ratio", 0.05)
+    min_ratio: float = override(RobustSpikeSettings, "min_ratio", 2.0)
+    confirm_steps: int = override(RobustSpikeSettings, "confirm_steps", 2)
+    excursion_ratio: float = override(RobustSpikeSettings, "excursion_ratio", 10.0)
+    excursion_min: float = override(RobustSpikeSettings, "excursion_min", 0.0)
+    confirm_loss_sigma: float = setting(2.0, "no confirmation needed when the same step's loss is this many "
+                                             "robust sigmas over its median (0: off)", min=0)
+    joint_ratio: float = setting(1.5, "also fire when the norm is over this x its median... (0: off)", min=0)
+    joint_sigma: float = setting(1.2, "...and the loss this many robust sigmas over its median, two steps "
+                                      "in a row", min=0)
+    climb_window: int = setting(20, "a sustained climb: the median of the last climb_window norms...", min=1)
+    climb_ratio: float = setting(2.0, "...over this x the window's median", min=0)
+
+
 cdef class GradNormSpike(RobustSpike):
     """Grad-norm spike (see :class:`RobustSpike`), plus a sustained climb: the median of the last
     ``climb_window`` norms above ``climb_ratio`` x the median of the whole window, which often precedes a
@@ -481,14 +646,19 @@ cdef class GradNormSpike(RobustSpike):
 
     A spike needs no confirmation by the next step when the same step's loss is also above the median of
     its last ``window`` finite values by ``confirm_loss_sigma`` robust sigmas: a damaging update (an LR
-    surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was (on the
-    curves of ``benchmarks/detection_quality.py``: loss 2.7-7.9 sigma up on the first step after an LR
-    surge, at most 1.6 on the healthy runs' grad-norm outliers). 0 turns this off.
+    surge) lifts both at once, while a one-batch grad-norm outlier leaves the loss where it was. 0 turns
+    this off.
 
     Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
     the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
-    Noise rarely lifts both twice running; a mild LR surge does from its first step on (on the curves of
-    ``benchmarks/detection_quality.py``, tuned on seeds 0-11). ``joint_ratio: 0`` turns this off."""
+    Noise rarely lifts both twice running; a mild LR surge does from its first step on. ``joint_ratio: 0``
+    turns this off."""
+
+    settings = GradNormSpikeSettings
+    rule = "grad_norm_spike"
+    reads = ('grad_norm', 'loss', 'overflow')
+    plots = "grad_norm"
+    value_is_plotted = True
 
     cdef public Py_ssize_t climb_window
     cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
@@ -579,15 +749,26 @@ cdef long long halvings(double prev, double scale) noexcept:
     return <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
 
 
+@dataclass(frozen=True)
+class LossScaleSettings(RuleSettings):
+    """The loss-scale rules' start-up calibration (see :class:`LossScaleWatch`)."""
+
+    calibration_steps: int = setting(24, "start-up trainer steps whose overflows may be calibration "
+                                         "(2^32 -> 2^8)", min=0)
+
+
 cdef class LossScaleWatch(Detector):
     """Base of the loss-scale rules: the previous record's scale and the start-up calibration.
 
     Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
     (2^32 in DeepSpeed and Megatron-LM): a record is calibration while no step known to be clean came before
     it, its step is at most ``calibration_steps`` (the trainer's step: a log or a process that starts at
-    step 17060 is not at start-up) and it overflowed or does not say (a trainer that prints no overflow
-    flag). The first clean step ends it (the fall into it is still calibration's), and so does the first
-    record past ``calibration_steps``: a start-up that keeps overflowing past them is trouble."""
+    step 17060 is not at start-up) and it overflowed, or it does not say and its loss scale fell from the
+    previous record's (a trainer that prints no overflow flag: a dynamic scaler lowers the scale only on an
+    overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
+    clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and
+    so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
+    trouble."""
 
     cdef public long long calibration_steps
     cdef bint calibrated, has_prev
@@ -601,7 +782,9 @@ cdef class LossScaleWatch(Detector):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
         cdef bint out = False
         if not self.calibrated:
-            out = r.overflow != 0 and r.step <= self.calibration_steps
+            out = r.step <= self.calibration_steps and (
+                r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
+                                                         or r.loss_scale < self.prev_scale))
             if not out:
                 self.calibrated = True
                 out = r.overflow == 0 and self.has_prev
@@ -611,6 +794,22 @@ cdef class LossScaleWatch(Detector):
 
     cdef void forget(self, long long step) noexcept:
         self.has_prev = False
+
+
+@dataclass(frozen=True)
+class OverflowStormSettings(LossScaleSettings):
+    """At least `max_overflows` overflowed steps within the last `window` steps, after calibration: the
+    overflows of a fresh run's first `calibration_steps` trainer steps before its first clean step, while
+    the loss scale settles, never count (a log or process that starts later is not at start-up). A
+    healthy dynamic scale overflows about once per scale window when it grows; three in 50 steps is
+    trouble. A step that does not say whether it overflowed counts one overflow per halving of the scale.
+    Also, at once: an overflow at a loss scale over `max_growth` x the previous step's (a dynamic scaler
+    grows by 2x at most: the scale came from elsewhere, e.g. a stale scaler state restored)."""
+
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 50)
+    window: int = setting(50, "steps the overflows are counted over", min=1)
+    max_overflows: int = setting(3, "overflowed steps within the window that fire", min=1)
+    max_growth: float = setting(2.0, "an overflow at a scale over this x the previous step's fires at once", min=1)
 
 
 cdef class OverflowStorm(LossScaleWatch):
@@ -623,6 +822,11 @@ cdef class OverflowStorm(LossScaleWatch):
     instead) counts one overflow per halving of the loss scale since the previous record: a dynamic scaler
     lowers the scale only on an overflow. The onset is the window's first overflow.
     """
+
+    settings = OverflowStormSettings
+    rule = "overflow_storm"
+    reads = ('overflow', 'loss_scale')
+    plots = "loss_scale"
 
     cdef public long long window, max_overflows
     cdef public double max_growth
@@ -657,11 +861,29 @@ cdef class OverflowStorm(LossScaleWatch):
         LossScaleWatch.forget(self, step)
 
 
+@dataclass(frozen=True)
+class LossScaleCollapseSettings(LossScaleSettings):
+    """Loss scale at or below `floor`, or halved `max_halvings` times within `window` steps, after
+    calibration (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the
+    gradients are broken."""
+
+    severity: str = override(RuleSettings, "severity", 'critical')
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
+    floor: float = setting(1.0, "a scale at or below this fires", min=0)
+    window: int = setting(100, "steps the halvings are counted over", min=1)
+    max_halvings: int = setting(8, "halvings within the window that fire", min=1)
+
+
 cdef class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
     steps, after calibration (see :class:`LossScaleWatch`). A scale that never moved (static scaling, or
     bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
     of the fall."""
+
+    settings = LossScaleCollapseSettings
+    rule = "loss_scale_collapse"
+    reads = ('loss_scale', 'overflow')
+    plots = "loss_scale"
 
     cdef public double floor
     cdef public long long window, max_halvings
@@ -695,9 +917,25 @@ cdef class LossScaleCollapse(LossScaleWatch):
         LossScaleWatch.forget(self, step)
 
 
+@dataclass(frozen=True)
+class LossDegenerateSettings(RuleSettings):
+    """Loss exactly zero (|loss| < zero_below) or the very same value `frozen_steps` steps in a row."""
+
+    severity: str = override(RuleSettings, "severity", 'critical')
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
+    zero_below: float = setting(1.0e-12, "a loss under this in magnitude is zero", min=0)
+    frozen_steps: int = setting(20, "steps in a row with the same loss that fire", min=2)
+
+
 cdef class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
     (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
+
+    settings = LossDegenerateSettings
+    rule = "loss_degenerate"
+    reads = ('loss',)
+    plots = "loss"
+    value_is_plotted = True
 
     cdef public double zero_below
     cdef public long long frozen_steps
@@ -726,10 +964,27 @@ cdef class LossDegenerate(Detector):
         self.has_last = False
 
 
+@dataclass(frozen=True)
+class LossPlateauSettings(RuleSettings):
+    """Early plateau: before `until_step`, the median loss of the last window/5 steps is less than
+    `min_improvement` below that of window/5 steps `window` steps earlier."""
+
+    warmup_steps: int = override(RuleSettings, "warmup_steps", 100)
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 1000)
+    window: int = setting(1000, "steps between the two medians compared", min=5)
+    min_improvement: float = setting(0.01, "fraction the loss must have fallen by over the window", min=0)
+    until_step: int = setting(20000, "judged before this trainer step only", min=0)
+
+
 cdef class LossPlateau(Detector):
     """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
     ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
     every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
+
+    settings = LossPlateauSettings
+    rule = "loss_plateau"
+    reads = ('loss',)
+    plots = "loss"
 
     cdef public Py_ssize_t window
     cdef public long long until_step
@@ -782,6 +1037,27 @@ cdef class SustainedLow(Detector):
         self.low_since = NONE
 
 
+@dataclass(frozen=True)
+class ThroughputDropSettings(RuleSettings):
+    """Throughput over the step's whole period (tokens / (step time + data wait)): its median over the
+    last `min_steps` (at most 64) steps below `ratio` x its median over the last `window` steps, when the
+    time lost is the run's own: at least `data_share` of it waiting for data (a slow pipeline, a sleeping
+    callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy shared
+    host does). Steps known to be slow (checkpoint saves, rollbacks, epoch ends: StepRecord.slow_reason)
+    are not judged."""
+
+    warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
+    window: int = setting(1000, "steps of the reference median; a lasting new level is the normal one after "
+                                "window / 2 steps", min=1)
+    min_history: int = setting(100, "steps that only set the reference (the first ones run on prefetched "
+                                    "batches)", min=0)
+    ratio: float = setting(0.7, "a stretch below this x the reference is low", min=0, max=1)
+    min_steps: int = setting(10, "steps of the stretch's median (at most 64)", min=1)
+    data_share: float = setting(0.5, "share of the lost time spent waiting for data that fires at once", min=0)
+    min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
+
+
 cdef class ThroughputDrop(Detector):
     """Throughput (tokens / (step time + data wait)) low for a stretch: the median of the last ``min_steps``
     steps below ``ratio`` x the median of the last ``window`` steps, when the time lost is the run's own: at
@@ -803,6 +1079,11 @@ cdef class ThroughputDrop(Detector):
     Onset: the first low step of the stretch. A TPS that is not a number (a NaN step time) and a step known
     to be slow (``StepRecord.slow_reason``) are not judged.
     """
+
+    settings = ThroughputDropSettings
+    rule = "throughput_drop"
+    reads = ('tokens', 'step_time_s', 'data_wait_s', 'callbacks_s', 'slow_reason')
+    plots = "tokens_per_second"
 
     cdef public Py_ssize_t window, min_history, min_steps
     cdef public double ratio, data_share, min_seconds
@@ -893,8 +1174,23 @@ cdef class ThroughputDrop(Detector):
         self.low_since = NONE
 
 
+@dataclass(frozen=True)
+class LowMfuSettings(RuleSettings):
+    """MFU (when the model and the device's peak are known) below `floor` for `min_steps` steps in a row."""
+
+    warmup_steps: int = override(RuleSettings, "warmup_steps", 20)
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 1000)
+    floor: float = setting(0.2, "MFU under this is low", min=0, max=1)
+    min_steps: int = setting(50, "low steps in a row that fire", min=1)
+
+
 cdef class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
+
+    settings = LowMfuSettings
+    rule = "low_mfu"
+    reads = ('mfu', 'slow_reason')
+    plots = "mfu"
 
     cdef public double floor
 
@@ -909,10 +1205,9 @@ cdef class LowMfu(SustainedLow):
         return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
 
 
-DETECTORS = {"nan_inf": NanInf, "loss_spike": LossSpike, "grad_norm_spike": GradNormSpike,
-             "overflow_storm": OverflowStorm, "loss_scale_collapse": LossScaleCollapse,
-             "loss_degenerate": LossDegenerate, "loss_plateau": LossPlateau, "throughput_drop": ThroughputDrop,
-             "low_mfu": LowMfu}
+# rule id -> detector class
+DETECTORS = {d.rule: d for d in (NanInf, LrSurge, LossSpike, GradNormSpike, OverflowStorm, LossScaleCollapse,
+                                 LossDegenerate, LossPlateau, ThroughputDrop, LowMfu)}
 
 
 cdef class Judge:

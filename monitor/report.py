@@ -20,15 +20,14 @@ import os
 import time
 from collections import defaultdict
 
+from .detectors import DETECTORS
 from .replay.summary import rollback_lines, stats_lines
 from .replay.tracks import PLOTTED
 
 ROWS = {"loss": ("Loss", 1.0), "grad_norm": ("Grad norm", 1.0), "loss_scale": ("Loss scale", 1.0),
         "tokens_per_second": ("TPS (tokens/s)", 1.0), "mfu": ("MFU (%)", 100.0), "step_time_s": ("Step time (s)", 1.0)}
-RULE_ROW = {"nan_inf": "loss", "loss_spike": "loss", "loss_degenerate": "loss", "loss_plateau": "loss",
-            "grad_norm_spike": "grad_norm", "overflow_storm": "loss_scale", "loss_scale_collapse": "loss_scale",
-            "throughput_drop": "tokens_per_second", "low_mfu": "mfu", "stall": "step_time_s"}
-VALUE_IS_PLOTTED = {"loss_spike", "grad_norm_spike", "loss_degenerate"}  # the event's value is the row's value
+RULE_ROW = {rule: d.plots for rule, d in DETECTORS.items()} | {"stall": "step_time_s"}  # stall: the watchdog's
+VALUE_IS_PLOTTED = {rule for rule, d in DETECTORS.items() if d.value_is_plotted}  # the mark goes at the value
 MAX_MARKS = 300
 MAX_ROWS = 2000
 _CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}

@@ -1,13 +1,20 @@
-"""Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``)."""
+"""Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``).
+
+``default_rules.yaml`` is generated from the rules' settings classes (each detector's ``settings``, and
+:class:`StallSettings` for the watchdog's rule): ``python -c "from training_monitor.rules import default_rules_yaml as y; print(y(), end='')" >
+monitor/default_rules.yaml`` (``tests/test_rules.py`` checks it).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from .config import ConfigError, did_you_mean, is_number, load_yaml
+from .detectors import DETECTORS, RuleSettings, override, setting
 
 SEVERITIES = ("info", "warning", "critical")
 MAX_NUMBER = 10**7  # every number of a rule (windows, steps, thresholds, seconds) is in 0..MAX_NUMBER
@@ -15,6 +22,46 @@ ACTIONS = ("alert", "rollback", "skip_batches", "stop")
 
 
 GENERIC = {"enabled": True, "skip_extra_batches": 0}  # settings every rule accepts, with their defaults
+
+
+@dataclass(frozen=True)
+class StallSettings(RuleSettings):
+    """No step finished for longer than allowed (hang: a collective a peer never joins, a dead data loader).
+    Allowed: startup_seconds until startup_steps steps are done (compilation), then
+    max(min_seconds, factor x median step time). The event carries every Python thread's stack.
+    Action `stop` ends the hung process (exit status 3) after reporting, for a scheduler to restart it."""
+
+    severity: str = override(RuleSettings, "severity", "critical")
+    factor: float = setting(10.0, "allowed: this x the median of the last step times...", min=1)
+    min_seconds: float = setting(60.0, "...and at least this many seconds", min=0)
+    startup_seconds: float = setting(1800.0, "allowed until startup_steps steps are done (compilation)", min=0)
+    startup_steps: int = setting(3, "steps that get startup_seconds", min=0)
+
+
+SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings}  # rule id -> settings
+
+_HEADER = """\
+# Default rules, generated from the rules' settings classes (training_monitor.rules.default_rules_yaml).
+# Copy this file, change what you need, and pass it with `rules: PATH` in the monitor config or
+# `monitor replay --rules PATH`. Keys left out keep these values.
+#
+# Every rule also takes enabled (true|false) and skip_extra_batches (batches the skip_batches action skips
+# ahead of the data reader, beyond those a rollback already leaves behind; needs a
+# training_monitor.callbacks.SkippableSource dataset; default 0).
+runbook_base: runbooks"""
+
+
+def default_rules_yaml() -> str:
+    """The text of ``default_rules.yaml``: each rule's description (its settings class's docstring) and
+    each setting with its default and doc."""
+    out = [_HEADER]
+    for rule, cls in SETTINGS.items():
+        out += ["", f"{rule}:"] + [f"  # {line}".rstrip() for line in inspect.cleandoc(cls.__doc__).splitlines()]
+        for f in fields(cls):
+            value = list(f.default) if isinstance(f.default, tuple) else f.default
+            text = yaml.safe_dump([value], default_flow_style=True, width=1000).strip()[1:-1]  # one flow value
+            out.append(f"  {f.name}: {text}  # {f.metadata['doc']}")
+    return "\n".join(out) + "\n"
 
 
 class RulesError(ValueError):
@@ -125,6 +172,5 @@ class Rules:
 
     def detectors(self) -> list:
         """Fresh detector instances of the enabled rules that have one (``stall`` is the watchdog's)."""
-        from .detectors import DETECTORS
-
         return [DETECTORS[r.id](r) for r in self.rules.values() if r.enabled and r.id in DETECTORS]
+

@@ -1,5 +1,6 @@
 """Detectors, rules files and the engine, on synthetic record streams (no framework needed)."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -387,3 +388,75 @@ def test_a_calibration_seen_only_at_its_ends_stays_calibration():
     recs += [StepRecord(s, loss=x, overflow=False, loss_scale=16384.0, steps=4)
              for s, x in ((116, 2.220), (120, 2.092), (124, 2.346))]
     assert run(recs) == []
+
+
+def test_a_learning_rate_over_its_peak_is_an_lr_surge_at_its_step():
+    loss = noisy_losses(80)
+    recs = [StepRecord(i + 1, loss=loss[i], lr=1e-3) for i in range(60)]
+    surged = recs + [StepRecord(61, loss=loss[60], lr=3e-2)]
+    (ev,) = run(surged)
+    assert (ev.rule, ev.step, ev.onset_step, ev.value) == ("lr_surge", 61, 61, 3e-2)
+    assert run(recs + [StepRecord(61, loss=loss[60], lr=2.9e-3)]) == []  # under ratio (3) x the peak
+    assert run(surged, Rules({"lr_surge": {"enabled": False}})) == []
+
+
+@pytest.mark.parametrize("every", [1, 7, 100])
+def test_a_linear_warm_up_from_zero_and_a_restart_are_not_lr_surges(every):
+    # the LR grows in proportion to the step up to step 2000, decays (cosine) to a tenth by step 3000, then
+    # restarts at the peak every 1000 steps (a saw-tooth down to a tenth); logged every `every` steps from step 1
+    def lr(s):
+        if s <= 2000:
+            return 3e-4 * s / 2000
+        if s <= 3000:
+            return 3e-4 * (0.55 + 0.45 * math.cos(math.pi * (s - 2000) / 1000))
+        return 3e-4 * (1 - 0.9 * ((s - 3000) % 1000) / 1000)
+
+    steps = [1, *range(every, 7000, every)]
+    assert run([StepRecord(s, lr=lr(s)) for s in steps]) == []
+
+
+def test_a_run_that_logs_no_overflow_flag_ends_calibration_at_its_first_steady_scale():
+    # Megatron-LM logging every iteration: the start-up halvings 2^32 -> 2^17 have no flag, then the scale
+    # holds (clean steps); a storm at steps 10-12 is trouble, not calibration
+    loss = noisy_losses(30)
+    start = [StepRecord(i + 1, loss=loss[i], loss_scale=2.0 ** (32 - i)) for i in range(5)]
+    steady = [StepRecord(6 + i, loss=loss[5 + i], loss_scale=2.0 ** 28) for i in range(4)]
+    assert run(start + steady) == []
+    storm = [StepRecord(10 + i, loss=loss[9 + i], loss_scale=2.0 ** (27 - i)) for i in range(3)]
+    (ev,) = run(start + steady + storm)
+    assert (ev.rule, ev.step, ev.onset_step) == ("overflow_storm", 12, 10)
+
+
+def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
+    import inspect
+    from dataclasses import fields
+
+    from training_monitor import detectors, report
+    from training_monitor.rules import SETTINGS
+
+    record_fields = {f.name for f in fields(StepRecord)}
+    common = {f.name for f in fields(detectors.RuleSettings)}
+    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall"}
+    for rule, cls in detectors.DETECTORS.items():
+        assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
+        assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule
+        public = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
+        assert {f.name for f in fields(cls.settings)} - common == public, rule  # each setting is the detector's
+    for cls in SETTINGS.values():
+        assert all(f.metadata["doc"] and "\n" not in f.metadata["doc"] for f in fields(cls)), cls
+    assert report.VALUE_IS_PLOTTED == {"loss_spike", "grad_norm_spike", "loss_degenerate"}
+
+
+def test_default_rules_yaml_is_generated_from_the_settings_classes():
+    from training_monitor.rules import SETTINGS, default_rules_yaml
+
+    shipped = Path(__file__).resolve().parent.parent / "monitor" / "default_rules.yaml"
+    assert shipped.read_text() == default_rules_yaml(), \
+        "regenerate: python -c \"from training_monitor.rules import default_rules_yaml as y; print(y(), end='')\" " \
+        "> monitor/default_rules.yaml"
+    rules = Rules()  # what the engine runs is what the classes declare
+    for rule, cls in SETTINGS.items():
+        cfg, want = rules.rules[rule], cls()
+        common = ("severity", "actions", "warmup_steps", "cooldown_steps")
+        assert (cfg.severity, cfg.actions, cfg.warmup_steps, cfg.cooldown_steps) == tuple(getattr(want, k) for k in common)
+        assert cfg.params == {k: v for k, v in vars(want).items() if k not in common}

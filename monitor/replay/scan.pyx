@@ -332,13 +332,13 @@ cdef class Batch:
         cdef Line* line
         hits = None
         self.stopped = False
-        r.has_loss = r.has_loss_scale = True
+        r.has_loss = r.has_loss_scale = r.has_lr = True
         r.has_tps = r.has_mfu = False
         while self.next < self.end:
             line = &self.lines[self.next]
             self.next += 1
             r.step, r.loss, r.grad_norm, r.has_grad_norm = line.step, line.loss, line.grad_norm, line.has_grad_norm
-            r.loss_scale, r.overflow = line.loss_scale, line.overflow
+            r.loss_scale, r.overflow, r.lr = line.loss_scale, line.overflow, line.lr
             hits = judge.judge(&r)
             self.step = line.step
             if hits is not None or judge.went_back or line.step >= due:
