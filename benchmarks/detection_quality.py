@@ -45,7 +45,8 @@ KINDS = ("lr_surge", "nan_batch", "noise_batch", "fp16_overflow")
 # how each fault is injected (in a run's cache key: a run injected otherwise is trained again)
 FAULTS = {"lr_surge": "lr x30 for 3 steps, logged", "nan_batch": "NaN in a loss mask",
           "noise_batch": "random bytes", "fp16_overflow": "loss scale 2^30"}
-OUR_RULES = {"nan_inf", "lr_surge", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse", "loss_degenerate"}
+OUR_RULES = {"nan_inf", "lr_surge", "loss_spike", "grad_norm_spike", "overflow_storm", "loss_scale_collapse",
+             "loss_degenerate"}
 
 
 def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict:

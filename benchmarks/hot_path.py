@@ -56,8 +56,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="hotpath-")
     os.environ.setdefault("LOG_MF_PATH", os.path.join(tmp, "mf_log"))
     os.environ.setdefault("LOCAL_DEFAULT_PATH", os.path.join(tmp, "mf_out"))
-    from mindformers.core.callback import MFLossMonitor  # before set_context (its import resets the mode)
     import mindspore as ms
+    from mindformers.core.callback import MFLossMonitor  # before set_context (its import resets the mode)
     from mindspore import nn
     from mindspore.train import Callback, LossMonitor, Model
 
@@ -68,7 +68,8 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     net = TinyLM(seq_len=16, hidden=32, layers=1, heads=2)
     opt = nn.AdamWeightDecay(net.trainable_params(), learning_rate=1e-3)
-    train = mindformers_train_step(net, opt, use_clip_grad=True, scale_sense=nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
+    train = mindformers_train_step(net, opt, use_clip_grad=True,
+                                   scale_sense=nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
 
     class Capture(Callback):
         outputs = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 
+
 class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
     """``schedule(step) * scale``, with ``scale`` a non-trainable float32 ``Parameter``.
 

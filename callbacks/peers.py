@@ -1,4 +1,5 @@
-"""The other callbacks of the same ``Model.train`` call, as :class:`training_monitor.callbacks.TrainingMonitor` meets them.
+"""The other callbacks of the same ``Model.train`` call, as
+:class:`training_monitor.callbacks.TrainingMonitor` meets them.
 
 Some callbacks end the run by raising on a non-finite loss in ``on_train_step_end``: MindSpore's
 ``LossMonitor`` (``ValueError: ... loss is NAN or INF``, always) and MindFormers' ``TrainingStateMonitor``
@@ -11,10 +12,9 @@ callback's step end on a step the monitor has undone (rolled back) or is stoppin
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from mindspore.train import LossMonitor
-
 
 # TrainingStateMonitor's settings that make it raise in its step end, and on what (MindFormers 1.9)
 _STATE_MONITOR_CHECKS = (

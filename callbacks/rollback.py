@@ -36,7 +36,8 @@ def restore_train_state(train_network, optimizer, path: str, lr_factor: float) -
         the new LR multiplier (or the new fixed LR, for a ``Parameter`` learning rate).
 
     Raises:
-        TypeError: the learning rate cannot be scaled in place (see :func:`training_monitor.callbacks.lr.lr_scale_parameters`).
+        TypeError: the learning rate cannot be scaled in place (see
+            :func:`training_monitor.callbacks.lr.lr_scale_parameters`).
         ValueError, RuntimeError, OSError: the checkpoint cannot be read or does not fit the network.
     """
     scales = lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))

@@ -13,8 +13,8 @@ from typing import NoReturn
 
 import click
 
-from .policy import RollbackSettings
 from .log import logger, to_stderr
+from .policy import RollbackSettings
 from .replay import ReplayError, replay_paths
 from .replay.runner import PARSERS
 from .replay.sources import shown
@@ -126,7 +126,8 @@ def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start
             from .openmetrics import OpenMetricsWriter
 
             writer = OpenMetricsWriter(om_path, scrape_interval, start_time, rules.rules)
-        options = ReplayOptions(**rollback, plot_ranks=PLOT_RANKS if html_path else 0, openmetrics=writer, run=run_label)
+        options = ReplayOptions(**rollback, plot_ranks=PLOT_RANKS if html_path else 0, openmetrics=writer,
+                                run=run_label)
         results = replay_paths(paths, rules, fmt, options, progress)
         if writer is not None:
             done, writer = writer.close(), None

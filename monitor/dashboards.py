@@ -27,17 +27,31 @@ from pathlib import Path
 from typing import Any
 
 from grafana_foundation_sdk.builders import stat, table, text, timeseries
-from grafana_foundation_sdk.builders.common import (GraphThresholdsStyleConfig, ReduceDataOptions,
-                                                    TableSortByFieldState)
-from grafana_foundation_sdk.builders.dashboard import (AnnotationQuery, Dashboard, DashboardLink,
-                                                       DatasourceVariable, QueryVariable, Row, TextBoxVariable,
-                                                       ThresholdsConfig)
+from grafana_foundation_sdk.builders.common import GraphThresholdsStyleConfig, ReduceDataOptions, TableSortByFieldState
+from grafana_foundation_sdk.builders.dashboard import (
+    AnnotationQuery,
+    Dashboard,
+    DashboardLink,
+    DatasourceVariable,
+    QueryVariable,
+    Row,
+    TextBoxVariable,
+    ThresholdsConfig,
+)
 from grafana_foundation_sdk.builders.prometheus import Dataquery
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import BigValueGraphMode, FieldTextAlignment, GraphThresholdsStyleMode
-from grafana_foundation_sdk.models.dashboard import (DashboardCursorSync, DashboardLinkType, DataSourceRef,
-                                                     DataTransformerConfig, DynamicConfigValue, Threshold,
-                                                     ThresholdsMode, VariableRefresh, VariableSort)
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync,
+    DashboardLinkType,
+    DataSourceRef,
+    DataTransformerConfig,
+    DynamicConfigValue,
+    Threshold,
+    ThresholdsMode,
+    VariableRefresh,
+    VariableSort,
+)
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.text import TextMode
 

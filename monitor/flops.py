@@ -61,7 +61,7 @@ class ModelFlops:
         return 6.0 * self.parameters() + (attention / 2 if self.causal else attention)
 
     @classmethod
-    def from_mindformers(cls, model_config: dict, causal: bool = False) -> "ModelFlops":
+    def from_mindformers(cls, model_config: dict, causal: bool = False) -> ModelFlops:
         """From a MindFormers ``model.model_config`` mapping (Llama-style keys).
 
         Uses ``num_layers``, ``hidden_size``, ``seq_length``, ``vocab_size``, ``num_heads``, ``n_kv_heads``
@@ -74,7 +74,8 @@ class ModelFlops:
         c = model_config
         try:
             h = int(c["hidden_size"])
-            layers, seq, vocab, heads = int(c["num_layers"]), int(c["seq_length"]), int(c["vocab_size"]), int(c["num_heads"])
+            layers, seq = int(c["num_layers"]), int(c["seq_length"])
+            vocab, heads = int(c["vocab_size"]), int(c["num_heads"])
         except KeyError as exc:
             raise KeyError(f"model_config lacks {exc.args[0]!r} (needed for the FLOPs count)") from None
         kv = c.get("n_kv_heads") or c.get("num_key_value_heads") or heads

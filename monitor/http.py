@@ -41,7 +41,8 @@ class Server:
         OSError: the address cannot be bound, or the host does not resolve.
     """
 
-    def __init__(self, app, host: str, port: int, limits: Limits = Limits(), name: str = "monitor-http"):
+    def __init__(self, app, host: str, port: int, limits: Limits | None = None, name: str = "monitor-http"):
+        limits = limits or Limits()
         self.name, self.limits = name, limits
         try:
             self._server = create_server(app, host=host, port=port, threads=limits.threads,
@@ -54,7 +55,7 @@ class Server:
         self.host, self.port = host, self._server.effective_port
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         """Serve in a daemon thread."""
         self._thread = threading.Thread(target=self._server.run, name=self.name, daemon=True)
         self._thread.start()

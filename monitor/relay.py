@@ -61,7 +61,7 @@ class Auth:
     password: str = ""
 
     @classmethod
-    def from_env(cls, environ=None) -> "Auth":
+    def from_env(cls, environ=None) -> Auth:
         """From ``MONITOR_RELAY_TOKEN``, ``MONITOR_RELAY_USER`` and ``MONITOR_RELAY_PASSWORD``.
 
         Raises:
@@ -135,7 +135,7 @@ class Relay:
             raise
         self.port = self.server.port
 
-    def start(self) -> "Relay":
+    def start(self) -> Relay:
         self.server.start()
         return self
 

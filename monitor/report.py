@@ -6,9 +6,10 @@ and step time over the steps (one trace per rank; plotly, SVG), the anomalies ma
 line at the step, the steps it would redo shaded) and stops (a red line), then tables of all of them.
 plotly.js is inlined once (about 4.8 MB), so the file needs no network.
 
-The plotted points are the replay's bounded, min/max-preserving downsample (:class:`training_monitor.replay.tracks.Envelope`:
-at most 4 points per bucket, 1000 buckets per series), so the page stays small for any log length and a
-one-step spike is still drawn; at most :data:`MAX_MARKS` anomalies are drawn per log and :data:`MAX_ROWS` listed.
+The plotted points are the replay's bounded, min/max-preserving downsample
+(:class:`training_monitor.replay.tracks.Envelope`: at most 4 points per bucket, 1000 buckets per series), so the
+page stays small for any log length and a one-step spike is still drawn; at most :data:`MAX_MARKS` anomalies are
+drawn per log and :data:`MAX_ROWS` listed.
 
 Needs plotly (``pip install 'training-monitor[replay]'``); :func:`write_html` raises ImportError without it.
 """

@@ -1,8 +1,12 @@
 """Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``).
 
 ``default_rules.yaml`` is generated from the rules' settings classes (each detector's ``settings``, and
-:class:`StallSettings` for the watchdog's rule): ``python -c "from training_monitor.rules import default_rules_yaml as y; print(y(), end='')" >
-monitor/default_rules.yaml`` (``tests/test_rules.py`` checks it).
+:class:`StallSettings` for the watchdog's rule)::
+
+    python -c "from training_monitor.rules import default_rules_yaml as y; print(y(), end='')" \
+        > monitor/default_rules.yaml
+
+(``tests/test_rules.py`` checks it).
 """
 from __future__ import annotations
 
@@ -155,7 +159,7 @@ class Rules:
                 params=body)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "Rules":
+    def load(cls, path: str | Path | None = None) -> Rules:
         """Defaults, overridden by the YAML file at ``path`` when given."""
         if path is None:
             return cls()

@@ -16,7 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-
 SECRETS: set[str] = set()  # every secret a test configures; tests/conftest.py greps each test's logs for them
 
 

@@ -163,7 +163,6 @@ def test_each_dashboard_has_its_panels_variables_and_links():
 
 def test_every_exported_metric_has_a_panel():
     from training_monitor.metrics import Metrics
-
     from training_monitor.record import StepRecord
 
     m = Metrics()

@@ -82,7 +82,7 @@ def test_two_ranks_serve_their_own_series_and_file_sd(tmp_path, promtool):
         assert [t["targets"] for t in targets] == [[f"127.0.0.1:{base}"], [f"127.0.0.1:{base + 1}"]]
         for rank, t in enumerate(targets):
             url = f"http://{t['targets'][0]}/metrics"
-            wait_for(lambda: samples(url)[1].get("train_step") and samples(url)[1]["train_step"].value >= 20,
+            wait_for(lambda url=url: samples(url)[1].get("train_step") and samples(url)[1]["train_step"].value >= 20,
                      120, proc, f"rank {rank} at step 20")
             text, s = samples(url)
             assert s["train_step"].labels == {"run": "msrun-test", "rank": str(rank)}

@@ -12,9 +12,9 @@ require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
 from mindformers.core.callback import build_callback  # noqa: E402
 
+from train_helpers import train  # noqa: E402
 from training_monitor import callbacks  # noqa: E402
 from training_monitor.callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
-from train_helpers import train  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -35,8 +35,9 @@ callbacks:
     assert isinstance(mon, TrainingMonitor) and mon.cfg.run == "yaml-run" and mon.cfg.checkpoint_every == 5
     seen = []
     from train_helpers import AtStep
-    cell = lambda net, opt: mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0,
-                                                   scale_sense=1024.0)
+    def cell(net, opt):
+        return mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=1024.0)
+
     train([mon, AtStep(lambda cb: seen.append(mon.last_record))], steps=12, cell=cell)
     rec = seen[-1]
     assert rec.step == 12 and math.isfinite(rec.loss)

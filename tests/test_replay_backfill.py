@@ -8,12 +8,13 @@ import subprocess
 import sys
 import urllib.parse
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from prometheus_client.openmetrics.exposition import generate_latest
 
+from services import http_json, start_prometheus
 from training_monitor import openmetrics
 from training_monitor.dashboards import DASHBOARDS, expressions
 from training_monitor.metrics import STEP_BUCKETS, Metrics
@@ -21,12 +22,11 @@ from training_monitor.record import StepRecord
 from training_monitor.replay import mindformers, text
 from training_monitor.replay.clock import line_time
 from training_monitor.rules import Rules
-from services import http_json, start_prometheus
 
 DATA = Path(__file__).parent / "data"
 MF = DATA / "mindformers_llama2_13b_normal_01.log"  # lines carry their time: "2025-04-07 15:34:27,308 - ..."
 MEGATRON = DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log"  # no times: timed from --start-time
-START = datetime(2025, 4, 7, 16, 0, tzinfo=timezone.utc).timestamp()
+START = datetime(2025, 4, 7, 16, 0, tzinfo=UTC).timestamp()
 SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+) (\d+\.\d{3})')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -144,7 +144,7 @@ def test_times_are_the_logs_own_or_counted_from_the_start_time(backfill):
 
     # MindFormers: each step at its line's time (read as UTC here), with its loss
     mf = records(mindformers.Parser(), MF)
-    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
               for line in MF.open()]
     assert loss("mindformers_llama2_13b_normal_01") == [(pytest.approx(t), r.loss) for t, r in zip(stamps, mf)]
     # Megatron-DeepSpeed: no times; the first step ends one step time after --start-time, each next one its
@@ -178,7 +178,7 @@ def test_promtool_backfills_it_and_prometheus_answers_the_logged_values(backfill
 
         # every MindFormers step: train_loss at the step's logged time is the logged loss
         for line, rec in zip(MF.open(), records(mindformers.Parser(), MF)):
-            t = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+            t = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
             (sample,) = query('train_loss{run="mindformers_llama2_13b_normal_01"}', t)
             assert float(sample["value"][1]) == rec.loss and sample["metric"]["rank"] == "0"
         # the Megatron spike at its counted time, and the counted anomalies and would-be healthy checkpoint

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
 from training_monitor.record import StepRecord
+from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
 from training_monitor.replay.base import MERGED, Report
 from training_monitor.rules import Rules
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from training_monitor.replay.tracks import Envelope, Sample
 from services import binary
+from training_monitor.replay.tracks import Envelope, Sample
 
 DATA = Path(__file__).parent / "data"
 SPIKE = DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log"
@@ -41,8 +41,8 @@ def test_would_be_rollbacks_are_the_live_runs_rollbacks(tmp_path):
     """A real MindSpore run rolls back twice and then stops (rollback budget); replaying its record log with
     the same checkpoint settings gives the same rollbacks (at step, to step) and the same stop."""
     require("mindspore")
-    from training_monitor.callbacks import TrainingMonitor
     from train_helpers import train
+    from training_monitor.callbacks import TrainingMonitor
 
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
                           max_rollbacks=2, exit_on_stop=False)

@@ -14,12 +14,12 @@ import mindspore as ms
 import numpy as np
 import pytest
 
+from train_helpers import AtStep, train
 from training_monitor.callbacks import TrainingMonitor
 from training_monitor.engine import Engine
 from training_monitor.ledger import file_checksum
 from training_monitor.recordlog import FIELDS
 from training_monitor.replay import replay_file
-from train_helpers import AtStep, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 

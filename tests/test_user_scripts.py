@@ -13,8 +13,8 @@ import pytest
 from mindspore import nn
 from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 
-from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, train
+from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 

@@ -1,9 +1,8 @@
 """A small real MindSpore training run on CPU, parameterised for the tests."""
 import mindspore as ms
+import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Callback, Model
-
-import mindspore.dataset as ds
 
 from training_monitor.callbacks import SkippableSource
 from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset

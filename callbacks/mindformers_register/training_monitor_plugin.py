@@ -2,7 +2,7 @@
 ``training_monitor.MINDFORMERS_REGISTER_PATH``). A YAML entry's ``auto_register: training_monitor_plugin.NAME`` makes
 MindFormers import this module, which registers ``TrainingMonitor``, ``ScaledLearningRate`` and
 ``MFTrainOneStepCellFinite``; each entry's ``type:`` then resolves."""
-from training_monitor.callbacks import TrainingMonitor, ScaledLearningRate, register_mindformers
+from training_monitor.callbacks import ScaledLearningRate, TrainingMonitor, register_mindformers
 from training_monitor.callbacks.mf import MFTrainOneStepCellFinite
 
 __all__ = ["TrainingMonitor", "ScaledLearningRate", "MFTrainOneStepCellFinite"]

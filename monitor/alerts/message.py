@@ -6,7 +6,7 @@ import math
 import re
 import urllib.parse
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..events import json_value
 
@@ -51,7 +51,7 @@ class Alert:
 
     @classmethod
     def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
-                   now: float = 0.0) -> "Alert":
+                   now: float = 0.0) -> Alert:
         """An engine :class:`~training_monitor.events.Event` as an alert. ``runbook_base`` (a URL) replaces the
         event's relative ``runbooks`` folder; ``dashboard`` may hold ``{run}`` (replaced URL-quoted)."""
         runbook = event.runbook
@@ -62,7 +62,7 @@ class Alert:
                    runbook=runbook, dashboard=_dashboard(dashboard, run), starts_at=now)
 
     @classmethod
-    def from_alertmanager(cls, alert, dashboard: str = "", runbook_base: str = "", where: str = "alert") -> "Alert":
+    def from_alertmanager(cls, alert, dashboard: str = "", runbook_base: str = "", where: str = "alert") -> Alert:
         """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
         ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
@@ -137,7 +137,7 @@ class Alert:
         if self.action:
             out.append(("action", self.action))
         if self.starts_at:
-            out.append(("since", datetime.fromtimestamp(self.starts_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")))
+            out.append(("since", datetime.fromtimestamp(self.starts_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")))
         if self.runbook:
             out.append(("runbook", self.runbook))
         if self.dashboard:

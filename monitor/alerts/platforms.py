@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import abc
 import base64
-import re
 import hashlib
 import hmac
+import re
 import time
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .message import Alert
 
@@ -196,7 +196,7 @@ class Alertmanager(Platform):
                                             ("dashboard_url", a.dashboard)) if v not in (None, "")})
             item = {"labels": labels, "annotations": {k: str(v) for k, v in notes.items()}}
             if a.starts_at:
-                item["startsAt"] = datetime.fromtimestamp(a.starts_at, timezone.utc).isoformat()
+                item["startsAt"] = datetime.fromtimestamp(a.starts_at, UTC).isoformat()
             out.append(item)
         return f"{url.rstrip('/')}/api/v2/alerts", out
 

@@ -165,5 +165,5 @@ class Parser(abc.ABC):
         return report
 
 
-from . import messages  # at the end: messages imports the names above
-from .clock import line_time
+from . import messages  # noqa: E402  (at the end: messages imports the names above)
+from .clock import line_time  # noqa: E402

@@ -36,6 +36,7 @@ import re
 
 from . import base
 from .base import MERGED, NO_LOSS, NUMBER, PROGRESS, SUMMARY, Report, number
+
 try:
     from .scan import fast_record
 except ImportError:  # not built: the general reader reads every line

@@ -1,6 +1,7 @@
 """Bounded summaries of a replayed series: quantiles for the terminal summary, plot points for the HTML report.
 
-Whatever the log's length, memory stays fixed: :class:`~.sample.Sample` holds at most ``size`` values and :class:`Envelope` at most 4 points per bucket of ``buckets``.
+Whatever the log's length, memory stays fixed: :class:`~.sample.Sample` holds at most ``size`` values and
+:class:`Envelope` at most 4 points per bucket of ``buckets``.
 """
 from __future__ import annotations
 
