@@ -322,12 +322,16 @@ def override(base, name: str, default):
     return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
+SEVERITIES = ("info", "warning", "critical")
+ACTIONS = ("alert", "rollback", "skip_batches", "stop")
+
+
 @dataclass(frozen=True)
 class RuleSettings:
     """The settings every rule has; each rule's class sets its own defaults."""
 
-    severity: str = setting("warning", "info, warning or critical", choices=("info", "warning", "critical"))
-    actions: tuple = setting(("alert",), "list of alert, rollback, skip_batches, stop")
+    severity: str = setting("warning", "info, warning or critical", choices=SEVERITIES)
+    actions: tuple = setting(("alert",), "list of alert, rollback, skip_batches, stop", choices=ACTIONS)
     warmup_steps: int = setting(0, "first trainer steps never judged (compile and the noisy start)", min=0)
     cooldown_steps: int = setting(0, "no second event of the rule within this many steps of the last", min=0)
 

@@ -11,21 +11,16 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, fields
-from importlib import resources
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, did_you_mean, is_number, load_yaml
+from .config import ConfigError, did_you_mean, load_yaml
 from .detectors import DETECTORS, RuleSettings, override, setting
+from .schema import check
 
-SEVERITIES = ("info", "warning", "critical")
 MAX_NUMBER = 10**7  # every number of a rule (windows, steps, thresholds, seconds) is in 0..MAX_NUMBER
-ACTIONS = ("alert", "rollback", "skip_batches", "stop")
-
-
-GENERIC = {"enabled": True, "skip_extra_batches": 0}  # settings every rule accepts, with their defaults
 
 
 @dataclass(frozen=True)
@@ -88,30 +83,15 @@ class RuleConfig:
     params: dict = field(default_factory=dict)
 
 
-def _defaults() -> dict:
-    return yaml.safe_load(resources.files(__package__).joinpath("default_rules.yaml").read_text())
+def _file_settings(cls):
+    """``cls`` with the settings every rule takes in the rules file besides its own."""
+    return make_dataclass(cls.__name__, [
+        ("enabled", bool, setting(True, "false turns the rule off")),
+        ("skip_extra_batches", int, setting(0, "batches skip_batches skips beyond those a rollback leaves behind",
+                                            min=0))], bases=(cls,), frozen=True)
 
 
-def _check(value, default, where: str):
-    """``value`` coerced to the type of ``default``; raises RulesError(where + reason)."""
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, (int, float)):
-        ok = is_number(value, 0, MAX_NUMBER)
-        if ok and isinstance(default, int) and not isinstance(value, int):
-            ok = False
-    elif isinstance(default, list):
-        ok = isinstance(value, list) and all(a in ACTIONS for a in value)
-    else:
-        ok = isinstance(value, str)
-    if not ok:
-        kind = {bool: "true or false", int: f"a non-negative integer up to {MAX_NUMBER}",
-                float: f"a non-negative number up to {MAX_NUMBER}",
-                list: f"a list of {', '.join(ACTIONS)}", str: "a string"}[type(default)]
-        raise RulesError(f"{where}: expected {kind}, got {value!r}")
-    if isinstance(default, str) and where.endswith("severity") and value not in SEVERITIES:
-        raise RulesError(f"{where}: expected one of {', '.join(SEVERITIES)}, got {value!r}")
-    return value
+FILE_SETTINGS = {rule: _file_settings(cls) for rule, cls in SETTINGS.items()}
 
 
 class Rules:
@@ -123,40 +103,28 @@ class Rules:
     """
 
     def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None):
-        merged = _defaults()
-        lines = lines or {}
-        def at(path):
-            return f"{source}:{lines[path]}" if path in lines else source
-
-        for rid, body in (overrides or {}).items():
-            where = f"{at((rid,))}: {rid}"
-            if rid not in merged:
-                known = sorted(k for k in merged if k != "runbook_base")
-                raise RulesError(f"{where}: unknown rule ({did_you_mean(rid, known)}known: {', '.join(known)}; "
-                                 "or runbook_base)")
-            if rid == "runbook_base":
-                merged[rid] = _check(body, merged[rid], where)
-                continue
-            if not isinstance(body, dict):
-                raise RulesError(f"{where}: expected a mapping of settings, got {body!r}")
-            for key, value in body.items():
-                kwhere = f"{at((rid, key))}: {rid}.{key}"
-                if key in GENERIC:
-                    merged[rid][key] = _check(value, GENERIC[key], kwhere)
-                elif key not in merged[rid]:
-                    known = sorted([*merged[rid], *GENERIC])
-                    raise RulesError(f"{kwhere}: unknown setting ({did_you_mean(key, known)}known: {', '.join(known)})")
-                else:
-                    merged[rid][key] = _check(value, merged[rid][key], kwhere)
-        self.runbook_base = merged.pop("runbook_base")
+        overrides = dict(overrides or {})
+        self.runbook_base = overrides.pop("runbook_base", "runbooks")
+        line = (lines or {}).get(("runbook_base",))
+        if not isinstance(self.runbook_base, str):
+            raise RulesError(f"{source}{f':{line}' if line else ''}: runbook_base: expected a string, "
+                             f"got {self.runbook_base!r}")
+        for rid in overrides:
+            if rid not in SETTINGS:
+                line = (lines or {}).get((rid,))
+                known = sorted(SETTINGS)
+                raise RulesError(f"{source}{f':{line}' if line else ''}: {rid}: unknown rule "
+                                 f"({did_you_mean(rid, known)}known: {', '.join(known)}; or runbook_base)")
         self.rules: dict[str, RuleConfig] = {}
-        for rid, body in merged.items():
-            body = dict(body)
+        for rid, cls in FILE_SETTINGS.items():
+            body = overrides.get(rid) or {}
+            if not isinstance(body, dict):
+                raise RulesError(f"{source}: {rid}: expected a mapping of settings, got {body!r}")
+            params = asdict(check(cls, body, source, lines, (rid,), RulesError, bounds={"max": MAX_NUMBER}))
             self.rules[rid] = RuleConfig(
-                id=rid, severity=body.pop("severity"), actions=tuple(body.pop("actions")),
-                warmup_steps=body.pop("warmup_steps"), cooldown_steps=body.pop("cooldown_steps"),
-                enabled=body.pop("enabled", True), skip_extra_batches=body.pop("skip_extra_batches", 0),
-                params=body)
+                id=rid, severity=params.pop("severity"), actions=tuple(params.pop("actions")),
+                warmup_steps=params.pop("warmup_steps"), cooldown_steps=params.pop("cooldown_steps"),
+                enabled=params.pop("enabled"), skip_extra_batches=params.pop("skip_extra_batches"), params=params)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Rules:

@@ -1,10 +1,11 @@
 """One validator for settings dataclasses, driven by their fields' types and ``metadata``.
 
-A field's type (``bool``, ``int``, ``float``, ``str``, ``dict``, ``list`` or a union of them, ``None`` allowed
-when the union holds it) says what a value may be; its ``metadata`` may add ``doc`` (one line), ``min`` /
-``max`` (a number's bounds; a string's least length for ``min``), ``min_open`` (the minimum itself is
-excluded), ``choices`` (the values allowed) and ``check`` (``(predicate, what it expects)``, for what the
-type cannot say).
+A field's type (``bool``, ``int``, ``float``, ``str``, ``dict``, ``list``, ``tuple`` or a union of them,
+``None`` allowed when the union holds it) says what a value may be (a ``tuple`` field takes a YAML list, kept
+as a tuple); its ``metadata`` may add ``doc`` (one line), ``min`` / ``max`` (a number's bounds; a string's least
+length for ``min``), ``min_open`` (the minimum itself is excluded), ``choices`` (the values allowed; for a
+``list`` or ``tuple`` field, the values its items may take) and ``check`` (``(predicate, what it expects)``, for
+what the type cannot say).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 
 from .config import MAX_INT, ConfigError, did_you_mean, is_int, is_number
 
-_KIND = {bool: "true or false", str: "a string", dict: "a mapping", list: "a list"}
+_KIND = {bool: "true or false", str: "a string", dict: "a mapping", list: "a list", tuple: "a list"}
 
 
 def _expects(tp, meta) -> str:
@@ -24,6 +25,8 @@ def _expects(tp, meta) -> str:
         return meta["check"][1]
     if "choices" in meta:
         names = [str(c) for c in meta["choices"]]
+        if tp in (list, tuple):
+            return f"a list of {', '.join(names)}"
         return " or ".join(names) if len(names) <= 2 else f"one of {', '.join(names)}"
     kinds = []
     for t in typing.get_args(tp) or (tp,):
@@ -44,6 +47,8 @@ def _ok(value, tp, meta) -> bool:
     if "check" in meta:
         return meta["check"][0](value)
     if "choices" in meta:
+        if tp in (list, tuple):
+            return isinstance(value, (list, tuple)) and all(v in meta["choices"] for v in value)
         return value in meta["choices"]
     for t in typing.get_args(tp) or (tp,):
         if t is type(None):
@@ -59,36 +64,43 @@ def _ok(value, tp, meta) -> bool:
         elif t is bool:
             if isinstance(value, bool):
                 return True
+        elif t is tuple:
+            if isinstance(value, (list, tuple)):
+                return True
         elif isinstance(value, t) and not (t is str and len(value) < meta.get("min", 0)):
             return True
     return False
 
 
 def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, path: tuple = (),
-          error: type[Exception] = ConfigError, what: str = "setting"):
+          error: type[Exception] = ConfigError, what: str = "setting", bounds: Mapping | None = None):
     """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields, every value fits its field and
     every field without a default is given.
 
     ``lines``: the 1-based line of each key by key path (:func:`training_monitor.config.load_yaml`), ``path`` the
-    key path of ``data`` in that document. Raises ``error`` (a :class:`~training_monitor.config.ConfigError` by
-    default) as ``SOURCE[:LINE]: key: expected ..., got VALUE``, or ``SOURCE[:LINE]: unknown WHAT 'key' (did you
+    key path of ``data`` in that document. ``bounds``: metadata every field has unless it sets its own (e.g.
+    ``{"max": 10**7}``). Raises ``error`` (a :class:`~training_monitor.config.ConfigError` by default) as
+    ``SOURCE[:LINE]: path.key: expected ..., got VALUE``, or ``SOURCE[:LINE]: path.key: unknown WHAT (did you
     mean ...? known: ...)``.
     """
     known = {f.name: f for f in dataclasses.fields(cls)}
+    meta = {k: {**(bounds or {}), **f.metadata} for k, f in known.items()}
     hints = typing.get_type_hints(cls)
     lines = lines or {}
 
     def at(key):
         line = lines.get(path + (key,))
-        return f"{source}:{line}" if line else source
+        return f"{source}:{line}: {'.'.join((*path, key))}" if line else f"{source}: {'.'.join((*path, key))}"
 
-    for key, value in dict(data or {}).items():
-        f = known.get(key)
-        if f is None:
-            raise error(f"{at(key)}: unknown {what} {key!r} ({did_you_mean(key, known)}known: {', '.join(known)})")
-        if not _ok(value, hints[key], f.metadata):
-            raise error(f"{at(key)}: {key}: expected {_expects(hints[key], f.metadata)}, got {value!r}")
+    values = dict(data or {})
+    for key, value in values.items():
+        if key not in known:
+            raise error(f"{at(key)}: unknown {what} ({did_you_mean(key, known)}known: {', '.join(known)})")
+        if not _ok(value, hints[key], meta[key]):
+            raise error(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got {value!r}")
+        if hints[key] is tuple:
+            values[key] = tuple(value)
     for key, f in known.items():
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in (data or {}):
-            raise error(f"{source}: {key}: expected {_expects(hints[key], f.metadata)}, got nothing")
-    return cls(**dict(data or {}))
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in values:
+            raise error(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got nothing")
+    return cls(**values)

@@ -174,7 +174,7 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
     assert {"loss_spike", "grad_norm_spike", "overflow_storm", "low_mfu"} <= {d.cfg.id for d in rules.detectors()}
 
     cases = {
-        "loss_spike:\n  threshold: high\n": ":2: loss_spike.threshold: expected a non-negative number",
+        "loss_spike:\n  threshold: high\n": ":2: loss_spike.threshold: expected a finite number 0..1e+07, got 'high'",
         "loss_spike:\n  window: 10\n  treshold: 3\n": ":3: loss_spike.treshold: unknown setting",
         "lose_spike:\n  threshold: 3\n": ":1: lose_spike: unknown rule",
         "nan_inf:\n  actions: [page]\n": ":2: nan_inf.actions: expected a list of alert, rollback, skip_batches, stop",

@@ -39,10 +39,10 @@ def test_errors_name_the_line_and_a_typo_gets_did_you_mean(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("sink:\n  name: x\n  evrey: 3\n")
     data, lines = load_yaml(path)
-    with pytest.raises(ConfigError, match=rf"^{path}:3: unknown sink setting 'evrey' \(did you mean 'every'\? known: "
+    with pytest.raises(ConfigError, match=rf"^{path}:3: sink.evrey: unknown sink setting \(did you mean 'every'\? known: "
                                           "name, every, factor"):
         check(Sink, data["sink"], str(path), lines, ("sink",), what="sink setting")
     path.write_text("sink:\n  name: x\n  every: 300\n")
     data, lines = load_yaml(path)
-    with pytest.raises(ValueError, match=rf"^{path}:3: every: expected an integer 1..100, got 300$"):
+    with pytest.raises(ValueError, match=rf"^{path}:3: sink.every: expected an integer 1..100, got 300$"):
         check(Sink, data["sink"], str(path), lines, ("sink",), error=ValueError)

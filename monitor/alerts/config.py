@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import ConfigError, is_http_url, is_int, is_label, is_number, read_yaml
-from ..rules import SEVERITIES
+from ..detectors import SEVERITIES
 from ..schema import check
 from .platforms import PLATFORMS
 
