@@ -8,12 +8,17 @@ Everything else (loss scaling, skipping the update, outputs) is the parent's cod
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 
 class FiniteOverflowCheck:
     """Mixin for a ``TrainOneStepWithLossScaleCell`` subclass: portable ``IsFinite`` overflow check."""
+
+    is_distributed: bool  # the cell's own attributes
+    allreduce: Callable
 
     def start_overflow_check(self, pre_cond, compute_input):
         return ops.depend(Tensor(0, ms.float32), pre_cond), compute_input

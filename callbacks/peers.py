@@ -27,9 +27,11 @@ _STATE_MONITOR_CHECKS = (
 def nan_checks(callbacks) -> list[tuple[object, str]]:
     """The callbacks among ``callbacks`` that raise on a NaN/Inf step, each with what it checks (words)."""
     found = []
-    state_monitor = None
+    state_monitor: type | None = None
     if "mindformers" in sys.modules:
-        from mindformers.core.callback import TrainingStateMonitor as state_monitor
+        from mindformers.core.callback import TrainingStateMonitor
+
+        state_monitor = TrainingStateMonitor
     for c in callbacks:
         if isinstance(c, LossMonitor):
             found.append((c, "LossMonitor raises ValueError on a NaN/Inf loss"))

@@ -76,7 +76,9 @@ class Platform(abc.ABC):
 
     def verdict(self, status: int, body: dict | None) -> tuple[str, str]:
         """``("ok"|"retry"|"fail", reason)`` for a 2xx reply whose JSON body is ``body``."""
-        code = None if body is None else body.get("errcode", body.get("code", body.get("StatusCode")))
+        if body is None:
+            return "ok", ""
+        code = body.get("errcode", body.get("code", body.get("StatusCode")))
         if code in (None, 0):
             return "ok", ""
         reason = f"code {code}: {body.get('errmsg') or body.get('msg') or body.get('StatusMessage') or ''}"
@@ -194,7 +196,7 @@ class Alertmanager(Platform):
             notes.update({k: v for k, v in (("step", a.step), ("onset_step", a.onset_step), ("value", a.value),
                                             ("action", a.action), ("runbook_url", a.runbook),
                                             ("dashboard_url", a.dashboard)) if v not in (None, "")})
-            item = {"labels": labels, "annotations": {k: str(v) for k, v in notes.items()}}
+            item: dict[str, object] = {"labels": labels, "annotations": {k: str(v) for k, v in notes.items()}}
             if a.starts_at:
                 item["startsAt"] = datetime.fromtimestamp(a.starts_at, UTC).isoformat()
             out.append(item)

@@ -21,7 +21,8 @@ from collections import deque
 from ..watchdog import allowance
 
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
-_last = (None, 0.0)  # the last (date, hour) converted and its Unix time: lines come in order
+# the last (date, hour) converted and its Unix time: lines come in order
+_last: tuple[tuple[str, str] | None, float] = (None, 0.0)
 
 
 def line_time(line: str) -> float | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 LARGE = 1 << 30  # bytes: a bar even when stderr is not a terminal (a CI log), updated every 30 s
 EVERY = 4096  # records between two looks at the read position
@@ -19,18 +20,21 @@ class Progress:
 
     def __init__(self, paths, show: bool | None = None):
         self.sizes = {p: os.path.getsize(p) if p != "-" and os.path.isfile(p) else None for p in paths}
-        self.total = None if None in self.sizes.values() else sum(self.sizes.values())
+        sizes = [s for s in self.sizes.values() if s is not None]
+        self.total = sum(sizes) if len(sizes) == len(self.sizes) else None
         tty = sys.stderr.isatty()
         if show is None:
             show = tty or (self.total or 0) >= LARGE
-        self.bar = None
+        self.bar: Any = None
         if show:
             from tqdm import tqdm
 
             self.bar = tqdm(total=self.total, unit="B", unit_scale=True, unit_divisor=1024, desc="replay",
                             file=sys.stderr, delay=1.0 if tty else 0, mininterval=0.5 if tty else 30,
                             leave=False, dynamic_ncols=True)
-        self.done, self.fd, self.last, self.path = 0, None, 0, None
+        self.done, self.last = 0, 0
+        self.fd: int | None = None
+        self.path: str | None = None
 
     def reading(self, path: str, fh=None) -> None:
         """``path`` (open as ``fh``, when a text file) is read next; the one before it is done."""

@@ -10,7 +10,7 @@ class Sample:
     the whole stream (deterministic: the same log gives the same numbers)."""
 
     def __init__(self, size: int = 4096):
-        self.values = []
+        self.values: list[float] = []
         self.size, self.stride, self.skip, self.count = size, 1, 1, 0
 
     def add(self, value: float) -> None:

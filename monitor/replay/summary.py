@@ -17,7 +17,7 @@ def as_dict(results) -> dict:
     ``rank``; empty when the run would have gone on) and ``rollbacks_without_checkpoint``, each with ``file``;
     per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``, ``p95``, ``count``).
     """
-    skipped = Counter()
+    skipped: Counter = Counter()
     for r in results:
         skipped.update(r.skipped)
     files = [r.to_dict() for r in results]

@@ -6,6 +6,7 @@ Whatever the log's length, memory stays fixed: :class:`~.sample.Sample` holds at
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .sample import Sample
 
@@ -50,8 +51,12 @@ class Envelope:
     __slots__ = ("buckets", "width", "done", "n", "first", "lo", "hi", "last", "count")
 
     def __init__(self, buckets: int = PLOT_BUCKETS):
-        self.buckets, self.width, self.done, self.n, self.count = buckets, 1, [], 0, 0
-        self.first = self.lo = self.hi = self.last = None
+        self.buckets, self.width, self.n, self.count = buckets, 1, 0, 0
+        self.done: list[tuple] = []
+        self.first: Any = None  # (index, x, y) points once count > 0
+        self.lo: Any = None
+        self.hi: Any = None
+        self.last: Any = None
 
     def add(self, x: float, y: float) -> None:
         if not math.isfinite(y):
