@@ -222,7 +222,7 @@ def relay(config_path, host, port, allow_unauthenticated):
     import signal
 
     from .alerts import AlertsConfig
-    from .config import ConfigError
+    from .schema import ConfigError
     from .relay import Relay, RelayError
 
     try:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
-from training_monitor.config import ConfigError
+from training_monitor.schema import ConfigError
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
 from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
