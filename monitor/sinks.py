@@ -29,8 +29,8 @@ class Sink:
     def on_event(self, event: Event) -> None:
         """``event`` was published (the engine's thread, or the watchdog's)."""
 
-    def on_record(self, record: StepRecord, events: list[Event]) -> None:
-        """``record`` was judged and raised ``events`` (already given to :meth:`on_event`)."""
+    def on_record(self, rec: StepRecord, events: list[Event]) -> None:
+        """``rec`` was judged and raised ``events`` (already given to :meth:`on_event`)."""
 
     def on_action(self, events: list[Event], action: str) -> None:
         """The live callback acted on ``events`` (one step's, or a stall): ``action`` says what it did."""
