@@ -5,8 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .policy import RollbackSettings
-from .schema import LABEL, ConfigError, check, is_label
-from .schema import did_you_mean, is_number  # noqa: F401  (rules.py still imports them, and load_yaml, from here)
+from .schema import LABEL, ConfigError, check, did_you_mean, is_label, is_number  # noqa: F401 (the last 2: rules.py)
 from .yamlfile import load_yaml
 
 

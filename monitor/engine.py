@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from .detectors import Judge
 from .events import Event
@@ -25,7 +26,7 @@ class Engine:
             none itself. A sink that raises is logged and skipped; it never stops the engine.
     """
 
-    def __init__(self, rules: Rules | None = None, sinks: list[Sink] | None = None):
+    def __init__(self, rules: Rules | None = None, sinks: Iterable[Sink] | None = None):
         self.rules = rules or Rules.load()
         self.judge = Judge(self.rules.detectors())
         self.sinks = list(sinks or [])

@@ -58,7 +58,8 @@ class _Histogram:
 
 
 class Metrics(Collector, Sink):
-    """A sink (records and events) holding the ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no step or free text in labels).
+    """A sink (records and events) holding the ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no
+    step or free text in labels).
 
     Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a counter,
     so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is the TPS of

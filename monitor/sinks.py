@@ -35,8 +35,10 @@ class Sink:
     def on_action(self, events: list[Event], action: str) -> None:
         """The live callback acted on ``events`` (one step's, or a stall): ``action`` says what it did."""
 
-    def close(self) -> None:
-        """No more calls follow: write out what is held, release files, threads and ports."""
+    def close(self) -> object:
+        """No more calls follow: write out what is held, release files, threads and ports. What it returns
+        (some sinks give their counters) is the sink's own."""
+        return None
 
 
 def overrides(sink: Sink, hook: str) -> bool:
