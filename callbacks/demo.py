@@ -135,7 +135,7 @@ def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 
     return {
         "steps": last.step if last else 0,
         "trainer_steps": monitor.trainer_step,
-        "anomalies": [e.to_dict() for e in monitor.engine.events],
+        "anomalies": [e.to_dict() for e in monitor.kept.events],
         "rollbacks": monitor.rollbacks,
         "final_loss": last.loss if last else None,
         "metrics_url": monitor.metrics_url,

@@ -12,11 +12,10 @@ from typing import Any, Callable
 import mindspore as ms
 from mindspore.train import Callback, ModelCheckpoint
 
-from training_monitor.alerts import Alert, AlertsConfig, AlertSender
+from training_monitor.alerts import AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.eventlog import EventLog
-from training_monitor.events import Event
 from training_monitor.file_sd import write_file_sd_target
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
@@ -29,6 +28,7 @@ from training_monitor.recordlog import RecordLog
 from training_monitor.resume import restore, trajectory
 from training_monitor.record import StepRecord
 from training_monitor.rules import Rules
+from training_monitor.sinks import EventList, LoggedEvents, overrides
 from training_monitor.watchdog import Watchdog
 
 from .consensus import RankConsensus
@@ -88,7 +88,8 @@ class TrainingMonitor(Callback):
 
     Each step becomes a :class:`training_monitor.record.StepRecord` (loss, grad norm, loss scale, overflow, LR,
     step time, data wait, tokens) for the engine and for ``/metrics``. Events go to
-    ``<output_dir>/events_rank<r>.jsonl``. When a rule asks for a rollback, the newest healthy checkpoint
+    ``<output_dir>/events_rank<r>.jsonl``, and the run's first ones (:data:`training_monitor.sinks.MAX_EVENTS`)
+    stay in ``kept.events``. When a rule asks for a rollback, the newest healthy checkpoint
     before the onset is loaded into the train network (weights, optimizer state, global step, loss scale),
     the LR multiplier is scaled by ``lr_factor``, and training continues in the same process; the data
     iterator is not rewound, so the batches consumed since that checkpoint are not seen again (the
@@ -119,7 +120,7 @@ class TrainingMonitor(Callback):
     Monitor failures are logged and survived unless ``strict`` is set (then :class:`MonitorFailure`).
 
     Raises:
-        training_monitor.config.ConfigError, training_monitor.rules.RulesError: bad settings, at construction.
+        training_monitor.schema.ConfigError, training_monitor.rules.RulesError: bad settings, at construction.
         MonitorFailure: with ``strict``, a failure logged at construction (an unwritable ``output_dir``).
     """
 
@@ -150,15 +151,22 @@ class TrainingMonitor(Callback):
         if self._flops_per_token is not None:
             self._peak = peak_flops(cfg.device or detect_device(), cfg.peak_tflops)
         self.metrics_url: str | None = None
-        self.engine = Engine(rules, [self._on_event, self.metrics.on_event])
         self.alerts: AlertSender | None = None
         if cfg.alerts is not None:
             alerts_cfg, problems = AlertsConfig.load(cfg.alerts, "alerts")
             for problem in problems:
                 logger.error(problem)
             if alerts_cfg.sinks:
-                self.alerts = AlertSender(alerts_cfg)
+                self.alerts = AlertSender(alerts_cfg, cfg.run)
                 self.metrics.alert_stats = self.alerts.stats
+        self.kept = EventList()  # the run's first events (MAX_EVENTS), for whoever drives the training
+        sinks = [self.event_log, LoggedEvents(), self.metrics, self.kept, self.record_log]
+        if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
+            sinks.append(self.alerts)  # a step's alerts; every rank sends its stalls (see _on_stall)
+        sinks = [s for s in sinks if s is not None]
+        self.engine = Engine(rules, [s for s in sinks if overrides(s, "on_event")])
+        self._on_record = [s.on_record for s in sinks if overrides(s, "on_record")]
+        self._on_action = [s.on_action for s in sinks if overrides(s, "on_action")]
         # A new process starts a new ledger and checkpoint folder: the previous process's checkpoints hold
         # another trajectory (perhaps another run) and must never be rolled back to by step number.
         self.instance = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
@@ -423,9 +431,8 @@ class TrainingMonitor(Callback):
         if self._watchdog is not None:
             self._watchdog.beat(step, step_time)
         events = self.engine.observe(rec)
-        self.metrics.observe(rec)
-        if self.record_log is not None:
-            self.record_log.write(rec)
+        for on_record in self._on_record:
+            on_record(rec, events)
         self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
         d = self.policy.decide(step, events)
         if d.promoted:
@@ -444,8 +451,8 @@ class TrainingMonitor(Callback):
             self._stop(run_context, d.stop)
         if self.stop_reason:
             action = f"run stopped: {self.stop_reason}"
-        if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
-            self._alert(events, action)
+        for on_action in self._on_action:
+            on_action(events, action)
 
     def _infer_tokens(self, cb) -> int | None:
         """Batch x sequence of the first 2-D input, times the data-parallel device count. A causal LM fed
@@ -545,12 +552,6 @@ class TrainingMonitor(Callback):
     def _trajectory(self) -> list | None:
         return trajectory(self.record_log, self.resumed.entry.records if self.resumed else None)
 
-    def _alert(self, events: list[Event], action: str) -> None:
-        """Queue the events for the alert sinks (returns at once; delivery is in the background)."""
-        c = self.alerts.config
-        self.alerts.send([Alert.from_event(e, self.cfg.run, action, c.runbook_base, c.dashboard_url, time.time())
-                          for e in events])
-
     def _rollback(self, cb, d: Decision) -> str:
         """Carry out the rollback ``d`` (to ``d.target``, or an older one when that does not load); return what
         was done, in words. When that cannot be done, :meth:`_rollback_failed` reports it to the policy."""
@@ -644,21 +645,14 @@ class TrainingMonitor(Callback):
                                    f"(allowed {allowed:.0f} s)", self.rank, "watchdog", stacks)
         logger.error("rank {} stack dump at stall:\n{}", self.rank, stacks)
         if self.alerts is not None:  # every rank sends its own stall: the hung rank may be any of them
-            self._alert([event], "process exits (status 3)" if "stop" in event.actions
-                        else "thread stacks written to the event log")
+            self.alerts.on_action([event], "process exits (status 3)" if "stop" in event.actions
+                                  else "thread stacks written to the event log")
         if "stop" in event.actions:
             logger.error("rank {}: stall rule asks to stop; exiting with status 3", self.rank)
             if self.alerts is not None:
                 self.alerts.flush(5.0)
             self.event_log.close()
             os._exit(3)
-
-    def _on_event(self, event: Event) -> None:
-        self.event_log.write({**event.to_dict(), "time": time.time()})
-        report = logger.bind(report=True)  # an event is news, not a monitor failure (see _strict)
-        log = report.error if event.severity == "critical" else report.warning
-        log("rank {} {} at step {} (onset {}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
-            event.message, ", ".join(event.actions))
 
 
 def _seq_length(network) -> int | None:

@@ -223,8 +223,8 @@ def relay(config_path, host, port, allow_unauthenticated):
     import signal
 
     from .alerts import AlertsConfig
-    from .config import ConfigError
     from .relay import Relay, RelayError
+    from .schema import ConfigError
 
     try:
         config, problems = AlertsConfig.load(config_path)

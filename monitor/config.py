@@ -1,132 +1,12 @@
 """Monitor settings: a flat mapping, from keyword arguments, a dict, a MindFormers YAML entry or a file."""
 from __future__ import annotations
 
-import difflib
-import math
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from .policy import RollbackSettings
-
-MAX_YAML_BYTES = 1 << 20  # a settings or rules file
-MAX_YAML_DEPTH = 32  # nested mappings and lists
-MAX_INT = 10**9  # step counts, sizes and other integers of the settings
-MAX_LABEL = 128  # characters of a label value (run, sink name)
-LABEL = f"a string of 1 to {MAX_LABEL} printable characters"  # what is_label accepts
-
-
-class ConfigError(ValueError):
-    """A bad monitor setting; the message names the source and the key."""
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses aliases (so nothing is expanded, whatever walks the document) and
-    nesting deeper than :data:`MAX_YAML_DEPTH`, before the node is built."""
-
-    depth = 0
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            raise yaml.MarkedYAMLError(problem="YAML aliases (*name) are not accepted here; write the value out",
-                                       problem_mark=event.start_mark)
-        self.depth += 1
-        if self.depth > MAX_YAML_DEPTH:
-            raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels",
-                                       problem_mark=event.start_mark)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-
-def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, dict[tuple, int]]:
-    """The YAML document at ``path`` (at most :data:`MAX_YAML_BYTES`, no aliases, nested at most
-    :data:`MAX_YAML_DEPTH` deep, every number finite) and the 1-based line of each mapping key, by key path.
-
-    Raises:
-        ConfigError: ``FILE:LINE: reason`` (``FILE:LINE: key.path: reason`` for a number that is not finite).
-    """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_YAML_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_YAML_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES >> 10} KiB, too large for a {what}")
-    loader = _BoundedLoader(raw.decode("utf-8", "replace"))
-    try:
-        node = loader.get_single_node()
-        data = None if node is None else loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: "
-                          f"{getattr(exc, 'problem', None) or exc}") from None
-    finally:
-        loader.dispose()
-    lines: dict[tuple, int] = {}
-
-    def walk(n, keys):
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                lines[keys + (k.value,)] = k.start_mark.line + 1
-                walk(v, keys + (k.value,))
-        elif isinstance(n, yaml.SequenceNode):
-            for i, v in enumerate(n.value):
-                walk(v, keys + (i,))
-        elif n.tag == "tag:yaml.org,2002:float" and not math.isfinite(loader.construct_yaml_float(n)):
-            raise ConfigError(f"{path}:{n.start_mark.line + 1}: {'.'.join(map(str, keys))}: expected a finite "
-                              f"number, got {n.value}")
-
-    if node is not None:
-        walk(node, ())
-    return data, lines
-
-
-def read_yaml(path: str | Path, key: str):
-    """The YAML document at ``path`` (read by :func:`load_yaml`); its ``key`` mapping when it has one at top
-    level (``monitor:``, ``alerts:``), else the whole document.
-
-    Raises:
-        ConfigError: unreadable file or invalid YAML, naming the file.
-    """
-    data = load_yaml(path)[0]
-    return data[key] if isinstance(data, dict) and isinstance(data.get(key), dict) else data
-
-
-def is_int(v, lo: int = 0, hi: int = MAX_INT) -> bool:
-    """``v`` is an integer (not a bool) in ``lo..hi``."""
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
-
-
-def is_number(v, lo: float, hi: float) -> bool:
-    """``v`` is a finite int or float (not a bool) in ``lo..hi``."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
-
-
-def is_label(v) -> bool:
-    """``v`` is a string of 1..:data:`MAX_LABEL` printable characters (a Prometheus label value, a name)."""
-    return isinstance(v, str) and 0 < len(v) <= MAX_LABEL and v.isprintable()
-
-
-def is_http_url(v) -> bool:
-    """``v`` is an ``http://`` or ``https://`` URL with a host and no whitespace or control characters."""
-    if not isinstance(v, str) or not v.isprintable() or any(c.isspace() for c in v):
-        return False
-    try:
-        parts = urllib.parse.urlsplit(v)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def did_you_mean(name: str, known) -> str:
-    """``"did you mean 'x'? "`` for the known name closest to a mistyped ``name``, else ``""``."""
-    close = difflib.get_close_matches(str(name), list(known), n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
+from .schema import LABEL, ConfigError, check, is_label
+from .yamlfile import load_yaml
 
 
 @dataclass
@@ -215,8 +95,6 @@ class MonitorConfig(RollbackSettings):
         Raises:
             ConfigError: unknown key or a value of the wrong type, naming ``source``, the line and the key.
         """
-        from .schema import check
-
         settings = {k: v for k, v in dict(data or {}).items() if k != "type"}
         return check(cls, settings, source, lines, path, what="monitor setting")
 

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Iterable
 
 from .detectors import Judge
 from .events import Event
 from .log import logger
 from .record import StepRecord
 from .rules import Rules
-
-Sink = Callable[[Event], None]
+from .sinks import Sink
 
 
 class Engine:
@@ -22,15 +21,15 @@ class Engine:
 
     Args:
         rules: the rule set (``Rules.load()`` for the defaults).
-        sinks: callables receiving each event (event log, metrics, alert senders). A sink that raises is
-            logged and skipped; it never stops the engine.
+        sinks: the :class:`~training_monitor.sinks.Sink` objects whose ``on_event`` receives each event
+            (event log, metrics, a bounded :class:`~training_monitor.sinks.EventList`, ...); the engine keeps
+            none itself. A sink that raises is logged and skipped; it never stops the engine.
     """
 
-    def __init__(self, rules: Rules | None = None, sinks: list[Sink] | None = None):
+    def __init__(self, rules: Rules | None = None, sinks: Iterable[Sink] | None = None):
         self.rules = rules or Rules.load()
         self.judge = Judge(self.rules.detectors())
         self.sinks = list(sinks or [])
-        self.events: list[Event] = []
         self._quiet_until: dict[str, int] = {}
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
 
@@ -82,10 +81,9 @@ class Engine:
                       runbook=self.rules.runbook(rule), details=details)
         with self._lock:
             self._quiet_until[rule] = step + cfg.cooldown_steps
-            self.events.append(event)
         for sink in self.sinks:
             try:
-                sink(event)
+                sink.on_event(event)
             except Exception as exc:  # a broken sink must not stop detection
-                logger.error("event sink {} failed: {!r}", getattr(sink, "__name__", sink), exc)
+                logger.error("event sink {} failed: {!r}", type(sink).__name__, exc)
         return event

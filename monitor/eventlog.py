@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
+from .events import Event
 from .log import logger
+from .sinks import Sink
 
 
-class EventLog:
-    """Append-only JSONL file of events, one object per line.
+class EventLog(Sink):
+    """Append-only JSONL file of events, one object per line: a sink (each event, with its ``time``) and the
+    record of what the monitor did (:meth:`write`: rollbacks, skips, stops).
 
     Each event is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line is never
     interleaved with another writer's or left half-written by this process. Failures (disk full,
@@ -24,6 +28,9 @@ class EventLog:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             logger.error("event log {} cannot be opened ({}); events are kept in memory", path, exc)
+
+    def on_event(self, event: Event) -> None:
+        self.write({**event.to_dict(), "time": time.time()})
 
     def write(self, record: dict) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()

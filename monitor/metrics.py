@@ -17,6 +17,7 @@ from .events import Event
 from .http import Server
 from .log import logger
 from .record import StepRecord
+from .sinks import Sink
 
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 WAIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30)
@@ -56,8 +57,9 @@ class _Histogram:
         return out
 
 
-class Metrics(Collector):
-    """The ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no step or free text in labels).
+class Metrics(Collector, Sink):
+    """A sink (records and events) holding the ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no
+    step or free text in labels).
 
     Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a counter,
     so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is the TPS of
@@ -99,8 +101,9 @@ class Metrics(Collector):
             self.server.close()
             self.server = None
 
-    def observe(self, rec: StepRecord) -> None:
-        """Record one step. Fields that are None keep their last value."""
+    def on_record(self, rec: StepRecord, events=()) -> None:
+        """Record one step (its ``events`` were counted by :meth:`on_event`). Fields that are None keep
+        their last value."""
         v = self.values
         v["train_step"] = rec.step
         if rec.loss is not None:

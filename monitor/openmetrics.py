@@ -37,6 +37,7 @@ import tempfile
 import time
 
 from .metrics import GAUGES, Metrics
+from .sinks import Sink
 
 BUFFERED = 200_000  # lines held in memory before the spool files are appended to
 _TIME_VALUED = "train_last_step_timestamp_seconds"
@@ -87,7 +88,8 @@ class OpenMetricsWriter:
         self.samples = 0
 
     def feed(self, run: str, rank: int) -> "Feed":
-        """The series of ``run`` and ``rank`` (the same object for the same pair, so a second log continues them)."""
+        """The sink of the series of ``run`` and ``rank`` (the same object for the same pair, so a second log
+        continues them)."""
         feed = self.feeds.get((run, rank))
         if feed is None:
             feed = self.feeds[(run, rank)] = Feed(self, run, rank)
@@ -167,8 +169,11 @@ def _shift(line: str, base: float) -> str:
     return f"{head} {value} {float(t) + base:.3f}\n"
 
 
-class Feed:
-    """The series of one (run, rank): :meth:`step` per judged record, :meth:`event` per trainer report."""
+class Feed(Sink):
+    """The series of one (run, rank), a sink: :meth:`on_event` counts each event (rule events and trainer
+    reports) in ``train_anomalies_total`` from the next point on, :meth:`on_record` writes a point per judged
+    record. ``policy``: an object whose ``last_healthy`` is the step of the newest healthy checkpoint (None:
+    not known), read at each record (the replay's would-be policy, :mod:`training_monitor.replay.policy`)."""
 
     def __init__(self, writer: OpenMetricsWriter, run: str, rank: int):
         self.w, self.metrics = writer, Metrics(run, rank, rules=writer.rules)
@@ -178,6 +183,7 @@ class Feed:
         self.next_scrape = -math.inf
         self.scraped: float | None = None
         self.slots: dict = {}  # sample name and label values -> (line buffer, line start)
+        self.policy = None
 
     def _time(self, rec) -> float:
         if self.relative is None:
@@ -193,16 +199,16 @@ class Feed:
             t = round(self.t + 0.001, 3)
         return t
 
-    def step(self, rec, events, healthy: int | None = None) -> None:
-        """Write the gauges after ``rec`` (and the counters and histograms when a scrape is due)."""
+    def on_record(self, rec, events=()) -> None:
+        """Write the gauges after ``rec`` (and the counters and histograms when a scrape is due); its
+        ``events`` were counted by :meth:`on_event`."""
         first = self.t is None
         t = self.t = self._time(rec)
         m = self.metrics
         if first:
             m.created = t - (rec.step_time_s or 1.0)
-        m.observe(rec)
-        for e in events:
-            m.on_event(e)
+        m.on_record(rec)
+        healthy = None if self.policy is None else self.policy.last_healthy
         if healthy is not None:
             m.set_healthy(healthy)
         m.values[_TIME_VALUED] = t
@@ -216,8 +222,7 @@ class Feed:
         if t >= self.next_scrape:
             self._scrape(t)
 
-    def event(self, event) -> None:
-        """A trainer's report: counted in ``train_anomalies_total`` from the next point on."""
+    def on_event(self, event) -> None:
         self.metrics.on_event(event)
 
     def finish(self) -> None:

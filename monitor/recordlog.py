@@ -12,6 +12,7 @@ from operator import attrgetter
 
 from .log import logger
 from .record import StepRecord
+from .sinks import Sink
 
 FIELDS = [f.name for f in fields(StepRecord)]  # the column order RecordLog.write formats
 _ROW = attrgetter(*FIELDS)  # a record's values in that order (one C call)
@@ -21,8 +22,8 @@ def _cell(value) -> str:
     return "" if value is None else value if isinstance(value, str) else repr(value)
 
 
-class RecordLog:
-    """Appends records to a CSV file; the header is written at once when the file is new.
+class RecordLog(Sink):
+    """A sink that appends the records to a CSV file; the header is written at once when the file is new.
 
     Rows wait in memory and go to the file in one ``os.write`` of whole lines on an ``O_APPEND``
     descriptor when ``flush_rows`` rows are waiting, when ``flush_seconds`` have passed since the last
@@ -52,7 +53,8 @@ class RecordLog:
             logger.error("record log {} cannot be opened ({}); the run is not recorded", path, exc)
             self._fd, self.start = None, 0
 
-    def write(self, rec: StepRecord) -> None:
+    def on_record(self, rec: StepRecord, events=()) -> None:
+        """Append ``rec``'s row (``events`` are not recorded here: the event log has them)."""
         if self._fd is None:
             return
         # missing values are empty cells; repr keeps floats exact

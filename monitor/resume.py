@@ -142,7 +142,6 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
             steps.append(rec.step)
     finally:
         engine.sinks = sinks
-        engine.events.clear()
     if not steps or steps[-1] != entry.step:
         raise ResumeError(f"{record_log}: the records that led to {entry.path} end at step "
                           f"{steps[-1] if steps else None}, not at its step {entry.step}")

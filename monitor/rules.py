@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, did_you_mean, load_yaml
 from .detectors import DETECTORS, RuleSettings, override, setting
-from .schema import check
+from .schema import ConfigError, check, did_you_mean
+from .yamlfile import load_yaml
 
 MAX_NUMBER = 10**7  # every number of a rule (windows, steps, thresholds, seconds) is in 0..MAX_NUMBER
 

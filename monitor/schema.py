@@ -5,16 +5,58 @@ A field's type (``bool``, ``int``, ``float``, ``str``, ``dict``, ``list``, ``tup
 as a tuple); its ``metadata`` may add ``doc`` (one line), ``min`` / ``max`` (a number's bounds; a string's least
 length for ``min``), ``min_open`` (the minimum itself is excluded), ``choices`` (the values allowed; for a
 ``list`` or ``tuple`` field, the values its items may take) and ``check`` (``(predicate, what it expects)``, for
-what the type cannot say).
+what the type cannot say). Also the checks the settings share (:func:`is_int`, :func:`is_number`, :func:`is_label`,
+:func:`is_http_url`, :func:`did_you_mean`) and :class:`ConfigError`, the error they are reported by.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
+import urllib.parse
 from collections.abc import Mapping
 
-from .config import MAX_INT, ConfigError, did_you_mean, is_int, is_number
+MAX_INT = 10**9  # step counts, sizes and other integers of the settings
+MAX_LABEL = 128  # characters of a label value (run, sink name)
+LABEL = f"a string of 1 to {MAX_LABEL} printable characters"  # what is_label accepts
+
+
+class ConfigError(ValueError):
+    """A bad monitor setting; the message names the source and the key."""
+
+
+def is_int(v, lo: int = 0, hi: int = MAX_INT) -> bool:
+    """``v`` is an integer (not a bool) in ``lo..hi``."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def is_number(v, lo: float, hi: float) -> bool:
+    """``v`` is a finite int or float (not a bool) in ``lo..hi``."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+
+def is_label(v) -> bool:
+    """``v`` is a string of 1..:data:`MAX_LABEL` printable characters (a Prometheus label value, a name)."""
+    return isinstance(v, str) and 0 < len(v) <= MAX_LABEL and v.isprintable()
+
+
+def is_http_url(v) -> bool:
+    """``v`` is an ``http://`` or ``https://`` URL with a host and no whitespace or control characters."""
+    if not isinstance(v, str) or not v.isprintable() or any(c.isspace() for c in v):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(v)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def did_you_mean(name: str, known) -> str:
+    """``"did you mean 'x'? "`` for the known name closest to a mistyped ``name``, else ``""``."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
 
 _KIND = {bool: "true or false", str: "a string", dict: "a mapping", list: "a list", tuple: "a list"}
 
@@ -77,9 +119,9 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
     """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields, every value fits its field and
     every field without a default is given.
 
-    ``lines``: the 1-based line of each key by key path (:func:`training_monitor.config.load_yaml`), ``path`` the
+    ``lines``: the 1-based line of each key by key path (:func:`training_monitor.yamlfile.load_yaml`), ``path`` the
     key path of ``data`` in that document. ``bounds``: metadata every field has unless it sets its own (e.g.
-    ``{"max": 10**7}``). Raises ``error`` (a :class:`~training_monitor.config.ConfigError` by default) as
+    ``{"max": 10**7}``). Raises ``error`` (a :class:`ConfigError` by default) as
     ``SOURCE[:LINE]: path.key: expected ..., got VALUE``, or ``SOURCE[:LINE]: path.key: unknown WHAT (did you
     mean ...? known: ...)``.
     """

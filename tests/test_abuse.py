@@ -16,12 +16,14 @@ import pytest
 from services import Receiver, http_json, secret, text_of, wait_until
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
 from training_monitor.alerts.platforms import MAX_LINES
-from training_monitor.config import MAX_YAML_DEPTH, ConfigError, MonitorConfig
+from training_monitor.config import MonitorConfig
 from training_monitor.http import Limits
 from training_monitor.metrics import Metrics
 from training_monitor.relay import LIMITS, Auth, Relay, RelayError, is_loopback
 from training_monitor.replay.sources import MAX_LINE, MAX_LINE_READ, MAX_RANKS
 from training_monitor.rules import Rules, RulesError
+from training_monitor.schema import ConfigError
+from training_monitor.yamlfile import MAX_YAML_DEPTH
 
 TOKEN = secret("abuse-relay-token-0123456789")
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

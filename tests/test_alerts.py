@@ -8,7 +8,7 @@ import pytest
 
 from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
-from training_monitor.config import ConfigError
+from training_monitor.schema import ConfigError
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
 

@@ -166,7 +166,7 @@ def test_every_exported_metric_has_a_panel():
     from training_monitor.record import StepRecord
 
     m = Metrics()
-    m.observe(StepRecord(1, 1.0, 1.0, 1.0, False, 1e-3, 0.1, 0.01, 10, 0, 1.0, 1, 0.5))
+    m.on_record(StepRecord(1, 1.0, 1.0, 1.0, False, 1e-3, 0.1, 0.01, 10, 0, 1.0, 1, 0.5))
     m.set_healthy(1)
     exported = {f.name for f in m.registry.collect()}
     assert len(exported) == len(__import__("training_monitor.metrics").metrics.GAUGES) + 6

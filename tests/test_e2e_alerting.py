@@ -102,7 +102,7 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
                 p.stop()
         receiver.close()
 
-    (event,) = [e for e in mon.engine.events if e.rule == "nan_inf"]
+    (event,) = [e for e in mon.kept.events if e.rule == "nan_inf"]
     text = text_of(direct)
     assert f"step: {event.step}" in text and "nan_inf on e2e" in text and "rolled back to the healthy checkpoint" in text
     assert "runbooks/nan_inf.md" in text

@@ -108,7 +108,7 @@ def test_the_file_is_openmetrics_with_the_live_exporters_series(backfill, promto
     types, helps, series = parse(om.read_text())
     # the live exporter's families, types and help (a Metrics fed a step with every field, as live)
     live = Metrics("x", 0, rules=Rules.load().rules)
-    live.observe(StepRecord(1, 2.0, 1.0, 1.0, False, 1e-4, 0.5, 0.01, 100, 0, 1.0, 1, 0.4))
+    live.on_record(StepRecord(1, 2.0, 1.0, 1.0, False, 1e-4, 0.5, 0.01, 100, 0, 1.0, 1, 0.4))
     live.set_healthy(0)
     exposed = generate_latest(live.registry).decode()
     live_types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposed, re.M))
@@ -242,7 +242,7 @@ def test_spooling_gives_the_same_file_whatever_the_buffer(tmp_path):
         for rank in (0, 1):
             feed = w.feed("r", rank)
             for s in range(1, 30):  # ranks interleaved, as in a torchrun log
-                feed.step(StepRecord(s, 3.0 - s / 100, rank=rank, step_time_s=0.5, timestamp=1000.0 + s), [])
+                feed.on_record(StepRecord(s, 3.0 - s / 100, rank=rank, step_time_s=0.5, timestamp=1000.0 + s), [])
         return w.close()
     whole = write(tmp_path / "whole.om")
     small = write(tmp_path / "small.om", buffered=7)

@@ -3,8 +3,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from training_monitor.config import ConfigError, load_yaml
-from training_monitor.schema import check
+from training_monitor.schema import ConfigError, check
+from training_monitor.yamlfile import load_yaml
 
 
 @dataclass

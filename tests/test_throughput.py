@@ -48,8 +48,8 @@ def test_a_slower_pipeline_and_a_sleeping_callback_are_drops_and_nothing_else_is
     cell = nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05))
     Model(cell).train(1, make_dataset(source), callbacks=[mon, SleepingCallback()], dataset_sink_mode=False)
     mon.close()
-    drops = [(e.step, e.onset_step) for e in mon.engine.events if e.rule == "throughput_drop"]
-    assert [e.rule for e in mon.engine.events if e.rule != "throughput_drop"] == []
+    drops = [(e.step, e.onset_step) for e in mon.kept.events if e.rule == "throughput_drop"]
+    assert [e.rule for e in mon.kept.events if e.rule != "throughput_drop"] == []
     # one drop per slowed stretch, found within 20 steps of its start, its onset inside it
     assert len(drops) == 2, drops
     (pipe, pipe_onset), (cb, cb_onset) = drops
@@ -58,6 +58,6 @@ def test_a_slower_pipeline_and_a_sleeping_callback_are_drops_and_nothing_else_is
     records = str(tmp_path / "records_rank0.csv")
     replayed = replay_file(records)
     assert [(e.rule, e.step, e.onset_step) for e in replayed.events] == \
-        [(e.rule, e.step, e.onset_step) for e in mon.engine.events]
+        [(e.rule, e.step, e.onset_step) for e in mon.kept.events]
     slow = [row["step"] for row in csv.DictReader(open(records)) if row["slow_reason"] == "checkpoint"]
     assert slow == ["51", "101", "151", "201", "251", "301"]

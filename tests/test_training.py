@@ -56,7 +56,7 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     # batch 44 carries a NaN: trainer step 45 computes a NaN loss and SGD writes NaN into every weight
     net, opt, source = train([mon, rollback_probe(mon, seen)], steps=60, poison={44})
 
-    nan = [e for e in mon.engine.events if e.rule == "nan_inf"]
+    nan = [e for e in mon.kept.events if e.rule == "nan_inf"]
     assert [(e.step, e.onset_step) for e in nan] == [(45, 45)]
     # checkpoints at 10..40; 40 is still pending at 45 (healthy needs 10 clean steps) so 30 is the target
     (rb,) = mon.rollbacks
@@ -81,7 +81,7 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     replayed = replay_file(str(tmp_path / "records_rank0.csv"))
     assert replayed.format == "csv" and replayed.records == 60
     key = lambda e: (e.rule, e.step, e.onset_step, str(e.value))  # noqa: E731
-    assert [key(e) for e in replayed.events] == [key(e) for e in mon.engine.events if e.source == "rule"]
+    assert [key(e) for e in replayed.events] == [key(e) for e in mon.kept.events if e.source == "rule"]
 
     # the run went on to the end from step 30 and finished finite
     assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
@@ -132,7 +132,7 @@ def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_pa
     # with no healthy checkpoint of its own the run stops instead of training on
     with pytest.raises(SystemExit, match="no loadable healthy checkpoint before step 15"):
         train([second], steps=20, poison={14})
-    assert second.rollbacks == [] and any(e.rule == "nan_inf" for e in second.engine.events)
+    assert second.rollbacks == [] and any(e.rule == "nan_inf" for e in second.kept.events)
     assert (tmp_path / f"ledger_rank0.before-{second.instance}.json").exists()
     assert all(os.path.exists(e.path) for e in first.ledger.entries)
 

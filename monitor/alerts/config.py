@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ConfigError, is_http_url, is_int, is_label, is_number, read_yaml
 from ..detectors import SEVERITIES
-from ..schema import check
+from ..schema import ConfigError, check, is_http_url, is_int, is_label, is_number
+from ..yamlfile import read_yaml
 from .platforms import PLATFORMS
 
 _MENTION = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")  # a platform user id (or "all")

@@ -23,7 +23,9 @@ from collections import deque
 
 import requests
 
+from ..events import Event
 from ..log import logger
+from ..sinks import Sink
 from .config import AlertsConfig, SinkSpec
 from .message import Alert
 from .platforms import MAX_LINES, PLATFORMS
@@ -31,8 +33,8 @@ from .platforms import MAX_LINES, PLATFORMS
 MAX_BACKOFF_S = 60.0
 
 
-class Sink:
-    """One destination's queue, counters and sender thread.
+class Destination:
+    """One destination's (one ``alerts.sinks`` entry's) queue, counters and sender thread.
 
     Attributes:
         sent, failed, dropped: alerts delivered, refused for good (or still unsent at close), and not
@@ -235,16 +237,24 @@ class Sink:
         return verdict, reason, None
 
 
-class AlertSender:
-    """Fan alerts out to the configured sinks without blocking the caller.
+class AlertSender(Sink):
+    """Fan alerts out to the configured sinks without blocking the caller; as a
+    :class:`~training_monitor.sinks.Sink`, :meth:`on_action` makes them from events.
 
     Args:
         config: an :class:`~training_monitor.alerts.config.AlertsConfig`.
+        run: the run's name, in the alerts :meth:`on_action` makes.
     """
 
-    def __init__(self, config: AlertsConfig):
-        self.config = config
-        self.sinks = {spec.name: Sink(spec, config.queue_size) for spec in config.sinks}
+    def __init__(self, config: AlertsConfig, run: str = ""):
+        self.config, self.run = config, run
+        self.sinks = {spec.name: Destination(spec, config.queue_size) for spec in config.sinks}
+
+    def on_action(self, events: list[Event], action: str) -> None:
+        """Queue ``events`` as alerts (one message, or a digest) saying ``action``, with the configured runbook
+        and dashboard links (returns at once; delivery is in the background)."""
+        c, now = self.config, time.time()
+        self.send([Alert.from_event(e, self.run, action, c.runbook_base, c.dashboard_url, now) for e in events])
 
     def send(self, alerts: list[Alert], sink: str | None = None) -> int | None:
         """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; return how many
@@ -256,7 +266,7 @@ class AlertSender:
         return sum(s.put(alerts) for s in targets)
 
     def healthy(self) -> bool:
-        """Every sink's sender thread is alive and not stuck (see :meth:`Sink.healthy`)."""
+        """Every sink's sender thread is alive and not stuck (see :meth:`Destination.healthy`)."""
         return all(s.healthy() for s in self.sinks.values())
 
     def stats(self) -> dict:

@@ -4,8 +4,8 @@ Every line read is counted once: as a record, a trainer report, a line merged in
 a skipped line under its reason. Each judged record then goes, per rank, to the would-be rollback policy
 (:mod:`.policy`), to the log's step-time/TPS/MFU quantiles (:mod:`.tracks`), and, when asked for, to the plot
 series of the HTML report and to the OpenMetrics backfill (:mod:`training_monitor.openmetrics`). Memory stays bounded
-whatever the input size: lines are streamed, and a result keeps counts, the events (up to :data:`MAX_EVENTS`),
-bounded samples and the last record.
+whatever the input size: lines are streamed, and a result keeps counts, the events (it is the engines' sink, up
+to :data:`~training_monitor.sinks.MAX_EVENTS`), bounded samples and the last record.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..log import logger
 from ..policy import FAR, RollbackSettings
 from ..record import StepRecord
 from ..rules import Rules
+from ..sinks import EventList
 from . import csvlog, eventlog, mindformers, tensorboard, text as generic
 from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
@@ -32,7 +33,6 @@ from .tracks import Stats, Track
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
 BLOCK = 1 << 18  # bytes read at a time by the compiled reader
-MAX_EVENTS = 10000  # per log; more are counted, not kept
 
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
 # (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
@@ -74,8 +74,9 @@ class ReplayOptions(RollbackSettings):
 
 
 @dataclass
-class ReplayResult:
-    """Outcome of one log: counts, the engines' events, and the last record."""
+class ReplayResult(EventList):
+    """Outcome of one log: counts, the engines' events (the result is their sink: the first
+    :data:`~training_monitor.sinks.MAX_EVENTS`, the others counted in ``events_dropped``), and the last record."""
 
     path: str
     format: str
@@ -262,18 +263,15 @@ class _Run:
             if o.plotted < o.plot_ranks:
                 track = r.tracks[rank] = Track()
                 o.plotted += 1
-            feed = o.openmetrics.feed(self.run_label, rank) if o.openmetrics is not None else None
-            st = self.ranks[rank] = _Rank(Engine(self.rules), o.policy(), track, feed)
+            policy, sinks, feed = o.policy(), [r], None
+            if o.openmetrics is not None:
+                feed = o.openmetrics.feed(self.run_label, rank)
+                feed.policy = policy
+                sinks.append(feed)
+            st = self.ranks[rank] = _Rank(Engine(self.rules, sinks), policy, track, feed)
             r.policies[rank] = st.policy
             r.ranks.add(rank)
         return st
-
-    def _keep(self, engine: Engine) -> None:
-        r = self.result
-        room = max(0, MAX_EVENTS - len(r.events))
-        r.events.extend(engine.events[:room])
-        r.events_dropped += max(0, len(engine.events) - room)
-        engine.events.clear()
 
     def _observe(self, rec: StepRecord) -> None:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
@@ -312,9 +310,7 @@ class _Run:
         if st.track is not None:
             st.track.add(rec)
         if st.feed is not None:
-            st.feed.step(rec, events, policy.last_healthy)
-        if events:
-            self._keep(engine)
+            st.feed.on_record(rec, events)
         self.result.last = rec
         self._count(1)
 
@@ -332,9 +328,6 @@ class _Run:
         st = self._rank(rank)
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
-        if st.feed is not None:
-            st.feed.event(event)
-        self._keep(st.engine)
         r.reports += 1
 
     def _release(self, parser, slot: list, key: int, step: int) -> None:

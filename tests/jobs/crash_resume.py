@@ -61,7 +61,7 @@ def main():
                    {"step": mon.resumed.entry.step, "records": mon.resumed.records,
                     "carried": [e.step for e in mon.resumed.carried]},
                    "instance": mon.instance, "rollbacks": mon.rollbacks,
-                   "events": [e.to_dict() for e in mon.engine.events],
+                   "events": [e.to_dict() for e in mon.kept.events],
                    "ledger": [{"step": e.step, "path": e.path, "status": e.status, "reason": e.reason}
                               for e in mon.ledger.entries]}
         with open(os.path.join(out, "resumed.json"), "w") as f:

@@ -74,7 +74,7 @@ def main():
         with open(os.path.join(out, f"summary_rank{rank}.json"), "w") as f:
             json.dump({"rollbacks": monitor.rollbacks, "lr": float(opt.learning_rate.asnumpy()),
                        "final_loss": monitor.last_record.loss, "final_step": monitor.last_record.step,
-                       "events": [(e.rule, e.step) for e in monitor.engine.events]}, f)
+                       "events": [(e.rule, e.step) for e in monitor.kept.events]}, f)
 
 
 if __name__ == "__main__":

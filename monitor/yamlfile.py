@@ -1,0 +1,88 @@
+"""Settings and rules files: YAML read with bounds (size, depth, no aliases, finite numbers) and the line of
+each key, so that a bad value is reported as ``FILE:LINE: key: reason``."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from .schema import ConfigError
+
+MAX_YAML_BYTES = 1 << 20  # a settings or rules file
+MAX_YAML_DEPTH = 32  # nested mappings and lists
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (so nothing is expanded, whatever walks the document) and
+    nesting deeper than :data:`MAX_YAML_DEPTH`, before the node is built."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.MarkedYAMLError(problem="YAML aliases (*name) are not accepted here; write the value out",
+                                       problem_mark=event.start_mark)
+        self.depth += 1
+        if self.depth > MAX_YAML_DEPTH:
+            raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                       problem_mark=event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, dict[tuple, int]]:
+    """The YAML document at ``path`` (at most :data:`MAX_YAML_BYTES`, no aliases, nested at most
+    :data:`MAX_YAML_DEPTH` deep, every number finite) and the 1-based line of each mapping key, by key path.
+
+    Raises:
+        ConfigError: ``FILE:LINE: reason`` (``FILE:LINE: key.path: reason`` for a number that is not finite).
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES >> 10} KiB, too large for a {what}")
+    loader = _BoundedLoader(raw.decode("utf-8", "replace"))
+    try:
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        loader.dispose()
+    lines: dict[tuple, int] = {}
+
+    def walk(n, keys):
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                lines[keys + (k.value,)] = k.start_mark.line + 1
+                walk(v, keys + (k.value,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                walk(v, keys + (i,))
+        elif n.tag == "tag:yaml.org,2002:float" and not math.isfinite(loader.construct_yaml_float(n)):
+            raise ConfigError(f"{path}:{n.start_mark.line + 1}: {'.'.join(map(str, keys))}: expected a finite "
+                              f"number, got {n.value}")
+
+    if node is not None:
+        walk(node, ())
+    return data, lines
+
+
+def read_yaml(path: str | Path, key: str):
+    """The YAML document at ``path`` (read by :func:`load_yaml`); its ``key`` mapping when it has one at top
+    level (``monitor:``, ``alerts:``), else the whole document.
+
+    Raises:
+        ConfigError: unreadable file or invalid YAML, naming the file.
+    """
+    data = load_yaml(path)[0]
+    return data[key] if isinstance(data, dict) and isinstance(data.get(key), dict) else data

@@ -1,0 +1,41 @@
+"""The sink protocol: what the engine and the feeds call, and the bounded event lists (no framework needed)."""
+import math
+
+from training_monitor.alerts import AlertsConfig, AlertSender
+from training_monitor.engine import Engine
+from training_monitor.eventlog import EventLog
+from training_monitor.metrics import Metrics
+from training_monitor.record import StepRecord
+from training_monitor.recordlog import FIELDS, RecordLog
+from training_monitor.replay import replay_file
+from training_monitor.sinks import MAX_EVENTS, EventList, Sink, overrides
+
+
+def test_each_sink_takes_the_hooks_it_overrides():
+    sender = AlertSender(AlertsConfig.load({"sinks": [{"type": "slack", "url": "http://127.0.0.1:9/x"}]})[0])
+    try:
+        taken = {type(s).__name__: [h for h in ("on_event", "on_record", "on_action") if overrides(s, h)]
+                 for s in (EventLog("/dev/null"), RecordLog("/dev/null"), Metrics(), EventList(), sender, Sink())}
+    finally:
+        sender.close(0.1)
+    assert taken == {"EventLog": ["on_event"], "RecordLog": ["on_record"], "Metrics": ["on_event", "on_record"],
+                     "EventList": ["on_event"], "AlertSender": ["on_action"], "Sink": []}
+
+
+def test_an_event_list_keeps_the_first_events_in_order_and_counts_the_others():
+    kept, everything = EventList(limit=3), EventList(limit=100)
+    eng = Engine(sinks=[kept, everything])
+    returned = [e for s in range(1, 8) for e in eng.observe(StepRecord(s, loss=math.nan))]
+    assert len(returned) == 7 and everything.events == returned and everything.events_dropped == 0
+    assert kept.events == returned[:3] and kept.events_dropped == 4
+
+
+def test_a_replay_keeps_max_events_per_log_and_counts_the_rest(tmp_path):
+    log = tmp_path / "records_rank0.csv"
+    rows = [",".join("nan" if f == "loss" else str(s) if f == "step" else "" for f in FIELDS)
+            for s in range(1, MAX_EVENTS + 6)]
+    log.write_text(",".join(FIELDS) + "\n" + "\n".join(rows) + "\n")
+    res = replay_file(str(log))
+    assert res.records == MAX_EVENTS + 5 and len(res.events) == MAX_EVENTS and res.events_dropped == 5
+    assert [e.step for e in res.events[:2]] == [1, 2] and res.events[-1].step == MAX_EVENTS
+    assert res.to_dict()["anomalies_not_kept"] == 5
