@@ -60,7 +60,7 @@ def generate(out: Path, quick: bool, seeds: tuple[int, ...] = (0, 1, 2)) -> dict
 
     from training_monitor.callbacks import ScaledLearningRate, TrainingMonitor, mindformers_train_step
     from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
-    from training_monitor.rules import Rules
+    from training_monitor.ruleset import Rules
 
     class Source(ByteWindows):
         noise: set = set()

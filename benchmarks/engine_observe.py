@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from training_monitor.engine import Engine  # noqa: E402
 from training_monitor.record import StepRecord  # noqa: E402
-from training_monitor.rules import Rules  # noqa: E402
+from training_monitor.ruleset import Rules  # noqa: E402
 from training_monitor.sinks import EventList  # noqa: E402
 
 

@@ -238,7 +238,7 @@ def _part_replay(path: str, rules=None) -> dict:
 
 
 def _part_parse(path: str) -> dict:
-    from training_monitor.rules import Rules
+    from training_monitor.ruleset import Rules
 
     return _part_replay(path, Rules({rule: {"enabled": False} for rule in Rules().rules}))
 
@@ -278,8 +278,8 @@ def check(events: list, steps: int) -> tuple[list, list]:
     caught by an anomaly of its rules within 10 steps of its first step; the anomalies of those rules until
     10 steps after its last step are its own too (e.g. the level shift as a spike decays)."""
     at = faults(steps)
-    want = {"loss_spike": ("loss_spike", "grad_norm_spike"), "nan_inf": ("nan_inf",), "lr_surge": ("grad_norm_spike", "loss_spike"),
-            "overflow_storm": ("overflow_storm", "loss_scale_collapse")}
+    want = {"loss_spike": ("loss_spike", "grad_norm_spike"), "nan_inf": ("nan_inf",),
+            "lr_surge": ("grad_norm_spike", "loss_spike"), "overflow_storm": ("overflow_storm", "loss_scale_collapse")}
     lines, used = [], set()
     for fault, step in at.items():
         hits = [(i, e) for i, e in enumerate(events)

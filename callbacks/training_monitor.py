@@ -5,9 +5,10 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import mindspore as ms
 from mindspore.train import Callback, ModelCheckpoint
@@ -24,10 +25,10 @@ from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
 from training_monitor.policy import Decision, RollbackPolicy
+from training_monitor.record import StepRecord
 from training_monitor.recordlog import RecordLog
 from training_monitor.resume import restore, trajectory
-from training_monitor.record import StepRecord
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 from training_monitor.sinks import EventList, LoggedEvents, overrides
 from training_monitor.watchdog import Watchdog
 
@@ -110,8 +111,8 @@ class TrainingMonitor(Callback):
     checkpoint's step, detector windows and earlier checkpoints (:mod:`training_monitor.resume`). Callbacks that
     raise on a NaN step (MindSpore's ``LossMonitor``, MindFormers' ``TrainingStateMonitor``) are found at
     train begin: the monitor judges each step before them and they skip the steps it rolled back or stops
-    at (:mod:`training_monitor.callbacks.peers`). With more than one rank, the step values are reduced across ranks first
-    (:class:`training_monitor.callbacks.consensus.RankConsensus`), so every rank decides the same.
+    at (:mod:`training_monitor.callbacks.peers`). With more than one rank, the step values are reduced across ranks
+    first (:class:`training_monitor.callbacks.consensus.RankConsensus`), so every rank decides the same.
 
     ``count_tokens(cb_params) -> int``, when given, counts the real tokens of each step over all
     data-parallel ranks (for example the loss-mask sum when padding is masked) instead of the fixed
@@ -120,7 +121,7 @@ class TrainingMonitor(Callback):
     Monitor failures are logged and survived unless ``strict`` is set (then :class:`MonitorFailure`).
 
     Raises:
-        training_monitor.schema.ConfigError, training_monitor.rules.RulesError: bad settings, at construction.
+        training_monitor.schema.ConfigError, training_monitor.ruleset.RulesError: bad settings, at construction.
         MonitorFailure: with ``strict``, a failure logged at construction (an unwritable ``output_dir``).
     """
 
@@ -185,7 +186,11 @@ class TrainingMonitor(Callback):
         self.last_record: StepRecord | None = None
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._prev_trainer_step = 0
-        self._t_begin = self._t_end = self._t_judged = self._callbacks_s = None
+        # perf_counter() seconds of the step marks, and the later callbacks' seconds (None: not yet)
+        self._t_begin: float | None = None
+        self._t_end: float | None = None
+        self._t_judged: float | None = None
+        self._callbacks_s: float | None = None
         self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
         self._epoch = None
         self._tokens = cfg.tokens_per_step
@@ -276,7 +281,8 @@ class TrainingMonitor(Callback):
 
     @contextmanager
     def _raise_logged_errors(self):
-        caught, thread = [], threading.get_ident()
+        caught: list = []
+        thread = threading.get_ident()
         sink = logger.add(caught.append, level="ERROR", format="{message}", filter=lambda r: (
             r["thread"].id == thread and r["name"].split(".")[0] in _PACKAGES and not r["extra"].get("report")))
         try:
@@ -620,7 +626,7 @@ class TrainingMonitor(Callback):
             logger.warning("step {}: skip_batches asks to skip {} batches, but the dataset is not fed by a "
                            "training_monitor.callbacks.SkippableSource; nothing skipped", step, n)
             return "batches not skipped (the dataset is not skippable)"
-        first, last = self._source.skip(n)
+        first, last = self._source.skip(n) or (None, None)
         self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
                               "rank": self.rank, "time": time.time()})
         logger.warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first, last, step)

@@ -7,7 +7,7 @@ names are also reachable here (``from training_monitor import TrainingMonitor``)
 from .engine import Engine
 from .events import Event
 from .record import StepRecord
-from .rules import Rules
+from .ruleset import Rules
 
 _ADAPTERS = ("TrainingMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
              "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH")

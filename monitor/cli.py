@@ -19,7 +19,7 @@ from .replay import ReplayError, replay_paths
 from .replay.runner import PARSERS
 from .replay.sources import shown
 from .replay.summary import as_dict, as_text
-from .rules import Rules, RulesError
+from .ruleset import Rules, RulesError
 
 COMMANDS = "training_monitor.commands"  # entry point group of more commands, e.g. `monitor demo`
 PLOT_RANKS = 16  # ranks plotted in the --html report, all logs together (the others are in its tables)

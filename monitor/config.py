@@ -88,7 +88,7 @@ class MonitorConfig(RollbackSettings):
 
     @classmethod
     def from_dict(cls, data: dict | None, source: str = "<config>", lines: dict | None = None,
-                  path: tuple = ()) -> "MonitorConfig":
+                  path: tuple = ()) -> MonitorConfig:
         """Build from a mapping; ``type`` (a MindFormers registry key) is ignored. ``lines``, ``path``: see
         :func:`training_monitor.schema.check`.
 
@@ -111,7 +111,7 @@ class MonitorConfig(RollbackSettings):
         return None
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "MonitorConfig":
+    def from_yaml(cls, path: str | Path) -> MonitorConfig:
         """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key).
 
         Raises:
@@ -119,7 +119,9 @@ class MonitorConfig(RollbackSettings):
         """
         data, lines = load_yaml(path)
         nested = isinstance(data, dict) and isinstance(data.get("monitor"), dict)
-        data = data["monitor"] if nested else data
+        if nested:
+            assert isinstance(data, dict)
+            data = data["monitor"]
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of settings")
         return cls.from_dict(data, str(path), lines, ("monitor",) if nested else ())

@@ -62,7 +62,7 @@ RANK = 'run=~"$run", rank=~"$rank"'
 
 
 def _default_runbook_base() -> str:
-    from .rules import Rules
+    from .ruleset import Rules
 
     return Rules().runbook_base
 
@@ -130,7 +130,7 @@ STRAGGLER = ((1.1, "orange"), (1.25, "red"))
 
 
 def _runbooks_markdown() -> str:
-    from .rules import Rules
+    from .ruleset import Rules
 
     pages = "".join(f"- [{r}](${{runbook_base}}/{r}.md)\n" for r in Rules().rules)
     return ("What each rule means and what to do when it fires:\n\n" + pages + "\nThe links follow the "

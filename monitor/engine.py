@@ -8,7 +8,7 @@ from .detectors import Judge
 from .events import Event
 from .log import logger
 from .record import StepRecord
-from .rules import Rules
+from .ruleset import Rules
 from .sinks import Sink
 
 

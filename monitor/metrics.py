@@ -81,7 +81,7 @@ class Metrics(Collector, Sink):
         self.alert_stats = None  # callable giving AlertSender.stats(), when alerts are configured
         self.registry = CollectorRegistry()
         self.registry.register(self)
-        self.server = None
+        self.server: Server | None = None
 
     def serve(self, host: str, port: int) -> str | None:
         """Serve ``/metrics`` on ``host:port`` (0: any free port) with the bounds of
@@ -89,12 +89,12 @@ class Metrics(Collector, Sink):
         when the port is taken or not allowed; that is logged as an error and training goes on without the
         endpoint."""
         try:
-            self.server = Server(make_wsgi_app(self.registry), host, port, name="monitor-metrics").start()
+            server = self.server = Server(make_wsgi_app(self.registry), host, port, name="monitor-metrics").start()
         except OSError as exc:
             logger.error("metrics endpoint {}:{} not started ({}); training goes on without /metrics",
                          host, port, exc.strerror or exc)
             return None
-        return f"http://{host}:{self.server.port}/metrics"
+        return f"http://{host}:{server.port}/metrics"
 
     def close(self) -> None:
         if self.server is not None:

@@ -87,7 +87,7 @@ class OpenMetricsWriter:
         self.feeds: dict[tuple, Feed] = {}
         self.samples = 0
 
-    def feed(self, run: str, rank: int) -> "Feed":
+    def feed(self, run: str, rank: int) -> Feed:
         """The sink of the series of ``run`` and ``rank`` (the same object for the same pair, so a second log
         continues them)."""
         feed = self.feeds.get((run, rank))
@@ -133,7 +133,7 @@ class OpenMetricsWriter:
             feed.finish()
         self._flush()
         durations = [f.t for f in self.feeds.values() if f.relative and f.t is not None]
-        base = None
+        base = 0.0  # used only when a series is relative, which gives a duration
         if durations:
             base = self.start_time if self.start_time is not None else round(time.time() - max(durations), 3)
         tmp = f"{self.path}.tmp"
@@ -216,7 +216,7 @@ class Feed(Sink):
         for name, value in m.values.items():
             slot = slots.get(name)
             if slot is None:
-                slot = slots[name] = (self.w.slot(name, self.labels, self.relative), f"{name}{self.labels} ")
+                slot = slots[name] = (self.w.slot(name, self.labels, bool(self.relative)), f"{name}{self.labels} ")
             slot[0].append(slot[1] + _num(value) + ts)
         self.w.added(len(m.values))
         if t >= self.next_scrape:
@@ -240,7 +240,8 @@ class Feed(Sink):
                 slot = slots.get(key)
                 if slot is None:
                     labels = _labels({k: v for k, v in s.labels.items() if k != "le"})
-                    slot = slots[key] = (self.w.slot(fam.name, labels, self.relative, fam.type, fam.documentation),
+                    relative = bool(self.relative)
+                    slot = slots[key] = (self.w.slot(fam.name, labels, relative, fam.type, fam.documentation),
                                          f"{s.name}{_labels(s.labels)} ")
                 slot[0].append(slot[1] + _num(s.value) + ts)
                 n += 1

@@ -82,7 +82,7 @@ class RecordLog(Sink):
     def sync(self) -> int | None:
         """:meth:`flush`, then fsync (the rows survive a machine crash too); returns what flush returns."""
         offset = self.flush()
-        if offset is not None:
+        if offset is not None and self._fd is not None:
             try:
                 os.fsync(self._fd)
             except OSError as exc:

@@ -50,7 +50,7 @@ def trajectory(record_log: RecordLog | None, base: list | None) -> list | None:
     """The ``records`` ranges of a checkpoint saved now: ``base`` (the resumed checkpoint's), then this
     process's rows so far. Flushes and syncs the record log first. None without a record log."""
     end = record_log.sync() if record_log is not None else None
-    if end is None:
+    if record_log is None or end is None:
         return None
     return [*(base or []), [record_log.start, end]]
 

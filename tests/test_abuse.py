@@ -21,7 +21,7 @@ from training_monitor.http import Limits
 from training_monitor.metrics import Metrics
 from training_monitor.relay import LIMITS, Auth, Relay, RelayError, is_loopback
 from training_monitor.replay.sources import MAX_LINE, MAX_LINE_READ, MAX_RANKS
-from training_monitor.rules import Rules, RulesError
+from training_monitor.ruleset import Rules, RulesError
 from training_monitor.schema import ConfigError
 from training_monitor.yamlfile import MAX_YAML_DEPTH
 

@@ -8,9 +8,9 @@ import pytest
 
 from services import Receiver, http_json, secret, start_alertmanager, text_of, wait_until
 from training_monitor.alerts import Alert, AlertsConfig, AlertSender
-from training_monitor.schema import ConfigError
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
+from training_monitor.schema import ConfigError
 
 SECRETS = {"feishu": "SEC-feishu-0123456789", "dingtalk": "SEC-dingtalk-0123456789"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "deploy" / "prometheus"

@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services import (Process, Receiver, free_port, http_json, secret, start_alertmanager, start_prometheus,
-                      text_of, wait_until)
-
-from training_monitor.callbacks import TrainingMonitor
+from services import (
+    Process,
+    Receiver,
+    free_port,
+    http_json,
+    secret,
+    start_alertmanager,
+    start_prometheus,
+    text_of,
+    wait_until,
+)
 from train_helpers import AtStep, train
+from training_monitor.callbacks import TrainingMonitor
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore, pytest.mark.services]
 

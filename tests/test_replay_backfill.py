@@ -21,7 +21,7 @@ from training_monitor.metrics import STEP_BUCKETS, Metrics
 from training_monitor.record import StepRecord
 from training_monitor.replay import mindformers, text
 from training_monitor.replay.clock import line_time
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 DATA = Path(__file__).parent / "data"
 MF = DATA / "mindformers_llama2_13b_normal_01.log"  # lines carry their time: "2025-04-07 15:34:27,308 - ..."

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from training_monitor.record import StepRecord
 from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
 from training_monitor.replay.base import MERGED, Report
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 
 def write(tmp_path, name: str, text: str) -> str:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from training_monitor.record import StepRecord
 from training_monitor.replay import PARSERS, ReplayError, replay_file
 from training_monitor.replay.base import Report
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 pytestmark = pytest.mark.slow
 

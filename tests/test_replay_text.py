@@ -303,7 +303,7 @@ def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_l
 
 
 def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
-    from training_monitor.rules import Rules
+    from training_monitor.ruleset import Rules
 
     # BLOOM's chronicle: the last iteration (111 s each), its validation, then only the scheduler's hourly pulse
     bloom = replay_file(str(DATA / "reallogs" / "tune" / "bigscience_bloom_eval_hang_45000.log"))

@@ -6,7 +6,7 @@ import pytest
 
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
-from training_monitor.rules import Rules, RulesError
+from training_monitor.ruleset import Rules, RulesError
 from training_monitor.sinks import EventList, Sink
 
 
@@ -436,7 +436,7 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
     from dataclasses import fields
 
     from training_monitor import detectors, report
-    from training_monitor.rules import SETTINGS
+    from training_monitor.ruleset import SETTINGS
 
     record_fields = {f.name for f in fields(StepRecord)}
     common = {f.name for f in fields(detectors.RuleSettings)}
@@ -452,11 +452,11 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
 
 
 def test_default_rules_yaml_is_generated_from_the_settings_classes():
-    from training_monitor.rules import SETTINGS, default_rules_yaml
+    from training_monitor.ruleset import SETTINGS, default_rules_yaml
 
     shipped = Path(__file__).resolve().parent.parent / "monitor" / "default_rules.yaml"
     assert shipped.read_text() == default_rules_yaml(), \
-        "regenerate: python -c \"from training_monitor.rules import default_rules_yaml as y; print(y(), end='')\" " \
+        "regenerate: python -c \"from training_monitor.ruleset import default_rules_yaml as y; print(y(), end='')\" " \
         "> monitor/default_rules.yaml"
     rules = Rules()  # what the engine runs is what the classes declare
     for rule, cls in SETTINGS.items():

@@ -10,7 +10,7 @@ import yaml
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "runbooks"

@@ -9,10 +9,10 @@ import pytest
 from mindspore import nn
 from mindspore.train import Callback, Model
 
+from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
 from training_monitor.callbacks import TrainingMonitor
 from training_monitor.callbacks.tinylm import make_dataset
 from training_monitor.replay import replay_file
-from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 

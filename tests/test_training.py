@@ -15,9 +15,9 @@ from mindspore import Tensor, nn
 from mindspore.train import CheckpointConfig, ModelCheckpoint
 from prometheus_client.parser import text_string_to_metric_families
 
-from training_monitor.replay import replay_file
-from training_monitor.callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
+from training_monitor.callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
+from training_monitor.replay import replay_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -97,7 +97,9 @@ def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
                                                                         keep_checkpoint_max=10))
     seen = {}
     schedule = ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.05, 100, 1.0))
-    cell = lambda net, opt: nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=schedule))
+    def cell(net, opt):
+        return nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=schedule))
+
     _, _, source = train([mon, saver, rollback_probe(mon, seen)], steps=60, poison={44}, cell=cell)
     assert [e.step for e in mon.ledger.entries][:4] == [10, 20, 30, 40]
     (rb,) = mon.rollbacks
@@ -168,7 +170,9 @@ def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
         if cb.cur_step_num == 20:
             texts["mid"] = scrape(mon.metrics_url)
 
-    cell = lambda net, opt: LossScaleTrainStep(net, opt, scale_sense=ms.nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
+    def cell(net, opt):
+        return LossScaleTrainStep(net, opt, scale_sense=ms.nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
+
     t0 = time.time()
     train([mon, AtStep(grab)], steps=30, cell=cell)
     mon.close()

@@ -96,7 +96,7 @@ class Destination:
     def _evict_for(self, rule: str) -> bool:
         """Drop the newest queued alert of the rule holding the most places, if ``rule`` holds at least two
         fewer (so the two do not trade places back and forth)."""
-        top = max(self._per_rule, key=self._per_rule.get)
+        top = max(self._per_rule, key=lambda r: self._per_rule[r])
         if self._per_rule[top] < 2 or self._per_rule.get(rule, 0) >= self._per_rule[top] - 1:
             return False
         for i in range(len(self.queue) - 1, -1, -1):
@@ -219,7 +219,7 @@ class Destination:
         """One attempt: ``(verdict, reason, retry_after_s)``. Reasons never contain the URL."""
         url, body = self.platform.request(self.spec.url, self.spec.secret, batch, self.spec.mentions)
         try:
-            resp = self._session.post(url, json=body, timeout=self.spec.timeout_s)
+            resp = self._session.post(url, json=body, timeout=self.spec.timeout_s)  # type: ignore[arg-type]
         except requests.exceptions.InvalidJSONError as exc:  # our payload, not the network: retrying won't help
             return "fail", type(exc).__name__, None
         except requests.RequestException as exc:

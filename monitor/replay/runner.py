@@ -1,4 +1,5 @@
-"""Read logs, pick their format, feed records and trainer reports to one :class:`~training_monitor.engine.Engine` per rank.
+"""Read logs, pick their format, feed records and trainer reports to one :class:`~training_monitor.engine.Engine`
+per rank.
 
 Every line read is counted once: as a record, a trainer report, a line merged into the record before it, or
 a skipped line under its reason. Each judged record then goes, per rank, to the would-be rollback policy
@@ -14,19 +15,33 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine import Engine
 from ..log import logger
 from ..policy import FAR, RollbackSettings
 from ..record import StepRecord
-from ..rules import Rules
+from ..ruleset import Rules
 from ..sinks import EventList
-from . import csvlog, eventlog, mindformers, tensorboard, text as generic
+from . import csvlog, eventlog, mindformers, tensorboard
+from . import text as generic
 from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
-from .sources import (MAX_RANKS, STDIN, Source, SourceError, default_run, expand, first_bytes, open_bytes, rank_of,
-                      shown, text, text_lines)
+from .sources import (
+    MAX_RANKS,
+    STDIN,
+    Source,
+    SourceError,
+    default_run,
+    expand,
+    first_bytes,
+    open_bytes,
+    rank_of,
+    shown,
+    text,
+    text_lines,
+)
 from .tracks import Stats, Track
 
 # the generic text reader (.text) reads every text log no other format claims; the others need more than it
@@ -54,8 +69,8 @@ class ReplayOptions(RollbackSettings):
     """What a replay does besides judging (``monitor replay``'s options), shared by all the logs of one replay.
 
     The :class:`~training_monitor.policy.RollbackSettings` (``checkpoint_every`` 0: not known): the would-be
-    rollback policy's (:class:`~.policy.WouldBeRollbacks`), defaults as the live monitor's. ``plot_ranks``: keep plot series (bounded) for
-    this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
+    rollback policy's (:class:`~.policy.WouldBeRollbacks`), defaults as the live monitor's. ``plot_ranks``: keep
+    plot series (bounded) for this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
     the compiled reader where the log's format has one (the same results; False: every line through the
@@ -63,7 +78,7 @@ class ReplayOptions(RollbackSettings):
     """
 
     plot_ranks: int = 0
-    openmetrics: object = None
+    openmetrics: Any = None
     run: str | None = None
     progress: Progress | None = None
     fast: bool = True
@@ -142,7 +157,7 @@ _VOTERS = [m for m in PARSERS.values() if m is not generic]
 def detect(lines) -> str:
     """The format most of ``lines`` belong to: a line votes for the first format that claims it, else for the
     generic text reader when it names a step and a loss; the text reader also when no line votes."""
-    votes = Counter()
+    votes: Counter = Counter()
     for line in lines:
         line = _split_rank(line)[1]
         mod = next((m for m in _VOTERS if m.detect(line)), None)
@@ -476,7 +491,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         path, at = first, [0]
         feed = _feed_blocks if _fast(run) else _feed_lines
         try:
-            for path, stream, lines in _files(source, raw, head, run.progress):
+            for path, stream, lines in _files(source, raw, head, run.progress):  # noqa: B007 (path: in the errors)
                 at[0] = 0
                 feed(run, stream, lines, at)
         except SourceError as exc:
@@ -503,7 +518,7 @@ def _replay_tensorboard(source: Source, rules: Rules, options: ReplayOptions | N
             run.progress.reading(path)
         n = 0
         try:
-            for n, item in enumerate(tensorboard.read(path), 1):
+            for n, item in enumerate(tensorboard.read(path), 1):  # noqa: B007 (n: in the error)
                 run.feed(item)
         except ImportError as exc:
             raise ReplayError(f"{path}: {exc}") from None

@@ -17,16 +17,16 @@ Each physical line is read in four steps.
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
    table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
    reuse that reading.
-4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...);
-   else the count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as
-   values); else an unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch
-   [1][50/5808]``, ``| epoch 010  2000 / 8223``); else one or two bare counts leading a line of named values
-   (``[  1]    1440 || B: 5.495 | ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
-   per epoch). A step counted within its epoch is
-   made global: ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else
-   the steps of the epochs before are added when the count starts again in a new epoch. A line with a loss
-   and no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last
-   record, else at the step after it; in a log whose lines number their steps, such a line is a summary.
+4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...); else the
+   count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
+   unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
+   010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
+   ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
+   per epoch). A step counted within its epoch is made global: ``(epoch - first epoch number) x steps per epoch +
+   step`` when the count has a total, else the steps of the epochs before are added when the count starts again in a
+   new epoch. A line with a loss and no step (Hugging Face's dicts) is at the count of the training bar when a bar
+   ran ahead of the last record, else at the step after it; in a log whose lines number their steps, such a line is a
+   summary.
 
 What a line becomes:
 
@@ -64,8 +64,8 @@ from __future__ import annotations
 import math
 import re
 
-from . import base, messages
 from ..record import StepRecord
+from . import base, messages
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
 from .clock import Silence
 from .fields import EVAL, lookup
@@ -81,7 +81,7 @@ _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR = re.compile(
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import mindspore as ms  # noqa: E402
 from mindspore import Tensor  # noqa: E402
 
-from training_monitor.callbacks import TrainingMonitor  # noqa: E402
 from train_helpers import AtStep, train  # noqa: E402
+from training_monitor.callbacks import TrainingMonitor  # noqa: E402
 
 SETTINGS = dict(run="resume-test", metrics_port=None, checkpoint_every=10, healthy_after=10)
 

@@ -20,9 +20,9 @@ from mindspore import Tensor, nn, ops  # noqa: E402
 from mindspore.communication import get_rank, init  # noqa: E402
 from mindspore.train import Callback, Model  # noqa: E402
 
+from train_helpers import BATCH, SEQ, tiny_net  # noqa: E402
 from training_monitor.callbacks import TrainingMonitor  # noqa: E402
 from training_monitor.callbacks.tinylm import ByteWindows, load_corpus, make_dataset  # noqa: E402
-from train_helpers import BATCH, SEQ, tiny_net  # noqa: E402
 
 
 def blocking_collective_rank1():

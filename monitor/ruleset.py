@@ -3,7 +3,7 @@
 ``default_rules.yaml`` is generated from the rules' settings classes (each detector's ``settings``, and
 :class:`StallSettings` for the watchdog's rule)::
 
-    python -c "from training_monitor.rules import default_rules_yaml as y; print(y(), end='')" \
+    python -c "from training_monitor.ruleset import default_rules_yaml as y; print(y(), end='')" \
         > monitor/default_rules.yaml
 
 (``tests/test_rules.py`` checks it).
@@ -40,7 +40,7 @@ class StallSettings(RuleSettings):
 SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings}  # rule id -> settings
 
 _HEADER = """\
-# Default rules, generated from the rules' settings classes (training_monitor.rules.default_rules_yaml).
+# Default rules, generated from the rules' settings classes (training_monitor.ruleset.default_rules_yaml).
 # Copy this file, change what you need, and pass it with `rules: PATH` in the monitor config or
 # `monitor replay --rules PATH`. Keys left out keep these values.
 #
