@@ -1,7 +1,9 @@
 """Replay's compiled reader (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
 
-Every log of the real-log corpus and the speed benchmark's generated logs (short), replayed through both; and
-MindFormers logs full of what real logs hold around the step lines (progress bars with block
+Every log of the real-log corpus and the speed benchmark's generated logs (short), replayed through both;
+custom loops' logs read by the text reader (its plain step lines through their shape's recipe, or every line
+in full) with random values, NaN and Inf, loss scale drops, unit changes, overflow messages, resumes, hard
+wraps and other lines between the step lines; and MindFormers logs full of what real logs hold around the step lines (progress bars with block
 characters and carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that
 repeats steps, a log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast
 reader leaves to the parser), replayed through the fast path, in blocks of several sizes, and through the
@@ -14,6 +16,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from training_monitor.replay import runner
 from training_monitor.replay.runner import ReplayError, ReplayOptions, replay_file
@@ -175,3 +179,55 @@ def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, cust
     bench.generate(str(path), 3000, custom=custom)
     fast, slow = both(path)
     assert fast == slow and slow["records"] >= 3000 and slow["anomalies"]
+
+
+_NUMBER = st.one_of(*[st.floats(1, 9.999).map("{:.4f}".format)] * 6,  # mostly one width: one line shape
+                    st.floats(-1e6, 1e6).map("{:.4f}".format), st.floats(0, 1e-3).map("{:.3e}".format),
+                    st.sampled_from(["nan", "inf", "-inf", "NaN", "1,234.5", "1e999", "0", "65536.0", "2"]))
+_LINE = st.fixed_dictionaries({
+    "step": st.one_of(st.just(1), st.just(1), st.just(1), st.just(0), st.integers(-30, 3)),  # on, again, back
+    "loss": _NUMBER, "lr": _NUMBER, "norm": _NUMBER,
+    "scale": st.sampled_from([None, "x2", "/2", "same", "same", "same"]),
+    "time": st.tuples(st.integers(1000, 1999), st.sampled_from(["ms", "ms", "ms", "ms", "ms", "s", ""])),
+    "shape": st.sampled_from([0, 0, 0, 0, 1, 2]),  # the usual line, without a grad norm, dict-like
+    "before": st.sampled_from([None] * 8 + ["overflow", "checkpoint", "eval", "blank", "time", "rank", "nan"]),
+    "cut": st.one_of(st.none(), st.none(), st.none(), st.integers(1, 120)),  # a hard wrap at that column
+    "space": st.booleans(),
+})
+
+
+_BEFORE = {  # lines a custom loop prints between its step lines
+    "overflow": "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {scale:.1f}",
+    "checkpoint": "saving checkpoint at iteration {step}", "eval": "validation loss {loss}", "blank": "",
+    "time": "Step {step}/1000 | data_wait 3ms", "rank": "[rank1]: Step {step}/1000 | loss 2.5 | time 10ms",
+    "nan": "loss is NAN or INF, terminating training"}
+
+
+def custom_log(lines: list) -> bytes:
+    out, step, scale = [], 0, 65536.0
+    for i, d in enumerate(lines):
+        step = max(0, step + d["step"])
+        scale = {"x2": scale * 2, "/2": scale / 2}.get(d["scale"], scale)
+        if d["before"] is not None:
+            out.append(_BEFORE[d["before"]].format(step=step, scale=scale / 2, loss=d["loss"]))
+        ms, unit = d["time"]
+        fields = [f"loss {d['loss']}", f"lr {d['lr']}", f"grad_norm {d['norm']}",
+                  f"loss_scale {scale:.1f}" if d["scale"] is not None else "", f"time {ms}{unit}"]
+        if d["shape"] == 1:
+            del fields[2]
+        line = f"[2025-04-07 15:{i // 60 % 60:02d}:{i % 60:02d}] Step {step}/1000 | " + " | ".join(filter(None, fields))
+        if d["shape"] == 2:
+            line = f"step={step}, " + ", ".join(f.replace(" ", "=") for f in filter(None, fields))
+        line += " " if d["space"] else ""
+        cut = d["cut"]
+        out.extend([line[:cut], line[cut:]] if cut is not None and cut < len(line) else [line])
+    return "\n".join(out).encode() + b"\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_LINE, min_size=2, max_size=60))
+def test_custom_loop_logs_give_the_same_results_both_ways(tmp_path, lines):
+    path = tmp_path / "train.log"
+    path.write_bytes(custom_log(lines))
+    fast, slow = both(path, checkpoint_every=5)
+    assert fast == slow

@@ -73,8 +73,8 @@ class ReplayOptions(RollbackSettings):
     plot series (bounded) for this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
-    the compiled reader where the log's format has one (the same results; False: every line through the
-    format's parser).
+    the compiled reader where the log's format has one, and the text reader's plain step lines through their
+    shape's recipe (the same results; False: every line through the format's parser, in full).
     """
 
     plot_ranks: int = 0
@@ -205,6 +205,7 @@ class _Run:
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
+            slot[0].fast = self.options.fast  # the text reader's recipes for plain step lines
         return slot
 
     def feed(self, line, line_rank=None) -> None:

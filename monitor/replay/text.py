@@ -16,7 +16,10 @@ Each physical line is read in four steps.
    ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
    table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
-   reuse that reading.
+   reuse that reading. A plain step line (a step and values its record takes as they are, a time with its
+   unit) of a shape read before becomes its record through that shape's recipe, unless what the lines
+   before left could change it (an overflow message since, a loss scale lower than the line before's, the
+   step of the record before).
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
@@ -92,6 +95,7 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
@@ -166,6 +170,7 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
 _ZEROS = str.maketrans("123456789", "000000000")
 _SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
+_PLAIN = frozenset(("step", "loss", "grad_norm", "loss_scale", "lr") + _TIMES)  # what a plain step line holds
 
 
 def _reading(text: str) -> tuple[bool, list, tuple]:
@@ -182,9 +187,36 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     return summary, found, tuple(shape)
 
 
+def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
+    """How a line of the shape ``key`` (read as ``summary`` and ``shape``, see :func:`_reading`) becomes its
+    record when it is a plain step line: a step and values the record takes as they are (a time in its printed
+    unit), no word values but NaN and Inf, no field twice, nothing read against other lines (no epoch, no
+    running totals, no tokens or MFU); ``(slots, units)``, each slot ``(field, value slice or None, the word
+    value's float, total slice or None, unit, seconds per unit or None)``, ``units`` the time units the line
+    prints. None for any other shape."""
+    fields = [f for f, *_ in shape]
+    if (summary or "step" not in fields or len(fields) < 2 or len(set(fields)) < len(fields)
+            or not _PLAIN.issuperset(fields)
+            or "%" in key or "erminat" in key or "{'" in key or '{"' in key):
+        return None
+    slots, units = [], {}
+    for field, val, tot, unit in shape:
+        if val.__class__ is str and (field == "step" or val.lower() in ("true", "false")):
+            return None
+        factor = None
+        if field in _TIMES:
+            if unit not in _UNITS:
+                return None  # a time without its unit is in the unit the log gave it last: read in full
+            factor, units[field] = _UNITS[unit], unit
+        place = slice(*val) if val.__class__ is tuple else None
+        slots.append((field, place, None if place else float(val), slice(*tot) if tot else None, unit, factor))
+    return tuple(slots), units
+
+
 class Parser(base.Parser):
     name = NAME
     stall = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
+    fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
         super().__init__(rank, times)
@@ -262,6 +294,12 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             return item
+        if bar is None and self.fast:
+            shape = _SHAPES.get(text.translate(_ZEROS))
+            if shape is not None and shape[2] is not None:
+                rec = self._plain(shape[2], text)
+                if rec is not None:
+                    return rec
         summary, found = self._read(_dict(text), bar is None)
         if not found:
             if self.plain and _EVAL_START.match(text):
@@ -302,10 +340,45 @@ class Parser(base.Parser):
         if shape is None:
             summary, found, places = _reading(text)
             if len(_SHAPES) < MAX_SHAPES:
-                _SHAPES[key] = (summary, places)
+                _SHAPES[key] = (summary, places, _recipe(key, summary, places))
             return summary, found
         return shape[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
                           for f, v, t, u in shape[1]]
+
+    def _plain(self, recipe: tuple, text: str) -> StepRecord | None:
+        """The record of the step line ``text`` through its shape's ``recipe`` (see :func:`_recipe`), as
+        :meth:`_step_line` makes it, when nothing read against the lines before could change it: a record before
+        it, of another step, no overflow message since, the loss scale not lower than the line before's; else
+        None (the line is read in full)."""
+        last = self.last
+        if last is None or self.taken_over or self.overflow_lines:
+            return None
+        slots, units = recipe
+        values, fields = {}, {}
+        try:
+            for field, place, word, tot, unit, factor in slots:
+                v = word if place is None else float(text[place])
+                values[field] = (v, text[tot] if tot else None, unit)
+                fields[field] = v if factor is None else v * factor
+        except ValueError:
+            return None  # a number float() does not read (1,234): read in full
+        v = fields.pop("step")
+        step = int(v) if v.is_integer() and 0 <= v < 1e15 else -1
+        scale = fields.get("loss_scale")
+        if step < 0 or step == last.step or scale is not None and self.scale is not None and scale < self.scale:
+            return None
+        self.numbered, self.leading, self.plain, self.prev_part = True, self.leading is True, True, True
+        self.units.update(units)
+        gap = step - self.line_step if step > self.line_step else 0
+        self.line_step = step
+        self.line = [step, values, gap, 0, self.scale, self.skipped_total, self.tokens_total]
+        if scale is not None:
+            self.scale = scale
+        if self.overflow_seen:
+            fields["overflow"] = False
+        if "loss" in fields:
+            self.found = True
+        return self.record(step, **fields)
 
     def _message(self, text: str, prev: str, joiner: str):
         """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
@@ -443,7 +516,7 @@ class Parser(base.Parser):
                 continue
             if isinstance(v, bool):
                 continue
-            if key in ("step_time_s", "data_wait_s"):
+            if key in _TIMES:
                 if unit in _UNITS:
                     self.units[key] = unit
                 unit = unit or self.units.get(key, "s")  # printed without its unit: the one the log gave it
