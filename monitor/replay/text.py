@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from ..record import StepRecord
 from . import base, messages
@@ -118,7 +119,7 @@ def _count(text: str, epoch) -> tuple[str, str] | None:
     for pattern in _COUNTS:
         for m in pattern.finditer(text):
             if epoch is None or int(m.group(1)) != epoch[0] or m.group(2) != epoch[1]:
-                return m.groups()
+                return m.group(1), m.group(2)
     return None
 
 
@@ -215,18 +216,20 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
 
 class Parser(base.Parser):
     name = NAME
-    stall = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
+    stall: Any = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
     fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
         super().__init__(rank, times)
-        self.bar, self.bar_total = 0, None   # the training bar's count and total
+        self.bar = 0                         # the training bar's count...
+        self.bar_total: int | None = None    # ... and total
         self.numbered = False                # the log's lines number their steps
-        self.leading = None                  # ... by bare counts leading them (None: not known yet)
+        self.leading: bool | None = None     # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
         self.plain = False                   # a step line without evaluation values was read
         self.overflow_seen = False           # a trainer overflow message was read
-        self.epoch = self.base = None        # epoch of the last step line; the first epoch's number
+        self.epoch: Any = None               # epoch of the last step line
+        self.base: int | None = None         # the first epoch's number
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
         self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
         self.prev_part = False               # the line before is part of the last record
@@ -235,7 +238,10 @@ class Parser(base.Parser):
         self.counted = False                 # ... and a progress bar, not a step line, gave the step before it
         self.guessed = False                 # ... and its step was a guess (no step known)
         self.line_step = 0                   # step of the last step line
-        self.scale = self.skipped_total = self.tokens_total = None  # of the last step line
+        # of the last step line
+        self.scale: float | None = None
+        self.skipped_total: int | None = None
+        self.tokens_total: int | None = None
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
@@ -408,8 +414,8 @@ class Parser(base.Parser):
             v, tot = float(bar.group(2)), bar.group(3)
             if int(tot) != self.bar_total:
                 return None
-        elif "/" in text and (m := _count(text, epoch)) is not None:
-            v, tot = float(m[0]), m[1]
+        elif "/" in text and (count := _count(text, epoch)) is not None:
+            v, tot = float(count[0]), count[1]
         elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
             self.by_epoch = True  # nothing finer is counted: the epochs are the steps
             return int(epoch[0]) if epoch[0] < 1e15 else None
@@ -462,11 +468,12 @@ class Parser(base.Parser):
         if self.last is None:
             return NO_STEP
         head, tail = prev.rstrip(), text.lstrip()
-        best = None
+        best: tuple[str, list] | None = None
         for sep in (joiner, " " if joiner == "" else ""):
             found = pairs(clean(head + sep + tail), len(head))
             if best is None or len(found) > len(best[1]):
                 best = (sep, found)
+        assert best is not None  # the loop ran
         joined = head + best[0] + tail
         self.prev, self.prev_part = joined[-400:], True  # the record's text goes on
         values = {}
@@ -491,6 +498,7 @@ class Parser(base.Parser):
 
     def _fill(self, values: dict) -> str:
         """Add ``values`` to the last record (a later line says more: its values win); the line counts as merged."""
+        assert self.last is not None  # a line completes a record only after one
         fields = self._fields(values, self.last.step)
         if not fields:
             return NO_STEP
@@ -505,7 +513,7 @@ class Parser(base.Parser):
 
     def _fields(self, values: dict, step: int) -> dict:
         """StepRecord fields from a line's values."""
-        out = {}
+        out: dict = {}
         for key in ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow",
                     "tokens"):
             if key not in values:
