@@ -27,8 +27,9 @@ class Stats:
         if t and t > 0 and t != math.inf:
             s = self.samples
             s["step_time_s"].add(t)
-            if rec.tokens:
-                s["tokens_per_second"].add(rec.tokens / t)
+            tps = rec.tokens_per_second
+            if tps is not None:
+                s["tokens_per_second"].add(tps)
         if rec.mfu is not None and math.isfinite(rec.mfu):
             self.samples["mfu"].add(rec.mfu)
 
