@@ -30,13 +30,13 @@ cdef class Window:
     cdef double[::1] values, ordered, scratch  # ordered: the values sorted; scratch: median_of's
     cdef double value(self, Py_ssize_t i) noexcept
     cdef long long step_of(self, Py_ssize_t i) noexcept
-    @cython.locals(a="double[::1]", lo=Py_ssize_t, n=Py_ssize_t, half=Py_ssize_t)
+    @cython.locals(lo=Py_ssize_t, n=Py_ssize_t, half=Py_ssize_t)
     cdef Py_ssize_t bisect(self, Py_ssize_t count, double x, bint right) noexcept
-    @cython.locals(a="double[::1]", i=Py_ssize_t, j=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef void _insert(self, double x) noexcept
-    @cython.locals(a="double[::1]", i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t)
     cdef void _remove(self, double x, Py_ssize_t count) noexcept
-    @cython.locals(a="double[::1]", k=Py_ssize_t, last=Py_ssize_t)
+    @cython.locals(k=Py_ssize_t, last=Py_ssize_t)
     cdef void _replace(self, double old, double x) noexcept
     @cython.locals(i=Py_ssize_t)
     cdef void _sort(self) noexcept
@@ -199,8 +199,8 @@ cdef class ThroughputDrop(Detector):
     cdef double seconds
     @cython.locals(v="double[::1]", j=Py_ssize_t)
     cdef double ring_median(self, Py_ssize_t slot) noexcept
-    @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, q="double[::1]",
-                   c=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, onset=cython.longlong)
+    @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, c=Py_ssize_t,
+                   i=Py_ssize_t, j=Py_ssize_t, onset=cython.longlong)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 

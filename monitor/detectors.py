@@ -167,43 +167,39 @@ class Window:
     def bisect(self, count, x, right):
         """How many of the first ``count`` sorted values are ``<= x`` (``right``: ``bisect.bisect_right``'s
         index) or ``< x`` (``bisect_left``'s); no NaN."""
-        a = self.ordered
         lo, n = 0, count
         if n == 0:
             return 0
         while n > 1:
             half = n >> 1
-            if (a[lo + half - 1] <= x) if right else (a[lo + half - 1] < x):
+            if (self.ordered[lo + half - 1] <= x) if right else (self.ordered[lo + half - 1] < x):
                 lo += half
             n -= half
-        return lo + ((a[lo] <= x) if right else (a[lo] < x))
+        return lo + ((self.ordered[lo] <= x) if right else (self.ordered[lo] < x))
 
     def _insert(self, x):
-        a = self.ordered
         j = self.bisect(self.n, x, True)
         for i in range(self.n, j, -1):
-            a[i] = a[i - 1]
-        a[j] = x
+            self.ordered[i] = self.ordered[i - 1]
+        self.ordered[j] = x
 
     def _remove(self, x, count):
         """Remove ``x`` from the first ``count`` sorted values (at ``bisect_left``)."""
-        a = self.ordered
         for i in range(self.bisect(count, x, False), count - 1):
-            a[i] = a[i + 1]
+            self.ordered[i] = self.ordered[i + 1]
 
     def _replace(self, old, x):
         """``_insert(x)`` then ``_remove(old)`` (the same array), in one pass over the values between."""
-        a = self.ordered
         k, last = self.bisect(self.n, old, False), self.n - 1
         if x >= old:  # the values after old, up to x, move down
-            while k < last and a[k + 1] <= x:
-                a[k] = a[k + 1]
+            while k < last and self.ordered[k + 1] <= x:
+                self.ordered[k] = self.ordered[k + 1]
                 k += 1
         else:  # the values before old, down to x, move up
-            while k > 0 and a[k - 1] > x:
-                a[k] = a[k - 1]
+            while k > 0 and self.ordered[k - 1] > x:
+                self.ordered[k] = self.ordered[k - 1]
                 k -= 1
-        a[k] = x
+        self.ordered[k] = x
 
     def add(self, step, x):
         if self.n == self.size:  # the oldest leaves: its slot takes the new pair
@@ -1125,7 +1121,6 @@ class ThroughputDrop(Detector):
 
     def update(self, r):
         x, m, lost, waited = r.tps, NAN, 0.0, 0.0
-        q = self.ring
         c = self.min_steps
         if not r.has_tps or x != x or r.step <= self.warmup_steps:
             return None
@@ -1134,9 +1129,9 @@ class ThroughputDrop(Detector):
             m = self.values.median()
         i = self.k
         self.steps[i] = r.step
-        q[5 * i], q[5 * i + 1], q[5 * i + 2] = x, r.period, r.wait
-        q[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
-        q[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
+        self.ring[5 * i], self.ring[5 * i + 1], self.ring[5 * i + 2] = x, r.period, r.wait
+        self.ring[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
+        self.ring[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return None
@@ -1148,16 +1143,16 @@ class ThroughputDrop(Detector):
             self.low_since = NONE
             return None
         for j in range(c):
-            waited += q[5 * j + 3]
-            lost += q[5 * j + 4]
+            waited += self.ring[5 * j + 3]
+            lost += self.ring[5 * j + 4]
         if self.low_since == NONE:  # a new stretch: from the oldest low step held
             self.seconds = 0.0
             for j in range(c):
                 i = (self.k + j) % c
-                if self.low_since == NONE and q[5 * i] < self.ratio * m:
+                if self.low_since == NONE and self.ring[5 * i] < self.ratio * m:
                     self.low_since = self.steps[i]
                 if self.low_since != NONE:
-                    self.seconds += q[5 * i + 1]
+                    self.seconds += self.ring[5 * i + 1]
         else:
             self.seconds += r.period
         onset = self.low_since
