@@ -22,7 +22,10 @@ os.makedirs(INCLUDE, exist_ok=True)
 if not os.path.islink(link := os.path.join(INCLUDE, "training_monitor")):
     os.symlink(os.path.abspath("monitor"), link)
 
-# optional: a module that does not compile (no C compiler, no Python headers) is left out with a warning
-setup(ext_modules=[] if os.environ.get("TRAINING_MONITOR_PURE") == "1" else cythonize(
-    [Extension(name, [src], extra_compile_args=ARGS, optional=True) for name, src in MODULES.items()],
-    include_path=[INCLUDE], compiler_directives={"language_level": 3}))
+EXTENSIONS = [] if os.environ.get("TRAINING_MONITOR_PURE") == "1" else cythonize(
+    [Extension(name, [src], extra_compile_args=ARGS) for name, src in MODULES.items()],
+    include_path=[INCLUDE], compiler_directives={"language_level": 3})
+for ext in EXTENSIONS:  # a module that does not compile (no C compiler, no Python headers) is left out, warned
+    ext.optional = True  # (set on cythonize's extensions: it does not copy the attribute)
+
+setup(ext_modules=EXTENSIONS)
