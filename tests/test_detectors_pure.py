@@ -114,15 +114,18 @@ def test_the_source_window_keeps_the_compiled_window_s_order():
 # them: the detectors and the quantile sample from their .py files, no compiled reader (every line through
 # its format's parser)
 UNCOMPILED = """
-import importlib.util, sys
+import importlib.util, sys, types
 from pathlib import Path
-import training_monitor
+package = Path(importlib.util.find_spec("training_monitor").origin).parent  # (found, not imported yet)
 sys.modules["training_monitor.replay.scan"] = None  # not built
 for name in ("detectors", "replay.sample"):
-    path = Path(training_monitor.__file__).parent.joinpath(*name.split(".")).with_suffix(".py")
+    path = package.joinpath(*name.split(".")).with_suffix(".py")
     spec = importlib.util.spec_from_file_location("training_monitor." + name, path)
     sys.modules[spec.name] = module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+from training_monitor import engine
+from training_monitor.replay import tracks
+assert isinstance(engine.Judge.observe, types.FunctionType) and isinstance(tracks.Sample.add, types.FunctionType)
 from test_detectors_pure import replayed
 print(replayed())
 """
