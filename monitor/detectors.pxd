@@ -1,43 +1,214 @@
-# C declarations of monitor/detectors.pyx, for the modules that judge records without Python objects
-# (monitor/replay/scan.pyx).
+# C types of monitor/detectors.py (Cython pure-Python mode), for the compiled build (setup.py) and for the
+# modules that judge records without Python objects (monitor/replay/scan.pyx).
+cimport cython
 
-cdef struct Rec:
-    # what the detectors read of a StepRecord; has_*: the field is not None
-    long long step
-    double loss, grad_norm, loss_scale, tps, mfu, lr
-    double period, wait  # with has_tps: the step's seconds (step time + data wait) and its data wait
-    bint has_loss, has_grad_norm, has_loss_scale, has_tps, has_mfu, has_lr
-    int overflow  # -1: unknown (None), 0: False, 1: True
+cdef long long NONE
+cdef double NAN
 
 
-cdef int rec_from(Rec* r, object rec) except -1
+cdef class Rec:
+    cdef long long step
+    cdef double loss, grad_norm, loss_scale, tps, mfu, lr, period, wait
+    cdef bint has_loss, has_grad_norm, has_loss_scale, has_tps, has_mfu, has_lr
+    cdef int overflow
+
+
+cdef int rec_from(Rec r, object rec) except -1
+cdef object opt(bint has, double x)
+cdef bint finite(double x) noexcept
+@cython.locals(i=Py_ssize_t, j=Py_ssize_t, x=double, start=Py_ssize_t, end=Py_ssize_t)
+cdef void sort(double[::1] v, Py_ssize_t n) noexcept
+@cython.locals(mid=Py_ssize_t)
+cdef double sorted_median(double[::1] v, Py_ssize_t n) noexcept
+cdef long long halvings(double prev, double scale) except -1
 
 
 cdef class Window:
     cdef Py_ssize_t size, n, head
     cdef bint lazy, stale
-    cdef long long* steps
-    cdef double* values
-    cdef double* ordered
-    cdef void _insert(self, double x) noexcept
-    cdef void _remove(self, double x, Py_ssize_t count) noexcept
-    cdef void _replace(self, double old, double x) noexcept
-    cdef void _sort(self) noexcept
-    cpdef void add(self, long long step, double x) noexcept
-    cpdef double median(self) noexcept
-    cpdef double sigma(self, double m) noexcept
-    cpdef void rewind(self, long long step) noexcept
+    cdef long long[::1] steps
+    cdef double[::1] values, ordered, scratch  # ordered: the values sorted; scratch: median_of's
     cdef double value(self, Py_ssize_t i) noexcept
     cdef long long step_of(self, Py_ssize_t i) noexcept
+    @cython.locals(lo=Py_ssize_t, n=Py_ssize_t, half=Py_ssize_t)
+    cdef Py_ssize_t bisect(self, Py_ssize_t count, double x, bint right) noexcept
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
+    cdef void _insert(self, double x) noexcept
+    @cython.locals(i=Py_ssize_t)
+    cdef void _remove(self, double x, Py_ssize_t count) noexcept
+    @cython.locals(k=Py_ssize_t, last=Py_ssize_t)
+    cdef void _replace(self, double old, double x) noexcept
+    @cython.locals(i=Py_ssize_t)
+    cdef void _sort(self) noexcept
+    @cython.locals(tail=Py_ssize_t)
+    cpdef void add(self, long long step, double x) noexcept
+    cpdef double median(self) noexcept
+    @cython.locals(a="double[::1]", n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, d=double, prev=double)
+    cpdef double sigma(self, double m) noexcept
+    @cython.locals(tail=Py_ssize_t)
+    cpdef void rewind(self, long long step) noexcept
+    @cython.locals(i=Py_ssize_t)
     cdef long long run_start(self, double above, long long step) noexcept
+    @cython.locals(v="double[::1]", i=Py_ssize_t)
     cdef double median_of(self, Py_ssize_t start, Py_ssize_t count) noexcept
+
+
+cdef class Steps:
+    cdef long long window
+    cdef long long[::1] buf
+    cdef Py_ssize_t cap, head, n
+    @cython.locals(buf="long long[::1]", i=Py_ssize_t)
+    cdef int _grow(self) except -1
+    @cython.locals(_k=cython.longlong)
+    cdef Py_ssize_t add(self, long long step, long long times) except -1
+    cdef long long first(self) noexcept
+    cdef void rewind_to(self, long long step) noexcept
 
 
 cdef class Detector:
     cdef readonly object cfg
     cdef long long warmup_steps
-    cdef object update(self, Rec* r)
+    cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
+
+
+cdef class NanInf(Detector):
+    cdef object update(self, Rec r)
+
+
+cdef class LrSurge(Detector):
+    cdef public double ratio
+    cdef double top, prev
+    cdef long long prev_step
+    @cython.locals(x=double, reach=double)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class RobustSpike(Detector):
+    cdef public Py_ssize_t window, min_history
+    cdef public long long confirm_steps
+    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio, excursion_spread, excursion_min
+    cdef Window history
+    cdef double ratio, least
+    cdef object pending  # the event of a value over the bound awaiting confirmation
+    cdef double pending_bound  # ... and the soft bound the next value must exceed
+    cdef str label
+    @cython.locals(m=double, s=double, hist=Window)
+    cdef object spike(self, Rec r, double x)
+    @cython.locals(m=double, hist=Window)
+    cdef object excursion(self, long long step, double x)
+    @cython.locals(hist=Window, onset=cython.longlong)
+    cdef object event(self, long long step, double x, double m, double s)
+    cdef bint corroborated(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class LossSpike(RobustSpike):
+    cdef public Py_ssize_t shift_steps
+    cdef public double shift_sigma
+    cdef Window recent
+    @cython.locals(x=double, level=double, m=double, floor=double, s=double, k=Py_ssize_t, onset=cython.longlong,
+                   recent=Window, hist=Window)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class GradNormSpike(RobustSpike):
+    cdef public Py_ssize_t climb_window
+    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
+    cdef Window losses
+    cdef long long climb_every, joint_since
+    @cython.locals(losses=Window, m=double)
+    cdef double loss_sigmas(self, Rec r)
+    cdef bint corroborated(self, Rec r)
+    @cython.locals(hist=Window, m=double, z=double, since=cython.longlong)
+    cdef object joint(self, Rec r, double x)
+    cdef void forget(self, long long step) noexcept
+    @cython.locals(x=double, base=double, new=double, rise=double, hist=Window, k=Py_ssize_t, i=Py_ssize_t,
+                   onset=cython.longlong)
+    cdef object update(self, Rec r)
+
+
+cdef class LossScaleWatch(Detector):
+    cdef public long long calibration_steps
+    cdef bint calibrated, has_prev
+    cdef double prev_scale
+    @cython.locals(out=bint)
+    cdef bint calibrating(self, Rec r) noexcept
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class OverflowStorm(LossScaleWatch):
+    cdef public long long window, max_overflows
+    cdef public double max_growth
+    cdef Steps overflow_steps
+    @cython.locals(had=bint, prev=double, scale=double, times=cython.longlong, n=Py_ssize_t)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class LossScaleCollapse(LossScaleWatch):
+    cdef public double floor
+    cdef public long long window, max_halvings
+    cdef double highest
+    cdef Steps drops
+    @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class LossDegenerate(Detector):
+    cdef public double zero_below
+    cdef public long long frozen_steps
+    cdef double last
+    cdef long long same_since
+    cdef bint has_last
+    @cython.locals(x=double)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class LossPlateau(Detector):
+    cdef public Py_ssize_t window
+    cdef public long long until_step
+    cdef public double min_improvement
+    cdef Window losses
+    cdef long long every
+    @cython.locals(x=double, old=double, new=double, q=Window, k=Py_ssize_t)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class SustainedLow(Detector):
+    cdef public long long min_steps
+    cdef long long low_since  # the run's first step, 0 or NONE when there is no run
+    cdef long long low(self, long long step) noexcept
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class ThroughputDrop(Detector):
+    cdef public Py_ssize_t window, min_history, min_steps
+    cdef public double ratio, data_share, min_seconds
+    cdef Window values, waits  # the medians of tps and data wait of each min_steps steps (a block)
+    cdef long long[::1] steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
+    cdef double[::1] ring  # ... and their tps, period, data wait, its part beyond the median, time lost
+    cdef double[::1] scratch  # ring_median's
+    cdef Py_ssize_t n, k
+    cdef long long low_since
+    cdef double seconds
+    @cython.locals(v="double[::1]", j=Py_ssize_t)
+    cdef double ring_median(self, Py_ssize_t slot) noexcept
+    @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, c=Py_ssize_t,
+                   i=Py_ssize_t, j=Py_ssize_t, onset=cython.longlong)
+    cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
+
+
+cdef class LowMfu(SustainedLow):
+    cdef public double floor
+    @cython.locals(onset=cython.longlong)
+    cdef object update(self, Rec r)
 
 
 cdef class Judge:
@@ -45,5 +216,8 @@ cdef class Judge:
     cdef bint has_last
     cdef long long last
     cdef readonly bint went_back
-    cdef object judge(self, Rec* r)
+    cdef Rec rec  # observe's
+    @cython.locals(det=Detector, i=Py_ssize_t)
+    cdef object judge(self, Rec r)
+    @cython.locals(det=Detector)
     cdef void forget(self, long long step) noexcept

@@ -328,7 +328,7 @@ cdef class Batch:
         """Judge the selected records from :attr:`next` on with ``judge``; stop after the first that raised
         something, went back in steps or is at step ``due`` or later (:attr:`stopped`: True), or at the end of
         the selection. Returns what the last record judged raised (``Judge.judge``'s hits, or None)."""
-        cdef Rec r
+        cdef Rec r = Rec()
         cdef Line* line
         hits = None
         self.stopped = False
@@ -339,7 +339,7 @@ cdef class Batch:
             self.next += 1
             r.step, r.loss, r.grad_norm, r.has_grad_norm = line.step, line.loss, line.grad_norm, line.has_grad_norm
             r.loss_scale, r.overflow, r.lr = line.loss_scale, line.overflow, line.lr
-            hits = judge.judge(&r)
+            hits = judge.judge(r)
             self.step = line.step
             if hits is not None or judge.went_back or line.step >= due:
                 self.stopped = True

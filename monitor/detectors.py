@@ -1,26 +1,44 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""Detectors: one per rule id, compiled (Cython), the one implementation behind the live callback and replay.
+"""Detectors: one per rule id, the one implementation behind the live callback and replay.
 
 Every detector sees the records of one rank in step order and answers, per record, either nothing or
 ``(value, onset_step, message)``. Detectors hold only bounded state (a window of recent values), so the
 same detector serves a live run and a million-line replay. :class:`Judge` runs a rank's detectors over a
 record: from Python (:meth:`Judge.observe`, a :class:`~training_monitor.record.StepRecord`; the engine's way) or from
-C (``Judge.judge``, a ``Rec``; ``monitor/replay/scan.pyx`` reads MindFormers step lines into one without
-making Python objects). The arithmetic is that of the Python formulas in the docstrings, in IEEE doubles
-compiled without contraction (``-ffp-contract=off``, see ``setup.py``), so every platform decides alike.
-"""
-from libc.math cimport fabs, isfinite, isnan, log2, nearbyint, NAN
-from libc.stdlib cimport free, malloc, qsort, realloc
-from libc.limits cimport LLONG_MIN
-from libc.string cimport memmove
+C (``Judge.judge``, a :class:`Rec`; ``monitor/replay/scan.pyx`` reads MindFormers step lines into one without
+making Python objects).
 
+Cython pure-Python mode: ``setup.py`` compiles this file with the C types of ``detectors.pxd`` (the
+default); without a C compiler it runs as it is, slower (a warning is logged at import). Both give the same
+results: the arithmetic is that of the Python formulas in the docstrings, in IEEE doubles (compiled without
+contraction, ``-ffp-contract=off``, see ``setup.py``), so every platform and both modes decide alike.
+"""
+import logging
+import math
+import types
+from array import array
 from dataclasses import dataclass, field
 
-cdef long long NONE = LLONG_MIN  # a step that is not there
+NONE = -(2 ** 63 - 1)  # a step that is not there
+NAN = math.nan
 
 
-cdef int rec_from(Rec* r, object rec) except -1:
-    """Fill ``r`` from a StepRecord (or any object with its attributes)."""
+class Rec:
+    """What the detectors read of a StepRecord; ``has_*``: the field is not None. ``period`` and ``wait``
+    (with ``has_tps``): the step's seconds (step time + data wait) and its data wait. ``overflow``: -1 unknown
+    (None), 0 False, 1 True. One is filled per record (:func:`rec_from`, or the compiled reader)."""
+
+    def __init__(self):
+        self.step = 0
+        self.loss = self.grad_norm = self.loss_scale = self.tps = self.mfu = self.lr = 0.0
+        self.period = self.wait = 0.0
+        self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_tps = self.has_mfu = False
+        self.has_lr = False
+        self.overflow = -1
+
+
+def rec_from(r, rec):
+    """Fill ``r`` (a :class:`Rec`) from a StepRecord (or any object with its attributes)."""
     r.step = rec.step
     v = rec.loss
     r.has_loss = v is not None
@@ -56,50 +74,60 @@ cdef int rec_from(Rec* r, object rec) except -1:
     return 0
 
 
-cdef inline object opt(bint has, double x):
+def opt(has, x):
     return x if has else None
 
 
-cdef int _cmp(const void* a, const void* b) noexcept nogil:
-    cdef double x = (<const double*>a)[0], y = (<const double*>b)[0]
-    return (x > y) - (x < y)
+def finite(x):
+    """``math.finite(x)``, in arithmetic (``inf - inf`` and NaN are NaN)."""
+    return x - x == 0.0
 
 
-cdef void _sort(double* v, Py_ssize_t n) noexcept:
-    """Sort ``n`` values (no NaN) ascending: insertion sort when short, else qsort."""
-    cdef Py_ssize_t i, j
-    cdef double x
-    if n > 48:
-        qsort(v, n, sizeof(double), _cmp)
+def double_array(n):
+    """``n`` zeros, an array of doubles (a ``double[::1]`` compiled)."""
+    return array("d", bytes(8 * n))
+
+
+def step_array(n):
+    """``n`` zeros, an array of steps (a ``long long[::1]`` compiled)."""
+    return array("q", bytes(8 * n))
+
+
+def sort(v, n):
+    """Sort the first ``n`` values of ``v`` (no NaN) ascending: insertion sort when short, else heapsort."""
+    if n <= 48:
+        for i in range(1, n):
+            x, j = v[i], i - 1
+            while j >= 0 and x < v[j]:
+                v[j + 1] = v[j]
+                j -= 1
+            v[j + 1] = x
         return
-    for i in range(1, n):
-        x, j = v[i], i - 1
-        while j >= 0 and x < v[j]:
-            v[j + 1] = v[j]
-            j -= 1
-        v[j + 1] = x
+    start, end = n // 2, n
+    while end > 1:
+        if start > 0:  # building the heap (the largest on top)...
+            start -= 1
+        else:  # ...then its top goes last, each in turn
+            end -= 1
+            v[0], v[end] = v[end], v[0]
+        i, x = start, v[start]  # x down the heap v[:end] from i to its place
+        j = 2 * i + 1
+        while j < end:
+            if j + 1 < end and v[j] < v[j + 1]:
+                j += 1
+            if not x < v[j]:
+                break
+            v[i] = v[j]
+            i, j = j, 2 * j + 1
+        v[i] = x
 
 
-cdef double _median(double* v, Py_ssize_t n) noexcept:
-    """Median of ``n`` sorted values (NaN for none)."""
+def sorted_median(v, n):
+    """Median of the first ``n`` values of ``v``, sorted (NaN for none)."""
     if n == 0:
         return NAN
-    cdef Py_ssize_t mid = n // 2
+    mid = n // 2
     return v[mid] if n % 2 else 0.5 * (v[mid - 1] + v[mid])
-
-
-cdef inline Py_ssize_t bisect(const double* values, Py_ssize_t count, double x, bint right) noexcept:
-    """How many of ``count`` sorted values are ``<= x`` (``right``: ``bisect.bisect_right``'s index) or ``< x``
-    (``bisect_left``'s). Branch-free (``right`` is a constant where it is inlined); no NaN."""
-    cdef const double* base = values
-    cdef Py_ssize_t n = count, half
-    if n == 0:
-        return 0
-    while n > 1:
-        half = n >> 1
-        base = base + half if ((base[half - 1] <= x) if right else (base[half - 1] < x)) else base
-        n -= half
-    return (base - values) + ((base[0] <= x) if right else (base[0] < x))
 
 
 def median(sorted_values) -> float:
@@ -109,7 +137,7 @@ def median(sorted_values) -> float:
     return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
 
 
-cdef class Window:
+class Window:
     """The last ``size`` ``(step, value)`` pairs in order, and their values sorted (O(1) median). Values are
     never NaN (the detectors leave NaN out).
 
@@ -119,58 +147,61 @@ cdef class Window:
     same median and sigma.
     """
 
-    def __cinit__(self, Py_ssize_t size, bint lazy=False):
+    def __init__(self, size, lazy=False):
         self.size, self.lazy = max(size, 1), lazy
         self.n = self.head = 0
         self.stale = False
-        self.steps = <long long*>malloc(self.size * sizeof(long long))
-        self.values = <double*>malloc(self.size * sizeof(double))
-        self.ordered = <double*>malloc((self.size + 1) * sizeof(double))
-        if not self.steps or not self.values or not self.ordered:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        free(self.steps)
-        free(self.values)
-        free(self.ordered)
+        self.steps, self.values = step_array(self.size), double_array(self.size)
+        self.ordered, self.scratch = double_array(self.size), double_array(self.size)
 
     def __len__(self):
         return self.n
 
-    cdef double value(self, Py_ssize_t i) noexcept:
+    def value(self, i):
         """The ``i``-th oldest value."""
         return self.values[(self.head + i) % self.size]
 
-    cdef long long step_of(self, Py_ssize_t i) noexcept:
+    def step_of(self, i):
         return self.steps[(self.head + i) % self.size]
 
-    cdef void _insert(self, double x) noexcept:
-        cdef Py_ssize_t j = bisect(self.ordered, self.n, x, True)
-        memmove(self.ordered + j + 1, self.ordered + j, (self.n - j) * sizeof(double))
+    def bisect(self, count, x, right):
+        """How many of the first ``count`` sorted values are ``<= x`` (``right``: ``bisect.bisect_right``'s
+        index) or ``< x`` (``bisect_left``'s); no NaN."""
+        lo, n = 0, count
+        if n == 0:
+            return 0
+        while n > 1:
+            half = n >> 1
+            if (self.ordered[lo + half - 1] <= x) if right else (self.ordered[lo + half - 1] < x):
+                lo += half
+            n -= half
+        return lo + ((self.ordered[lo] <= x) if right else (self.ordered[lo] < x))
+
+    def _insert(self, x):
+        j = self.bisect(self.n, x, True)
+        for i in range(self.n, j, -1):
+            self.ordered[i] = self.ordered[i - 1]
         self.ordered[j] = x
 
-    cdef void _remove(self, double x, Py_ssize_t count) noexcept:
+    def _remove(self, x, count):
         """Remove ``x`` from the first ``count`` sorted values (at ``bisect_left``)."""
-        cdef Py_ssize_t i = bisect(self.ordered, count, x, False)
-        if i < count:
-            memmove(self.ordered + i, self.ordered + i + 1, (count - i - 1) * sizeof(double))
+        for i in range(self.bisect(count, x, False), count - 1):
+            self.ordered[i] = self.ordered[i + 1]
 
-    cdef void _replace(self, double old, double x) noexcept:
+    def _replace(self, old, x):
         """``_insert(x)`` then ``_remove(old)`` (the same array), in one pass over the values between."""
-        cdef double* a = self.ordered
-        cdef Py_ssize_t k = bisect(self.ordered, self.n, old, False), last = self.n - 1
+        k, last = self.bisect(self.n, old, False), self.n - 1
         if x >= old:  # the values after old, up to x, move down
-            while k < last and a[k + 1] <= x:
-                a[k] = a[k + 1]
+            while k < last and self.ordered[k + 1] <= x:
+                self.ordered[k] = self.ordered[k + 1]
                 k += 1
         else:  # the values before old, down to x, move up
-            while k > 0 and a[k - 1] > x:
-                a[k] = a[k - 1]
+            while k > 0 and self.ordered[k - 1] > x:
+                self.ordered[k] = self.ordered[k - 1]
                 k -= 1
-        a[k] = x
+        self.ordered[k] = x
 
-    cpdef void add(self, long long step, double x) noexcept:
-        cdef Py_ssize_t tail
+    def add(self, step, x):
         if self.n == self.size:  # the oldest leaves: its slot takes the new pair
             if self.lazy:
                 self.stale = True
@@ -187,56 +218,55 @@ cdef class Window:
             self.steps[tail], self.values[tail] = step, x
             self.n += 1
 
-    cdef void _sort(self) noexcept:
-        cdef Py_ssize_t i
+    def _sort(self):
         if self.stale:
             for i in range(self.n):
                 self.ordered[i] = self.value(i)
-            _sort(self.ordered, self.n)
+            sort(self.ordered, self.n)
             self.stale = False
 
-    cpdef double median(self) noexcept:
+    def median(self):
         self._sort()
-        return _median(self.ordered, self.n)
+        return sorted_median(self.ordered, self.n)
 
-    cpdef double sigma(self, double m) noexcept:
+    def sigma(self, m):
         """Robust standard deviation around ``m``: the MAD times 1.4826 (normal-consistent; Rousseeuw &
-        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``."""
-        cdef double* dev = <double*>malloc(max(self.n, 1) * sizeof(double))
-        cdef Py_ssize_t i
-        cdef double out
+        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``. The deviations of the sorted
+        values below ``m`` and of those from ``m`` on are each sorted: merged up to the middle one."""
         self._sort()
-        for i in range(self.n):
-            dev[i] = fabs(self.ordered[i] - m)
-        _sort(dev, self.n)
-        out = 1.4826 * _median(dev, self.n)
-        free(dev)
-        return out
+        a, n = self.ordered, self.n
+        if n == 0:
+            return 1.4826 * NAN
+        j = self.bisect(n, m, False)
+        i, d, prev = j - 1, 0.0, 0.0
+        for _ in range(n // 2 + 1):
+            prev = d
+            if j == n or i >= 0 and abs(a[i] - m) <= abs(a[j] - m):
+                d = abs(a[i] - m)
+                i -= 1
+            else:
+                d = abs(a[j] - m)
+                j += 1
+        return 1.4826 * (d if n % 2 else 0.5 * (prev + d))
 
-    cdef long long run_start(self, double above, long long step) noexcept:
+    def run_start(self, above, step):
         """The step of the oldest value of the newest run of values ``> above`` (``step`` when there is none)."""
-        cdef Py_ssize_t i
         for i in range(self.n - 1, -1, -1):
             if self.value(i) <= above:
                 break
             step = self.step_of(i)
         return step
 
-    cdef double median_of(self, Py_ssize_t start, Py_ssize_t count) noexcept:
+    def median_of(self, start, count):
         """Median of the ``count`` values from the ``start``-th oldest on."""
-        cdef double* v = <double*>malloc(max(count, 1) * sizeof(double))
-        cdef Py_ssize_t i
-        cdef double out
+        v = self.scratch
         for i in range(count):
             v[i] = self.value(start + i)
-        _sort(v, count)
-        out = _median(v, count)
-        free(v)
-        return out
+        sort(v, count)
+        return sorted_median(v, count)
 
-    cpdef void rewind(self, long long step) noexcept:
+    def rewind(self, step):
         """Drop the pairs of steps after ``step``."""
-        cdef Py_ssize_t tail
         while self.n:
             tail = (self.head + self.n - 1) % self.size
             if self.steps[tail] <= step:
@@ -256,38 +286,23 @@ cdef class Window:
         return [self.ordered[i] for i in range(self.n)]
 
 
-cdef class Steps:
+class Steps:
     """Steps at which something happened (an overflow, a halving), kept while within ``window`` steps of
     the latest; ``first()`` is the oldest kept."""
 
-    cdef long long window
-    cdef long long* buf
-    cdef Py_ssize_t cap, head, n
-
-    def __cinit__(self, long long window):
+    def __init__(self, window):
         self.window, self.cap, self.head, self.n = window, 16, 0, 0
-        self.buf = <long long*>malloc(self.cap * sizeof(long long))
-        if not self.buf:
-            raise MemoryError()
+        self.buf = step_array(self.cap)
 
-    def __dealloc__(self):
-        free(self.buf)
-
-    cdef int _grow(self) except -1:
-        cdef long long* buf = <long long*>malloc(2 * self.cap * sizeof(long long))
-        cdef Py_ssize_t i
-        if not buf:
-            raise MemoryError()
+    def _grow(self):
+        buf = step_array(2 * self.cap)
         for i in range(self.n):
             buf[i] = self.buf[(self.head + i) % self.cap]
-        free(self.buf)
         self.buf, self.head, self.cap = buf, 0, 2 * self.cap
-        return 0
 
-    cdef Py_ssize_t add(self, long long step, long long times) except -1:
+    def add(self, step, times):
         """Record ``times`` occurrences at ``step``, forget those ``window`` steps old; return how many are kept."""
-        cdef long long k
-        for k in range(times):
+        for _k in range(times):
             if self.n == self.cap:
                 self._grow()
             self.buf[(self.head + self.n) % self.cap] = step
@@ -297,15 +312,15 @@ cdef class Steps:
             self.n -= 1
         return self.n
 
-    cdef long long first(self) noexcept:
+    def first(self):
         return self.buf[self.head]
 
-    cdef void rewind_to(self, long long step) noexcept:
+    def rewind_to(self, step):
         while self.n and self.buf[(self.head + self.n - 1) % self.cap] > step:
             self.n -= 1
 
 
-def _sigmas(double d, double s) -> str:
+def _sigmas(d, s) -> str:
     """``d / s`` for a message; a window of identical values (a loss stuck at 0) has ``s == 0``."""
     return f"{d / s:.1f}" if s > 0 else "inf"
 
@@ -336,7 +351,7 @@ class RuleSettings:
     cooldown_steps: int = setting(0, "no second event of the rule within this many steps of the last", min=0)
 
 
-cdef class Detector:
+class Detector:
     """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
     forgets what was seen after ``step`` (the run went back to it: rollback or resume). The rule's settings
     (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``.
@@ -347,21 +362,22 @@ cdef class Detector:
     goes at the value).
     """
 
-    rule = None
-    reads = ()
+    settings = RuleSettings
+    rule: str | None = None
+    reads: tuple[str, ...] = ()
     plots = "loss"
     value_is_plotted = False
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.warmup_steps = cfg.warmup_steps
-        for key, value in cfg.params.items():
-            setattr(self, key, value)
+        for key, value in cfg.params.items():  # (a float setting may be given as an int)
+            setattr(self, key, float(value) if isinstance(getattr(self.settings, key), float) else value)
 
-    cdef object update(self, Rec* r):
+    def update(self, r):
         return None
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         pass
 
     def rewind(self, step):
@@ -377,7 +393,7 @@ class NanInfSettings(RuleSettings):
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
 
 
-cdef class NanInf(Detector):
+class NanInf(Detector):
     """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
 
     settings = NanInfSettings
@@ -385,10 +401,10 @@ cdef class NanInf(Detector):
     reads = ('loss', 'grad_norm', 'overflow')
     plots = "loss"
 
-    cdef object update(self, Rec* r):
-        if r.has_loss and not isfinite(r.loss):
+    def update(self, r):
+        if r.has_loss and not finite(r.loss):
             return r.loss, r.step, f"loss is {r.loss} at step {r.step}"
-        if r.has_grad_norm and not isfinite(r.grad_norm) and r.overflow != 1:
+        if r.has_grad_norm and not finite(r.grad_norm) and r.overflow != 1:
             return r.grad_norm, r.step, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
         return None
 
@@ -404,7 +420,7 @@ class LrSurgeSettings(RuleSettings):
     ratio: float = setting(3.0, "times the reach that fires; at least 2 (a warm-up from 0 logged from step 1)", min=2)
 
 
-cdef class LrSurge(Detector):
+class LrSurge(Detector):
     """Learning rate over ``ratio`` x the most a schedule reaches: ``lr > ratio * max(top, prev * (step + 1)
     / (prev_step + 1))``, with ``top`` the highest LR of the earlier records and ``prev`` the previous
     record's LR at step ``prev_step``. A linear warm-up from 0, the steepest common schedule, grows the LR
@@ -420,28 +436,28 @@ cdef class LrSurge(Detector):
     reads = ('lr',)
     plots = "loss"
 
-    cdef public double ratio
-    cdef double top, prev
-    cdef long long prev_step
+    # settings (Detector.__init__ sets them from cfg.params)
+    ratio: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.top = 0.0
+        self.top = self.prev = 0.0
+        self.prev_step = 0
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.lr, reach
-        if not r.has_lr or not isfinite(x) or x <= 0 or r.step <= self.warmup_steps:
+    def update(self, r):
+        x = r.lr
+        if not r.has_lr or not finite(x) or x <= 0 or r.step <= self.warmup_steps:
             return None
         out = None
         if self.top > 0 and r.step > self.prev_step:
-            reach = max(self.top, self.prev * <double>(r.step + 1) / <double>(self.prev_step + 1))
+            reach = max(self.top, self.prev * float(r.step + 1) / float(self.prev_step + 1))
             if x > self.ratio * reach:
                 out = (x, r.step, f"learning rate {x:.4g} at step {r.step} is {x / self.top:.3g}x its highest "
                                   f"earlier value {self.top:.4g}")
         self.top, self.prev, self.prev_step = max(self.top, x), x, r.step
         return out
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.top = 0.0
 
 
@@ -461,7 +477,7 @@ class RobustSpikeSettings(RuleSettings):
     excursion_spread: float = setting(3.0, "... and above it by more than this x the range of those values", min=0)
 
 
-cdef class RobustSpike(Detector):
+class RobustSpike(Detector):
     """Upward spike of one field against the median and MAD of its last ``window`` finite values.
 
     Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
@@ -483,25 +499,27 @@ cdef class RobustSpike(Detector):
     ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
 
-    cdef public Py_ssize_t window, min_history
-    cdef public long long confirm_steps
-    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio, excursion_spread, excursion_min
-    cdef Window history
-    cdef double ratio, least
-    cdef object pending  # the event of a value over the bound awaiting confirmation
-    cdef double pending_bound  # ... and the soft bound the next value must exceed
-    cdef str label
+    # settings (Detector.__init__ sets them from cfg.params)
+    window: int
+    min_history: int
+    confirm_steps: int
+    threshold: float
+    min_sigma_ratio: float
+    min_ratio: float
+    excursion_ratio: float
+    excursion_spread: float
+    excursion_min: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.history = Window(self.window)
-        self.pending = None
+        self.pending, self.pending_bound = None, 0.0
+        self.label = ""  # the field's name in messages (the subclass's)
         self.ratio, self.least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
 
-    cdef object spike(self, Rec* r, double x):
+    def spike(self, r, x):
         """Judge and learn ``x``, the finite value of a record that did not overflow."""
-        cdef double m, s
-        cdef Window hist = self.history
+        hist = self.history
         out, pending, self.pending = None, self.pending, None
         if hist.n < self.min_history:
             out = self.excursion(r.step, x)
@@ -512,8 +530,8 @@ cdef class RobustSpike(Detector):
         else:
             m = hist.median()
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
-            if x > self.ratio * m and x > m + self.least * fabs(m):
-                s = max(hist.sigma(m), self.min_sigma_ratio * fabs(m))
+            if x > self.ratio * m and x > m + self.least * abs(m):
+                s = max(hist.sigma(m), self.min_sigma_ratio * abs(m))
                 if x > m + self.threshold * s:
                     event = self.event(r.step, x, m, s)
                     if self.confirm_steps > 1 and not self.corroborated(r):
@@ -524,10 +542,9 @@ cdef class RobustSpike(Detector):
         hist.add(r.step, x)
         return out
 
-    cdef object excursion(self, long long step, double x):
+    def excursion(self, step, x):
         """The few-values test (see the class docstring) of ``x`` against the history held."""
-        cdef Window hist = self.history
-        cdef double m
+        hist = self.history
         if not hist.n or not self.excursion_ratio:
             return None
         m = hist.median()
@@ -537,17 +554,17 @@ cdef class RobustSpike(Detector):
         return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "
                                                          f"median {m:.4g} of the {hist.n} earlier steps")
 
-    cdef object event(self, long long step, double x, double m, double s):
-        cdef Window hist = self.history
-        cdef long long onset = hist.run_start(m + 0.5 * self.threshold * s, step)
+    def event(self, step, x, m, s):
+        hist = self.history
+        onset = hist.run_start(m + 0.5 * self.threshold * s, step)
         return (x, onset, f"{self.label} {x:.4g} at step {step} vs median {m:.4g} "
                           f"of the last {hist.n} steps ({_sigmas(x - m, s)} robust sigma)")
 
-    cdef bint corroborated(self, Rec* r):
+    def corroborated(self, r):
         """True when the same step's other evidence confirms a spike at once (no waiting for the next step)."""
         return False
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.history.rewind(step)
         self.pending = None
 
@@ -568,7 +585,7 @@ class LossSpikeSettings(RobustSpikeSettings):
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
 
 
-cdef class LossSpike(RobustSpike):
+class LossSpike(RobustSpike):
     """Loss spike (see :class:`RobustSpike`), plus a level shift: the median of the last ``shift_steps``
     losses above the window's median by ``shift_sigma`` robust sigmas (floored as for the spike). An LR
     surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not.
@@ -580,20 +597,19 @@ cdef class LossSpike(RobustSpike):
     plots = "loss"
     value_is_plotted = True
 
-    cdef public Py_ssize_t shift_steps
-    cdef public double shift_sigma
-    cdef Window recent
+    # settings (Detector.__init__ sets them from cfg.params)
+    shift_steps: int
+    shift_sigma: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.label = "loss"
         self.recent = Window(max(self.shift_steps, 1))  # the last shift_steps losses
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.loss, level, m, floor, s
-        cdef Py_ssize_t k = self.shift_steps
-        cdef long long onset
-        if not r.has_loss or not isfinite(x):  # (an overflowed step's loss is its batch's real loss)
+    def update(self, r):
+        x = r.loss
+        k = self.shift_steps
+        if not r.has_loss or not finite(x):  # (an overflowed step's loss is its batch's real loss)
             return None
         out = self.spike(r, x)
         if not k or r.step <= self.warmup_steps:
@@ -605,7 +621,7 @@ cdef class LossSpike(RobustSpike):
         level, m = recent.median(), hist.median()
         if level <= m:  # cheap tests first: a falling or flat loss never shifts up...
             return None
-        floor = self.min_sigma_ratio * fabs(m)
+        floor = self.min_sigma_ratio * abs(m)
         if level <= m + self.shift_sigma * floor:  # ...nor one under the bound at the floor of s (s >= floor)
             return None
         s = max(hist.sigma(m), floor)
@@ -615,7 +631,7 @@ cdef class LossSpike(RobustSpike):
         return (level, onset, f"loss level {level:.4g} over the last {k} steps vs median {m:.4g} of the last "
                               f"{hist.n} ({_sigmas(level - m, s)} robust sigma)")
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         RobustSpike.forget(self, step)
         self.recent.rewind(step)
 
@@ -643,7 +659,7 @@ class GradNormSpikeSettings(RobustSpikeSettings):
     climb_ratio: float = setting(2.0, "...over this x the window's median", min=0)
 
 
-cdef class GradNormSpike(RobustSpike):
+class GradNormSpike(RobustSpike):
     """Grad-norm spike (see :class:`RobustSpike`), plus a sustained climb: the median of the last
     ``climb_window`` norms above ``climb_ratio`` x the median of the whole window, which often precedes a
     loss spike (checked every ``climb_window // 2`` steps once the window is full).
@@ -664,10 +680,12 @@ cdef class GradNormSpike(RobustSpike):
     plots = "grad_norm"
     value_is_plotted = True
 
-    cdef public Py_ssize_t climb_window
-    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
-    cdef Window losses
-    cdef long long climb_every, joint_since
+    # settings (Detector.__init__ sets them from cfg.params)
+    climb_window: int
+    climb_ratio: float
+    confirm_loss_sigma: float
+    joint_ratio: float
+    joint_sigma: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -676,23 +694,21 @@ cdef class GradNormSpike(RobustSpike):
         self.climb_every = max(self.climb_window // 2, 1)
         self.joint_since = NONE
 
-    cdef double loss_sigmas(self, Rec* r):
+    def loss_sigmas(self, r):
         """How many robust sigmas the step's loss is over the median of the last ``window`` (-1 when unknown)."""
-        cdef Window losses = self.losses
-        cdef double m
-        if not r.has_loss or not isfinite(r.loss) or losses.n < self.min_history:
+        losses = self.losses
+        if not r.has_loss or not finite(r.loss) or losses.n < self.min_history:
             return -1.0
         m = losses.median()
-        return (r.loss - m) / max(losses.sigma(m), 1e-6 * fabs(m), 1e-300)
+        return (r.loss - m) / max(losses.sigma(m), 1e-6 * abs(m), 1e-300)
 
-    cdef bint corroborated(self, Rec* r):
+    def corroborated(self, r):
         return self.confirm_loss_sigma > 0 and self.loss_sigmas(r) > self.confirm_loss_sigma
 
-    cdef object joint(self, Rec* r, double x):
+    def joint(self, r, x):
         """The two-step joint excursion (see the class docstring), judged before ``x`` is learned."""
-        cdef Window hist = self.history
-        cdef double m, z
-        cdef long long since = self.joint_since
+        hist = self.history
+        since = self.joint_since
         self.joint_since = NONE
         if not self.joint_ratio or hist.n < self.min_history:
             return None
@@ -708,18 +724,17 @@ cdef class GradNormSpike(RobustSpike):
         return (x, since, f"grad norm {x:.4g} ({x / m:.2g}x its median) and loss {r.loss:.4g} ({z:.1f} robust "
                           f"sigma over its median) up together since step {since}")
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         RobustSpike.forget(self, step)
         self.losses.rewind(step)
         self.joint_since = NONE
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.grad_norm, base, new, rise
-        cdef Window hist = self.history
-        cdef Py_ssize_t k = min(self.climb_window, self.window), i
-        cdef long long onset
+    def update(self, r):
+        x = r.grad_norm
+        hist = self.history
+        k = min(self.climb_window, self.window)
         out = joint = None
-        if r.has_grad_norm and isfinite(x) and r.overflow != 1:
+        if r.has_grad_norm and finite(x) and r.overflow != 1:
             if r.step > self.warmup_steps:
                 joint = self.joint(r, x)
             else:
@@ -729,7 +744,7 @@ cdef class GradNormSpike(RobustSpike):
                 out = joint
         else:
             self.joint_since = NONE
-        if r.has_loss and isfinite(r.loss) and r.step > self.warmup_steps:
+        if r.has_loss and finite(r.loss) and r.step > self.warmup_steps:
             self.losses.add(r.step, r.loss)
         if out is None and hist.n == self.window and r.step % self.climb_every == 0:
             base, new = hist.median(), hist.median_of(hist.n - k, k)
@@ -745,12 +760,12 @@ cdef class GradNormSpike(RobustSpike):
         return out
 
 
-cdef long long halvings(double prev, double scale) noexcept:
+def halvings(prev, scale):
     """Halvings in a fall of the loss scale from ``prev`` to ``scale``: ``max(1, round(log2(prev / scale)))``,
     1 for a fall to 0 or below (from inf: as many as a double's range holds), 0 when it did not fall."""
     if not scale < prev:
         return 0
-    return <long long>min(max(1.0, nearbyint(log2(prev / scale))), 2098.0) if scale > 0 else 1
+    return int(round(min(max(1.0, math.log2(prev / scale)), 2098.0))) if scale > 0 else 1
 
 
 @dataclass(frozen=True)
@@ -761,7 +776,7 @@ class LossScaleSettings(RuleSettings):
                                          "(2^32 -> 2^8)", min=0)
 
 
-cdef class LossScaleWatch(Detector):
+class LossScaleWatch(Detector):
     """Base of the loss-scale rules: the previous record's scale and the start-up calibration.
 
     Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
@@ -774,17 +789,16 @@ cdef class LossScaleWatch(Detector):
     so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
     trouble."""
 
-    cdef public long long calibration_steps
-    cdef bint calibrated, has_prev
-    cdef double prev_scale
+    # settings (Detector.__init__ sets them from cfg.params)
+    calibration_steps: int
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.calibrated, self.has_prev = False, False
+        self.calibrated, self.has_prev, self.prev_scale = False, False, 0.0
 
-    cdef bint calibrating(self, Rec* r) noexcept:
+    def calibrating(self, r):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
-        cdef bint out = False
+        out = False
         if not self.calibrated:
             out = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
@@ -796,7 +810,7 @@ cdef class LossScaleWatch(Detector):
             self.has_prev, self.prev_scale = True, r.loss_scale
         return out
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.has_prev = False
 
 
@@ -816,7 +830,7 @@ class OverflowStormSettings(LossScaleSettings):
     max_growth: float = setting(2.0, "an overflow at a scale over this x the previous step's fires at once", min=1)
 
 
-cdef class OverflowStorm(LossScaleWatch):
+class OverflowStorm(LossScaleWatch):
     """At least ``max_overflows`` overflowed steps within the last ``window`` steps, after calibration (see
     :class:`LossScaleWatch`); or, at once, an overflow at a loss scale more than ``max_growth`` times the
     previous step's, which a dynamic loss scaler (growing by at most its factor, 2, per step) cannot have
@@ -832,19 +846,19 @@ cdef class OverflowStorm(LossScaleWatch):
     reads = ('overflow', 'loss_scale')
     plots = "loss_scale"
 
-    cdef public long long window, max_overflows
-    cdef public double max_growth
-    cdef Steps overflow_steps
+    # settings (Detector.__init__ sets them from cfg.params)
+    window: int
+    max_overflows: int
+    max_growth: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.overflow_steps = Steps(self.window)
 
-    cdef object update(self, Rec* r):
-        cdef bint had = self.has_prev
-        cdef double prev = self.prev_scale, scale = r.loss_scale
-        cdef long long times = 1
-        cdef Py_ssize_t n
+    def update(self, r):
+        had = self.has_prev
+        prev, scale = self.prev_scale, r.loss_scale
+        times = 1
         if self.calibrating(r) or r.overflow == 0:
             return None
         if r.overflow == -1:
@@ -860,7 +874,7 @@ cdef class OverflowStorm(LossScaleWatch):
                     f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)})")
         return None
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.overflow_steps.rewind_to(step)
         LossScaleWatch.forget(self, step)
 
@@ -878,7 +892,7 @@ class LossScaleCollapseSettings(LossScaleSettings):
     max_halvings: int = setting(8, "halvings within the window that fire", min=1)
 
 
-cdef class LossScaleCollapse(LossScaleWatch):
+class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
     steps, after calibration (see :class:`LossScaleWatch`). A scale that never moved (static scaling, or
     bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
@@ -889,20 +903,19 @@ cdef class LossScaleCollapse(LossScaleWatch):
     reads = ('loss_scale', 'overflow')
     plots = "loss_scale"
 
-    cdef public double floor
-    cdef public long long window, max_halvings
-    cdef double highest
-    cdef Steps drops
+    # settings (Detector.__init__ sets them from cfg.params)
+    floor: float
+    window: int
+    max_halvings: int
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.highest = 0.0
         self.drops = Steps(self.window)
 
-    cdef object update(self, Rec* r):
-        cdef double scale = r.loss_scale, prev = self.prev_scale
-        cdef bint had = self.has_prev
-        cdef Py_ssize_t n
+    def update(self, r):
+        scale, prev = r.loss_scale, self.prev_scale
+        had = self.has_prev
         if not r.has_loss_scale:
             return None
         if scale > self.highest:
@@ -916,7 +929,7 @@ cdef class LossScaleCollapse(LossScaleWatch):
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"
         return None
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.drops.rewind_to(step)
         LossScaleWatch.forget(self, step)
 
@@ -931,7 +944,7 @@ class LossDegenerateSettings(RuleSettings):
     frozen_steps: int = setting(20, "steps in a row with the same loss that fire", min=2)
 
 
-cdef class LossDegenerate(Detector):
+class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
     (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
 
@@ -941,21 +954,19 @@ cdef class LossDegenerate(Detector):
     plots = "loss"
     value_is_plotted = True
 
-    cdef public double zero_below
-    cdef public long long frozen_steps
-    cdef double last
-    cdef long long same_since
-    cdef bint has_last
+    # settings (Detector.__init__ sets them from cfg.params)
+    zero_below: float
+    frozen_steps: int
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.has_last = False
+        self.has_last, self.last, self.same_since = False, 0.0, 0
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.loss
-        if not r.has_loss or not isfinite(x) or r.step <= self.warmup_steps:
+    def update(self, r):
+        x = r.loss
+        if not r.has_loss or not finite(x) or r.step <= self.warmup_steps:
             return None
-        if fabs(x) < self.zero_below:
+        if abs(x) < self.zero_below:
             return x, r.step, f"loss is {x:g} at step {r.step}"
         if not self.has_last or x != self.last:
             self.same_since, self.last, self.has_last = r.step, x, True
@@ -964,7 +975,7 @@ cdef class LossDegenerate(Detector):
             return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
         return None
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.has_last = False
 
 
@@ -980,7 +991,7 @@ class LossPlateauSettings(RuleSettings):
     until_step: int = setting(20000, "judged before this trainer step only", min=0)
 
 
-cdef class LossPlateau(Detector):
+class LossPlateau(Detector):
     """Early plateau: before ``until_step``, the median loss of the last ``window // 5`` steps is not
     ``min_improvement`` below the median of the ``window // 5`` steps ``window`` steps earlier. Judged
     every ``window // 50`` steps (a plateau is slow; this keeps the per-step cost to an append)."""
@@ -990,22 +1001,20 @@ cdef class LossPlateau(Detector):
     reads = ('loss',)
     plots = "loss"
 
-    cdef public Py_ssize_t window
-    cdef public long long until_step
-    cdef public double min_improvement
-    cdef Window losses
-    cdef long long every
+    # settings (Detector.__init__ sets them from cfg.params)
+    window: int
+    until_step: int
+    min_improvement: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.losses = Window(self.window, lazy=True)  # only read through median_of
         self.every = max(self.window // 50, 1)
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.loss, old, new
-        cdef Window q = self.losses
-        cdef Py_ssize_t k
-        if r.step > self.until_step or not r.has_loss or not isfinite(x) or r.step <= self.warmup_steps:
+    def update(self, r):
+        x = r.loss
+        q = self.losses
+        if r.step > self.until_step or not r.has_loss or not finite(x) or r.step <= self.warmup_steps:
             return None
         q.add(r.step, x)
         if q.n < self.window or r.step % self.every:
@@ -1017,27 +1026,27 @@ cdef class LossPlateau(Detector):
                                        f"{self.window} steps earlier (< {self.min_improvement:.0%} better)")
         return None
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.losses.rewind(step)
 
 
-cdef class SustainedLow(Detector):
+class SustainedLow(Detector):
     """Base for "too low for ``min_steps`` steps in a row" rules: tracks the current low run."""
 
-    cdef public long long min_steps
-    cdef long long low_since  # the run's first step, 0 or NONE when there is no run
+    # settings (Detector.__init__ sets them from cfg.params)
+    min_steps: int
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.low_since = NONE
 
-    cdef long long low(self, long long step) noexcept:
+    def low(self, step):
         """``step`` is low: the run's first step once the run has lasted ``min_steps``, else NONE."""
         if self.low_since == NONE or self.low_since == 0:
             self.low_since = step
         return self.low_since if step - self.low_since + 1 >= self.min_steps else NONE
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.low_since = NONE
 
 
@@ -1062,7 +1071,7 @@ class ThroughputDropSettings(RuleSettings):
     min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
 
 
-cdef class ThroughputDrop(Detector):
+class ThroughputDrop(Detector):
     """Throughput (tokens / (step time + data wait)) low for a stretch: the median of the last ``min_steps``
     steps below ``ratio`` x the median of the last ``window`` steps, when the time lost is the run's own: at
     least ``data_share`` of the time the last ``min_steps`` steps lost spent waiting for data (a slow
@@ -1089,55 +1098,44 @@ cdef class ThroughputDrop(Detector):
     reads = ('tokens', 'step_time_s', 'data_wait_s', 'callbacks_s', 'slow_reason')
     plots = "tokens_per_second"
 
-    cdef public Py_ssize_t window, min_history, min_steps
-    cdef public double ratio, data_share, min_seconds
-    cdef Window values, waits  # the medians of tps and data wait of each min_steps steps (a block)
-    cdef long long* steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
-    cdef double* ring  # ... and their tps, period, data wait, its part beyond the median, time lost
-    cdef Py_ssize_t n, k
-    cdef long long low_since
-    cdef double seconds
+    # settings (Detector.__init__ sets them from cfg.params)
+    window: int
+    min_history: int
+    min_steps: int
+    ratio: float
+    data_share: float
+    min_seconds: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.min_steps = min(max(self.min_steps, 1), 64)
         blocks = max(self.window // self.min_steps, 1)
         self.values, self.waits = Window(blocks), Window(blocks, lazy=True)  # waits: read on low steps only
-        self.steps = <long long*>malloc(self.min_steps * sizeof(long long))
-        self.ring = <double*>malloc(5 * self.min_steps * sizeof(double))
-        if not self.steps or not self.ring:
-            raise MemoryError()
+        self.steps, self.ring = step_array(self.min_steps), double_array(5 * self.min_steps)
+        self.scratch = double_array(self.min_steps)
         self.n = self.k = 0
-        self.low_since = NONE
+        self.low_since, self.seconds = NONE, 0.0
 
-    def __dealloc__(self):
-        free(self.steps)
-        free(self.ring)
-
-    cdef double ring_median(self, Py_ssize_t slot) noexcept:
-        cdef double v[64]
-        cdef Py_ssize_t j
+    def ring_median(self, slot):
+        v = self.scratch
         for j in range(self.n):
             v[j] = self.ring[5 * j + slot]
-        _sort(v, self.n)
-        return _median(v, self.n)
+        sort(v, self.n)
+        return sorted_median(v, self.n)
 
-    cdef object update(self, Rec* r):
-        cdef double x = r.tps, m = NAN, med, lost = 0.0, waited = 0.0
-        cdef bint known
-        cdef double* q = self.ring
-        cdef Py_ssize_t c = self.min_steps, i, j
-        cdef long long onset
-        if not r.has_tps or isnan(x) or r.step <= self.warmup_steps:
+    def update(self, r):
+        x, m, lost, waited = r.tps, NAN, 0.0, 0.0
+        c = self.min_steps
+        if not r.has_tps or x != x or r.step <= self.warmup_steps:
             return None
         known = self.values.n * c >= self.min_history
         if known:
             m = self.values.median()
         i = self.k
         self.steps[i] = r.step
-        q[5 * i], q[5 * i + 1], q[5 * i + 2] = x, r.period, r.wait
-        q[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
-        q[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
+        self.ring[5 * i], self.ring[5 * i + 1], self.ring[5 * i + 2] = x, r.period, r.wait
+        self.ring[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
+        self.ring[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return None
@@ -1149,16 +1147,16 @@ cdef class ThroughputDrop(Detector):
             self.low_since = NONE
             return None
         for j in range(c):
-            waited += q[5 * j + 3]
-            lost += q[5 * j + 4]
+            waited += self.ring[5 * j + 3]
+            lost += self.ring[5 * j + 4]
         if self.low_since == NONE:  # a new stretch: from the oldest low step held
             self.seconds = 0.0
             for j in range(c):
                 i = (self.k + j) % c
-                if self.low_since == NONE and q[5 * i] < self.ratio * m:
+                if self.low_since == NONE and self.ring[5 * i] < self.ratio * m:
                     self.low_since = self.steps[i]
                 if self.low_since != NONE:
-                    self.seconds += q[5 * i + 1]
+                    self.seconds += self.ring[5 * i + 1]
         else:
             self.seconds += r.period
         onset = self.low_since
@@ -1171,7 +1169,7 @@ cdef class ThroughputDrop(Detector):
         return (med, onset, f"tokens_per_second {med:.4g} (median of the last {c} steps) below {self.ratio:.0%} "
                             f"of its median {m:.4g} since step {onset}, {why}")
 
-    cdef void forget(self, long long step) noexcept:
+    def forget(self, step):
         self.values.rewind(step)
         self.waits.rewind(step)
         self.n = self.k = 0
@@ -1188,7 +1186,7 @@ class LowMfuSettings(RuleSettings):
     min_steps: int = setting(50, "low steps in a row that fire", min=1)
 
 
-cdef class LowMfu(SustainedLow):
+class LowMfu(SustainedLow):
     """MFU below ``floor`` for ``min_steps`` steps in a row (after warm-up). Onset: the first low step."""
 
     settings = LowMfuSettings
@@ -1196,10 +1194,10 @@ cdef class LowMfu(SustainedLow):
     reads = ('mfu', 'slow_reason')
     plots = "mfu"
 
-    cdef public double floor
+    # settings (Detector.__init__ sets them from cfg.params)
+    floor: float
 
-    cdef object update(self, Rec* r):
-        cdef long long onset
+    def update(self, r):
         if not r.has_mfu or r.step <= self.warmup_steps:
             return None
         if r.mfu >= self.floor:
@@ -1214,33 +1212,32 @@ DETECTORS = {d.rule: d for d in (NanInf, LrSurge, LossSpike, GradNormSpike, Over
                                  LossDegenerate, LossPlateau, ThroughputDrop, LowMfu)}
 
 
-cdef class Judge:
+class Judge:
     """A rank's detectors, run over its records in order. A record whose step is not after the previous
     one means the run went back (rollback, resume from a checkpoint): the detectors first forget what they
     saw after the step before it, and :attr:`went_back` is True until the next record.
 
-    ``observe(rec)`` / ``judge(&r)`` return None (nothing fired) or a list of ``(rule_id, (value,
+    ``observe(rec)`` / ``judge(r)`` return None (nothing fired) or a list of ``(rule_id, (value,
     onset_step, message))``, one per detector that fired, in rule order.
     """
 
     def __init__(self, detectors):
-        self.detectors = [<Detector?>d for d in detectors]
-        self.has_last, self.went_back = False, False
+        self.detectors = list(detectors)
+        self.has_last, self.went_back, self.last = False, False, 0
+        self.rec = Rec()  # observe's
 
     @property
     def last_step(self):
         return self.last if self.has_last else None
 
-    cdef object judge(self, Rec* r):
-        cdef Detector det
-        cdef Py_ssize_t i
+    def judge(self, r):
         hits = None
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
             self.forget(r.step - 1)
         self.has_last, self.last = True, r.step
         for i in range(len(self.detectors)):
-            det = <Detector>self.detectors[i]  # (only Detectors are ever held)
+            det = self.detectors[i]
             hit = det.update(r)
             if hit is not None:
                 if hits is None:
@@ -1250,16 +1247,19 @@ cdef class Judge:
 
     def observe(self, rec):
         """Judge one StepRecord (see the class docstring)."""
-        cdef Rec r
-        rec_from(&r, rec)
-        return self.judge(&r)
+        rec_from(self.rec, rec)
+        return self.judge(self.rec)
 
-    cdef void forget(self, long long step) noexcept:
-        cdef Detector det
+    def forget(self, step):
         for det in self.detectors:
             det.forget(step)
 
-    def rewind(self, long long step):
+    def rewind(self, step):
         """The run continues from ``step``: forget what was seen after it."""
         self.forget(step)
         self.has_last, self.last = True, step
+
+
+if isinstance(median, types.FunctionType):  # this file runs as it is: setup.py built no compiled module
+    logging.getLogger(__name__).warning("the detectors run uncompiled (installed without a C compiler, or with "
+                                        "TRAINING_MONITOR_PURE=1): the same results, slower")
