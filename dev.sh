@@ -24,10 +24,20 @@ build_tools() {  # the compiled modules (setup.py) need a C compiler and Python'
     || apt_install "$(basename "$PY")-dev"
 }
 
+compiled_changed() {  # a build input changed since the last install: .pyx, .pxd, a .py beside a .pxd (Cython's
+  # pure-Python mode), setup.py, pyproject.toml
+  local f
+  for f in $(find pyproject.toml setup.py monitor -newer .venv/.installed \( -name pyproject.toml -o -name setup.py \
+             -o -name '*.pyx' -o -name '*.pxd' -o -name '*.py' \) 2>/dev/null); do
+    case "$f" in *.py) [ -f "${f%.py}.pxd" ] || [ "$f" = setup.py ] || continue ;; esac
+    return 0
+  done
+  return 1
+}
+
 setup_venv() {
   # (re)install when the dependencies or the compiled modules' sources changed
-  if [ ! -f .venv/.installed ] || [ -n "$(find pyproject.toml setup.py monitor -newer .venv/.installed \
-       \( -name pyproject.toml -o -name setup.py -o -name '*.pyx' -o -name '*.pxd' \) 2>/dev/null)" ]; then
+  if [ ! -f .venv/.installed ] || compiled_changed; then
     build_tools
     if ! "$PY" -m venv .venv 2>/dev/null; then
       rm -rf .venv
