@@ -55,7 +55,7 @@ def default_rules_yaml() -> str:
     each setting with its default and doc."""
     out = [_HEADER]
     for rule, cls in SETTINGS.items():
-        out += ["", f"{rule}:"] + [f"  # {line}".rstrip() for line in inspect.cleandoc(cls.__doc__).splitlines()]
+        out += ["", f"{rule}:"] + [f"  # {line}".rstrip() for line in inspect.cleandoc(cls.__doc__ or "").splitlines()]
         for f in fields(cls):
             value = list(f.default) if isinstance(f.default, tuple) else f.default
             text = yaml.safe_dump([value], default_flow_style=True, width=1000).strip()[1:-1]  # one flow value
