@@ -16,7 +16,7 @@ from test_rules import check_window
 from training_monitor import detectors
 from training_monitor.record import StepRecord
 from training_monitor.replay.runner import ReplayError, replay_file
-from training_monitor.rules import Rules
+from training_monitor.ruleset import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = sorted((ROOT / "tests" / "data" / "reallogs").glob("*/*.log")) + sorted(
