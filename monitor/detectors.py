@@ -881,9 +881,9 @@ class OverflowStorm(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
-    """Loss scale at or below `floor`, or halved `max_halvings` times within `window` steps, after
-    calibration (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the
-    gradients are broken."""
+    """Loss scale at or below `floor` (or below it and falling, when no higher scale was seen), or halved
+    `max_halvings` times within `window` steps, after calibration (as for overflow_storm). Healthy fp16 runs
+    halve now and then; a collapse means the gradients are broken."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -894,8 +894,10 @@ class LossScaleCollapseSettings(LossScaleSettings):
 
 class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
-    steps, after calibration (see :class:`LossScaleWatch`). A scale that never moved (static scaling, or
-    bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
+    steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
+    falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
+    (an excerpt that starts in the collapse). A scale that never moved (static scaling, or bf16 with a scale
+    of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
     of the fall."""
 
     settings = LossScaleCollapseSettings
@@ -923,7 +925,7 @@ class LossScaleCollapse(LossScaleWatch):
         if self.calibrating(r):
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
-        if scale <= self.floor < self.highest:
+        if scale <= self.floor < self.highest or scale < self.floor and (r.overflow == 1 or had and scale < prev):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

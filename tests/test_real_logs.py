@@ -34,7 +34,6 @@ SHARED_SAMPLES = frozenset({
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
-    "apex_yolact_scale_collapse_359.log",
     "bert_dle_squad_tqdm_1107.log",
     "bigscience_tr8_104b_spike_6930.log",
     "deepspeed_fused_min_scale_697.log",

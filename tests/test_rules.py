@@ -382,7 +382,24 @@ def test_loss_scale_halved_many_times_in_a_late_excerpt_is_a_collapse():
     recs = [StepRecord(10198, loss=6.343, loss_scale=0.5)]
     recs += [StepRecord(10199 + i, overflow=True, loss_scale=0.5 / 2 ** (i + 1)) for i in range(12)]
     hits = {e.rule: (e.step, e.onset_step) for e in run(recs)}
-    assert hits == {"overflow_storm": (10201, 10199), "loss_scale_collapse": (10206, 10199)}
+    # the first overflow takes the scale from 0.5 to 0.25: below the floor (1) and falling, a collapse at once
+    assert hits == {"overflow_storm": (10201, 10199), "loss_scale_collapse": (10199, 10199)}
+
+
+def test_a_scale_below_its_floor_and_falling_is_a_collapse_with_no_higher_scale_seen():
+    # apex: the excerpt starts with "Gradient overflow ... reducing loss scale to 1.52587890625e-05"
+    loss = noisy_losses(60)
+    before = [StepRecord(1400 + i, loss=loss[i], overflow=False) for i in range(30)]
+    collapse = [StepRecord(1430, loss=loss[30], overflow=True, loss_scale=1.52587890625e-05),
+                StepRecord(1431, loss=loss[31], overflow=False, loss_scale=1.52587890625e-05),
+                StepRecord(1441, loss=loss[32], overflow=True, loss_scale=7.62939453125e-06)]
+    assert fired(before + collapse, "loss_scale_collapse") == [(1430, 1430)]
+    # a scale below the floor that does not fall (a static scale, an excerpt between overflows) is not judged
+    static = [StepRecord(1400 + i, loss=loss[i], overflow=False, loss_scale=0.5) for i in range(60)]
+    assert fired(static, "loss_scale_collapse") == []
+    # nor a bf16 run's scale of 1 on a skipped step (at the floor, not below it)
+    bf16 = [StepRecord(i + 1, loss=loss[i], overflow=i == 40, loss_scale=1.0) for i in range(60)]
+    assert fired(bf16, "loss_scale_collapse") == []
 
 
 def test_a_calibration_seen_only_at_its_ends_stays_calibration():
