@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from training_monitor.replay import runner
 from training_monitor.replay.runner import ReplayError, ReplayOptions, replay_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +96,7 @@ def result(path, options) -> dict:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_the_fast_path_gives_the_line_by_line_results(tmp_path, monkeypatch, seed):
+def test_the_fast_path_gives_the_line_by_line_results(tmp_path, seed):
     rng = random.Random(seed)
     path = tmp_path / "rank_0.log"
     path.write_bytes(mindformers_log(rng, rng.choice([300, 1500])))
@@ -105,8 +104,7 @@ def test_the_fast_path_gives_the_line_by_line_results(tmp_path, monkeypatch, see
                dict(plot_ranks=1)][seed % 4]
     fast = [result(path, ReplayOptions(**options))]
     for block in (97, 4096):  # blocks that cut lines anywhere
-        monkeypatch.setattr(runner, "BLOCK", block)
-        fast.append(result(path, ReplayOptions(**options)))
+        fast.append(result(path, ReplayOptions(**options, block_bytes=block)))
     slow = result(path, ReplayOptions(**options, fast=False))
     assert slow["records"] > 100 and slow["anomalies"]
     for got in fast:

@@ -47,7 +47,6 @@ from .tracks import Stats, Track
 # the generic text reader (.text) reads every text log no other format claims; the others need more than it
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
-BLOCK = 1 << 18  # bytes read at a time by the compiled reader
 
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
 # (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
@@ -75,6 +74,7 @@ class ReplayOptions(RollbackSettings):
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
     the compiled reader where the log's format has one, and the text reader's plain step lines through their
     shape's recipe (the same results; False: every line through the format's parser, in full).
+    ``block_bytes``: bytes the compiled reader reads at a time (its memory, besides the longest line).
     """
 
     plot_ranks: int = 0
@@ -82,6 +82,7 @@ class ReplayOptions(RollbackSettings):
     run: str | None = None
     progress: Progress | None = None
     fast: bool = True
+    block_bytes: int = 1 << 18
     plotted: int = 0  # ranks given plot series so far
 
     def policy(self) -> WouldBeRollbacks:
@@ -397,14 +398,14 @@ def _feed_lines(run: _Run, raw, head: list, at: list) -> None:
         stream.detach()  # closing raw is its opener's
 
 
-def _blocks(raw, head: list):
-    """The bytes of ``head`` then of ``raw`` in blocks of whole lines: ``(data, start, end)``, the block being
-    ``data[start:end]`` (the last may lack its newline)."""
+def _blocks(raw, head: list, size: int):
+    """The bytes of ``head`` then of ``raw`` (read ``size`` bytes at a time) in blocks of whole lines: ``(data,
+    start, end)``, the block being ``data[start:end]`` (the last may lack its newline)."""
     for i in range(0, len(head), 1024):
         data = b"".join(head[i:i + 1024])
         yield data, 0, len(data)
     rest = b""
-    while chunk := raw.read(BLOCK):
+    while chunk := raw.read(size):
         start = 0
         if rest:  # the line cut at the end of the chunk before
             start = chunk.find(b"\n") + 1
@@ -425,7 +426,7 @@ def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
     """As :func:`_feed_lines`, through the compiled reader (:class:`.scan.Batch`): the run takes what it read
     of each block, the parser the lines it left."""
     batch, parser, progress = Batch(run.rank), run.slot(run.rank)[0], run.progress
-    for block, pos, end in _blocks(raw, head):
+    for block, pos, end in _blocks(raw, head, run.options.block_bytes):
         while pos < end:
             pos = batch.read(block, pos, end, parser.last)
             try:
