@@ -1,7 +1,7 @@
-"""Rules: their configuration, a YAML file merged over the shipped defaults (``default_rules.yaml``).
+"""Rules: their configuration, a rules file (YAML) over the defaults of the rules' settings classes.
 
-``default_rules.yaml`` is generated from the rules' settings classes (each detector's ``settings``, and
-:class:`StallSettings` for the watchdog's rule)::
+``default_rules.yaml``, a copy of those defaults for users to edit, is generated from the settings classes
+(each detector's ``settings``, and :class:`StallSettings` for the watchdog's rule)::
 
     python -c "from training_monitor.ruleset import default_rules_yaml as y; print(y(), end='')" \
         > monitor/default_rules.yaml
@@ -95,7 +95,7 @@ FILE_SETTINGS = {rule: _file_settings(cls) for rule, cls in SETTINGS.items()}
 
 
 class Rules:
-    """The rule set in force: shipped defaults (``monitor/default_rules.yaml``) overridden by a file or dict.
+    """The rule set in force: the settings classes' defaults (:data:`SETTINGS`) overridden by a file or dict.
 
     Raises:
         RulesError: unreadable file, bad YAML, unknown rule or key, or a value of the wrong type; the
@@ -104,22 +104,24 @@ class Rules:
 
     def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None):
         overrides = dict(overrides or {})
+
+        def at(key):  # SOURCE[:LINE] of a top-level key
+            line = (lines or {}).get((key,))
+            return f"{source}:{line}" if line else source
+
         self.runbook_base = overrides.pop("runbook_base", "runbooks")
-        line = (lines or {}).get(("runbook_base",))
         if not isinstance(self.runbook_base, str):
-            raise RulesError(f"{source}{f':{line}' if line else ''}: runbook_base: expected a string, "
-                             f"got {self.runbook_base!r}")
+            raise RulesError(f"{at('runbook_base')}: runbook_base: expected a string, got {self.runbook_base!r}")
         for rid in overrides:
             if rid not in SETTINGS:
-                line = (lines or {}).get((rid,))
                 known = sorted(SETTINGS)
-                raise RulesError(f"{source}{f':{line}' if line else ''}: {rid}: unknown rule "
+                raise RulesError(f"{at(rid)}: {rid}: unknown rule "
                                  f"({did_you_mean(rid, known)}known: {', '.join(known)}; or runbook_base)")
         self.rules: dict[str, RuleConfig] = {}
         for rid, cls in FILE_SETTINGS.items():
             body = overrides.get(rid) or {}
             if not isinstance(body, dict):
-                raise RulesError(f"{source}: {rid}: expected a mapping of settings, got {body!r}")
+                raise RulesError(f"{at(rid)}: {rid}: expected a mapping of settings, got {body!r}")
             params = asdict(check(cls, body, source, lines, (rid,), RulesError, bounds={"max": MAX_NUMBER}))
             self.rules[rid] = RuleConfig(
                 id=rid, severity=params.pop("severity"), actions=tuple(params.pop("actions")),
