@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import mindspore as ms
-from mindspore.train import Callback, ModelCheckpoint
+from mindspore.train import Callback
 
 from training_monitor.alerts import AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
@@ -20,7 +19,7 @@ from training_monitor.eventlog import EventLog
 from training_monitor.file_sd import write_file_sd_target
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
-from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger
+from training_monitor.ledger import CheckpointEntry, Ledger
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -32,6 +31,7 @@ from training_monitor.ruleset import Rules
 from training_monitor.sinks import EventList, LoggedEvents, overrides
 from training_monitor.watchdog import Watchdog
 
+from .checkpoints import ModelCheckpointFiles
 from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
@@ -177,11 +177,12 @@ class TrainingMonitor(Callback):
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
         self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
+        self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
+        self.model_checkpoints = ModelCheckpointFiles(self.ledger, self.ckpt_dir, self._trajectory)
         self.policy = RollbackPolicy(self.ledger, cfg, cfg.rollback, cfg.on_failed_rollback,
                                      {rule: c.skip_extra_batches for rule, c in rules.rules.items()},
-                                     self._follow_retention)
+                                     self.model_checkpoints.follow_retention)
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
-        self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
         self.stop_reason: str | None = None
         self.last_record: StepRecord | None = None
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
@@ -194,7 +195,6 @@ class TrainingMonitor(Callback):
         self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
         self._epoch = None
         self._tokens = cfg.tokens_per_step
-        self._ckpt_watch: list[tuple[ModelCheckpoint, int, str]] = []
         self._watchdog: Watchdog | None = None
         self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
@@ -204,7 +204,6 @@ class TrainingMonitor(Callback):
         self._hooked: list = []  # other callbacks whose step end the monitor wraps (training_monitor.callbacks.peers)
         self._recovery_checked = False
         self._fixed_lr: float | None = None
-        self._pins: list[tuple[CheckpointEntry, str, str]] = []  # kept from retention: entry, link, original
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -247,7 +246,7 @@ class TrainingMonitor(Callback):
             logger.info("alert delivery: {}", stats)
 
     def _end(self, _run_context) -> None:
-        self._follow_retention()
+        self.model_checkpoints.follow_retention()
         self._finish()
 
     def _finish(self) -> None:
@@ -259,7 +258,7 @@ class TrainingMonitor(Callback):
         if self._sd_file and os.path.exists(self._sd_file):
             os.unlink(self._sd_file)
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
-            self._watch_model_checkpoints(self.last_record.step, self._prev_trainer_step)
+            self.model_checkpoints.ledger_new(self.last_record.step, self._prev_trainer_step)
         self.event_log.close()
         if self.record_log is not None:
             self.record_log.close()
@@ -343,11 +342,9 @@ class TrainingMonitor(Callback):
                            "restart is a rollback target", loaded)
         self._source = find_skippable(cb.get("train_dataset"))
         checks = self._hook_peers(cb.list_callback)
-        # the monitor judges a step at its place in the list or at a NaN check before it; a ModelCheckpoint
-        # after that place saves after the judging: its file is seen one step later
+        # the monitor judges a step at its place in the list or at a NaN check before it
         mine = min((i for i, c in enumerate(cb.list_callback) if c is self or c in checks), default=0)
-        self._ckpt_watch = [(c, 1 if i > mine else 0, c.latest_ckpt_file_name)
-                            for i, c in enumerate(cb.list_callback) if isinstance(c, ModelCheckpoint)]
+        self.model_checkpoints.follow(cb.list_callback, mine)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
 
@@ -373,7 +370,7 @@ class TrainingMonitor(Callback):
             return
         self._recovery_checked = True
         problems = []
-        if not self.cfg.checkpoint_every and not self._ckpt_watch:
+        if not self.cfg.checkpoint_every and not self.model_checkpoints:
             problems.append("no checkpoint is saved (checkpoint_every is 0 and there is no ModelCheckpoint callback)")
         try:
             lr_scale_parameters(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")))
@@ -423,8 +420,8 @@ class TrainingMonitor(Callback):
         step = cb.cur_step_num - self._offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
-        saved = self._watch_model_checkpoints(step - 1, self._prev_trainer_step - 1, lag=1)
-        saved = saved or any(self._new_files(0))  # ledgered after this step's record
+        saved = self.model_checkpoints.ledger_new(step - 1, self._prev_trainer_step - 1, lag=1)
+        saved = saved or self.model_checkpoints.saved(lag=0)  # ledgered after this step's record
         epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
         self._slow, self._epoch = None, cb.cur_epoch_num
@@ -439,12 +436,12 @@ class TrainingMonitor(Callback):
         events = self.engine.observe(rec)
         for on_record in self._on_record:
             on_record(rec, events)
-        self._watch_model_checkpoints(step, self._prev_trainer_step, lag=0)
+        self.model_checkpoints.ledger_new(step, self._prev_trainer_step, lag=0)
         d = self.policy.decide(step, events)
         if d.promoted:
             self.metrics.set_healthy(self.ledger.last_healthy_step)
         if d.promoted or d.onset is not None:
-            self._unpin()
+            self.model_checkpoints.unpin()
         if d.save:
             self._save(cb, step)
         if not events:
@@ -472,79 +469,6 @@ class TrainingMonitor(Callback):
         if (rows, width - 1) in shapes or width - 1 == _seq_length(cb.train_network):
             width -= 1
         return int(rows * width * max(cb.get("device_number") or 1, 1))
-
-    def _watch_model_checkpoints(self, step: int, batches: int, lag: int | None = None) -> bool:
-        """Ledger the new files of the ModelCheckpoint callbacks that save ``lag`` steps before we see them
-        (None: all) as the state after monitor step ``step``, ``batches`` consumed. Called before this step's
-        record is logged for lag 1, after it for lag 0, and at the end of training for all. True when there
-        was one."""
-        saved = False
-        for i, mc, after, name in list(self._new_files(lag)):
-            self._ckpt_watch[i] = (mc, after, name)
-            self.ledger.add(step, name, batches, self._trajectory())
-            self._follow_retention()
-            saved = True
-        return saved
-
-    def _new_files(self, lag: int | None):
-        """``(index, callback, lag, file)`` of each watched ModelCheckpoint of ``lag`` (None: all) whose latest
-        file is not ledgered yet."""
-        for i, (mc, after, seen) in enumerate(self._ckpt_watch):
-            name = mc.latest_ckpt_file_name
-            if lag in (None, after) and name and name != seen:
-                yield i, mc, after, name
-
-    def _follow_retention(self) -> None:
-        """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
-        checkpoint (:meth:`_pin`) is read from its link from now on; the others whose file is gone are
-        marked ``deleted``; a file not pinned yet (the new one, or one an asynchronous save had not written
-        at the last look) is pinned while it is pending or the newest healthy. Also run before a rollback
-        and at train end (a file may go after the last save seen)."""
-        pins, newest = {id(e): link for e, link, _ in self._pins}, self.ledger.last_healthy_step
-        for e in self.ledger.entries:
-            if e.status not in (PENDING, HEALTHY) or id(e) in pins and e.path == pins[id(e)]:
-                continue
-            if not os.path.exists(e.path):
-                if id(e) in pins:
-                    self.ledger.moved(e, pins[id(e)])
-                else:
-                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
-            elif id(e) not in pins and (e.status == PENDING or e.step == newest):
-                self._pin(e)
-
-    def _pin(self, entry: CheckpointEntry) -> None:
-        """Keep a ``ModelCheckpoint`` file that may become the newest healthy checkpoint safe from retention:
-        a hard link under ``<ckpt_dir>/kept/`` (no disk space while the original exists; a copy when the
-        folders are on different file systems). :meth:`_unpin` releases it once it cannot be that any more."""
-        if entry.path.startswith(str(self.ckpt_dir)) or not os.path.isfile(entry.path):
-            return  # the monitor's own checkpoints are never deleted; folders (iteration_*) are not pinned
-        link = self.ckpt_dir / "kept" / f"{len(self.ledger.entries)}-{os.path.basename(entry.path)}"  # unique
-        try:
-            link.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(entry.path, link)
-            except OSError:  # another file system (or no hard links there): a copy
-                shutil.copyfile(entry.path, link)
-        except OSError as exc:
-            logger.error("checkpoint {} not kept from retention ({}); retention may delete it", entry.path, exc)
-            return
-        self._pins.append((entry, str(link), entry.path))
-
-    def _unpin(self) -> None:
-        """Release the pins of checkpoints that are neither pending nor the newest healthy one; one whose
-        original retention deleted is then ``deleted`` too."""
-        newest, pins = self.ledger.last_healthy_step, []
-        for pin in self._pins:
-            e, link, original = pin
-            if e.status == PENDING or (e.status == HEALTHY and e.step == newest):
-                pins.append(pin)
-                continue
-            Path(link).unlink(missing_ok=True)
-            if e.path == link:
-                self.ledger.moved(e, original)
-                if e.status != QUARANTINED:
-                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
-        self._pins = pins
 
     def _save(self, cb, step: int) -> None:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
