@@ -17,7 +17,7 @@ Anomalies are put in categories by their rule id (:data:`CATEGORIES`). A file th
 its ``must`` events as missed. Per split it prints, for each category, events found / labelled and false
 alarms, then files read / files, and the misses, false alarms and unread files by name.
 
-Usage: ``.venv/bin/python benchmarks/real_logs.py [--split tune|heldout|heldout2|all] [--json] [--corpus DIR]``;
+Usage: ``.venv/bin/python benchmarks/real_logs.py [--split tune|heldout|heldout2|heldout3|all] [--json] [--corpus DIR]``;
 ``--json`` prints one object: ``splits`` (the tables' numbers) and ``files`` (each file's outcome).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from training_monitor.cli import main as monitor_cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reallogs"
-SPLITS = ("tune", "heldout", "heldout2")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3")
 # corpus category -> substrings of the rule ids that report it (rule ids are the engine's, e.g. nan_inf,
 # overflow_storm, loss_scale_collapse, loss_degenerate, loss_plateau, throughput_drop, stall); anomalies of
 # other rules (low_mfu: a level, not an event in the log) are listed per file but not scored
