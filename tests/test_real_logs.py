@@ -55,8 +55,10 @@ KNOWN_FAILING = frozenset({
     "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read; overflows at 11-13: calibration
     "hf_dict_gradnorm_exponential_grokfast9.log",  # grad norm x1.5 per log from 3.8e12: records 1-10 are in the warm-up
     "jax_openpi_gradnorm_loss_explosion_814.log",  # grad norm ~1e6 from the first line: no excursion from a median
+    "mindspore_ascend_silent_check_nan_grep.log",  # CANN `SilentCheckV3 .. val = [nan], .. step=[5]`: not read
     "mindspore_pix2pix_gan_dloss_gloss_healthy.log",  # `Dloss:`/`Gloss:` named nothing known: not read
     "mindspore_wide_deep_two_losses_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
+    "mxnet_multilogistic_loss_zero_sec8.log",  # MXNet `Batch[20]\t..MultiLogisticLoss=0.000000`: not read
     "nccl_wrapped_watchdog_stuck_vlmr1_257.log",  # the watchdog message hard-wrapped at 120 columns: not read
 })
 
