@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -48,6 +48,18 @@ KNOWN_FAILING = frozenset({
     "custom_lsid_unnamed_nan_117.log",  # the step is an unnamed leading number: not read
     "custom_verse_nan_scale_31.log",  # `train iter: 100` and `loss_net:` named nothing known: not read
     "tinygrad_llama_warmup_flat_13803.log",  # values printed before their names: not read
+    # heldout3 (scored only, never tuned on)
+    "apex_o1_scale_collapse_834.log",  # 17 step-less overflows (32768 -> 0.5) read as steps 1-17: calibration
+    "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
+    "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
+    "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read; overflows at 11-13: calibration
+    "hf_dict_gradnorm_exponential_grokfast9.log",  # grad norm x1.5 per log from 3.8e12: records 1-10 are in the warm-up
+    "jax_openpi_gradnorm_loss_explosion_814.log",  # grad norm ~1e6 from the first line: no excursion from a median
+    "mindspore_ascend_silent_check_nan_grep.log",  # CANN `SilentCheckV3 .. val = [nan], .. step=[5]`: not read
+    "mindspore_pix2pix_gan_dloss_gloss_healthy.log",  # `Dloss:`/`Gloss:` named nothing known: not read
+    "mindspore_wide_deep_two_losses_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
+    "mxnet_multilogistic_loss_zero_sec8.log",  # MXNet `Batch[20]\t..MultiLogisticLoss=0.000000`: not read
+    "nccl_wrapped_watchdog_stuck_vlmr1_257.log",  # the watchdog message hard-wrapped at 120 columns: not read
 })
 
 
@@ -68,8 +80,9 @@ def test_corpus_files_labels_and_sources_agree():
     assert [n for n in on_disk if f"| `{n}` |" not in sources] == []
     assert SHARED_SAMPLES <= {n for n, s in on_disk.items() if s == "tune"}
     gathered = [s for n, s in on_disk.items() if n not in SHARED_SAMPLES]
-    assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / (len(gathered) - gathered.count("heldout2")) <= 0.5
-    assert gathered.count("heldout2") >= 15
+    tuned = gathered.count("tune") + gathered.count("heldout")
+    assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / tuned <= 0.5
+    assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25
     assert KNOWN_FAILING <= set(on_disk)
 
 
