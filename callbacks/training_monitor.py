@@ -134,7 +134,7 @@ class TrainingMonitor(Callback):
         else:
             cfg = config if isinstance(config, MonitorConfig) else MonitorConfig.from_dict(config)
         if settings:
-            cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings}, "TrainingMonitor arguments")
+            cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings}, "settings")
         self.cfg = cfg
         with self._strict():
             self._setup(cfg)

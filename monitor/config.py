@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .policy import RollbackSettings
+from .ruleset import Rules
 from .schema import LABEL, ConfigError, check, is_label
 from .yamlfile import load_yaml
 
@@ -94,9 +95,13 @@ class MonitorConfig(RollbackSettings):
 
         Raises:
             ConfigError: unknown key or a value of the wrong type, naming ``source``, the line and the key.
+            training_monitor.ruleset.RulesError: the same for a ``rules`` mapping.
         """
         settings = {k: v for k, v in dict(data or {}).items() if k != "type"}
-        return check(cls, settings, source, lines, path, what="monitor setting")
+        cfg = check(cls, settings, source, lines, path, what="monitor setting")
+        if isinstance(cfg.rules, dict):  # checked here, where its file and lines are known
+            Rules(cfg.rules, source, lines, (*path, "rules"))
+        return cfg
 
     def model_flops_per_token(self) -> float | None:
         """Training FLOPs per token from ``flops_per_token``, ``n_params`` or ``model_config``; None if unset."""

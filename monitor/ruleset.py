@@ -97,32 +97,37 @@ FILE_SETTINGS = {rule: _file_settings(cls) for rule, cls in SETTINGS.items()}
 class Rules:
     """The rule set in force: the settings classes' defaults (:data:`SETTINGS`) overridden by a file or dict.
 
+    ``source``, ``lines`` and ``path`` say where the overrides were read (see
+    :func:`training_monitor.schema.check`): a rules file has them at the top (``path`` empty); a settings
+    file's ``rules:`` mapping at ``path`` ``("rules",)`` or ``("monitor", "rules")``.
+
     Raises:
         RulesError: unreadable file, bad YAML, unknown rule or key, or a value of the wrong type; the
-            message is ``FILE:LINE: rule.key: reason``.
+            message is ``FILE:LINE: rule.key: reason`` (the key path from the file's top).
     """
 
-    def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None):
+    def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None,
+                 path: tuple = ()):
         overrides = dict(overrides or {})
 
-        def at(key):  # SOURCE[:LINE] of a top-level key
-            line = (lines or {}).get((key,))
-            return f"{source}:{line}" if line else source
+        def at(key):  # SOURCE[:LINE]: KEY.PATH of a key of the overrides
+            line = (lines or {}).get((*path, key))
+            return f"{source}:{line}: {'.'.join((*path, key))}" if line else f"{source}: {'.'.join((*path, key))}"
 
         self.runbook_base = overrides.pop("runbook_base", "runbooks")
         if not isinstance(self.runbook_base, str):
-            raise RulesError(f"{at('runbook_base')}: runbook_base: expected a string, got {self.runbook_base!r}")
+            raise RulesError(f"{at('runbook_base')}: expected a string, got {self.runbook_base!r}")
         for rid in overrides:
             if rid not in SETTINGS:
                 known = sorted(SETTINGS)
-                raise RulesError(f"{at(rid)}: {rid}: unknown rule "
+                raise RulesError(f"{at(rid)}: unknown rule "
                                  f"({did_you_mean(rid, known)}known: {', '.join(known)}; or runbook_base)")
         self.rules: dict[str, RuleConfig] = {}
         for rid, cls in FILE_SETTINGS.items():
             body = overrides.get(rid) or {}
             if not isinstance(body, dict):
-                raise RulesError(f"{at(rid)}: {rid}: expected a mapping of settings, got {body!r}")
-            params = asdict(check(cls, body, source, lines, (rid,), RulesError, bounds={"max": MAX_NUMBER}))
+                raise RulesError(f"{at(rid)}: expected a mapping of settings, got {body!r}")
+            params = asdict(check(cls, body, source, lines, (*path, rid), RulesError, bounds={"max": MAX_NUMBER}))
             self.rules[rid] = RuleConfig(
                 id=rid, severity=params.pop("severity"), actions=tuple(params.pop("actions")),
                 warmup_steps=params.pop("warmup_steps"), cooldown_steps=params.pop("cooldown_steps"),

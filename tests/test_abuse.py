@@ -124,7 +124,7 @@ def test_a_sender_thread_goes_on_after_a_batch_it_cannot_post(receiver, log_line
     s.send([Alert("nan_inf", "critical", "loss is nan")])
     (msg,) = receiver.wait_for("/slack", 1, timeout=10)
     assert "loss is nan" in text_of(msg) and s.healthy()
-    assert s.close(2)["s"] == {"type": "slack", "sent": 1, "failed": 1, "dropped": 0, "retries": 0, "queued": 0,
+    assert s.close(2)["s"] == {"type": "slack", "sent": 1, "failed": 1, "dropped": 0, "retries": 0, "queued": 0, "sending": 0,
                                "down": False, "sender": "ok"}
     assert sum("could not post 1 alert(s) (TypeError); the sender goes on" in line for line in log_lines) == 1
 

@@ -94,8 +94,8 @@ def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once
     s.send([nan_alert()])
     receiver.wait_for("/feishu", 1, timeout=15)
     stats = s.close(2)["f"]
-    assert stats == {"type": "feishu", "sent": 1, "failed": 0, "dropped": 0, "retries": 2, "queued": 0, "down": False,
-                     "sender": "ok"}
+    assert stats == {"type": "feishu", "sent": 1, "failed": 0, "dropped": 0, "retries": 2, "queued": 0, "sending": 0,
+                     "down": False, "sender": "ok"}
     logs = "\n".join(log_lines)
     assert logs.count("is down (HTTP 500)") == 1 and logs.count("is back") == 1
 
@@ -111,7 +111,7 @@ def test_hung_sink_keeps_what_fits_and_counts_what_is_dropped(receiver):
         s.send([Alert("loss_spike", "critical", f"spike {i}", step=i)])
     st = s.stats()["g"]
     # the first alert is being posted; five wait in the queue; the other six were dropped
-    assert (st["queued"], st["dropped"], st["sent"], st["failed"]) == (5, 6, 0, 0)
+    assert (st["sending"], st["queued"], st["dropped"], st["sent"], st["failed"]) == (1, 5, 6, 0, 0)
     receiver.hang.clear()
     assert s.flush(20), s.stats()
     st = s.close(1)["g"]

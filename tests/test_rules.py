@@ -195,6 +195,19 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
         Rules.load(tmp_path / "missing.yaml")
 
 
+def test_a_settings_file_s_rules_mapping_names_its_file_line_and_key_path(tmp_path):
+    from training_monitor.config import MonitorConfig
+
+    path = tmp_path / "monitor.yaml"
+    path.write_text("monitor:\n  run: x\n  rules:\n    loss_spike:\n      threshold: -1\n")
+    with pytest.raises(RulesError, match=rf"^{path}:5: monitor.rules.loss_spike.threshold: expected a finite number"):
+        MonitorConfig.from_yaml(path)
+    path.write_text("rules:\n  lose_spike: {threshold: 3}\n")
+    with pytest.raises(RulesError, match=rf"^{path}:2: rules.lose_spike: unknown rule \(did you mean 'loss_spike'"):
+        MonitorConfig.from_yaml(path)
+    assert MonitorConfig.from_dict({"rules": {"loss_spike": {"threshold": 4}}}).rules == {"loss_spike": {"threshold": 4}}
+
+
 def fired(recs, rule):
     return [(e.step, e.onset_step) for e in run(recs) if e.rule == rule]
 

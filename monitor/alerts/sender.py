@@ -38,7 +38,8 @@ class Destination:
 
     Attributes:
         sent, failed, dropped: alerts delivered, refused for good (or still unsent at close), and not
-            queued because the queue was full. retries: failed attempts that were retried.
+            queued because the queue was full. retries: failed attempts that were retried. sending: alerts
+            taken off the queue and being posted (retried while the destination is down).
         down_since: time of the first failed attempt of the current outage, or None.
     """
 
@@ -47,7 +48,7 @@ class Destination:
         self.queue: deque[Alert] = deque()
         self._queued: dict[tuple, int] = {}  # Alert.key() of the queued alerts -> how many
         self._per_rule: dict[str, int] = {}  # queued alerts by rule
-        self.sent = self.failed = self.dropped = self.retries = 0
+        self.sent = self.failed = self.dropped = self.retries = self.sending = 0
         self.down_since: float | None = None
         self.busy = False  # a batch taken off the queue is being posted
         self.post_started = 0.0  # monotonic time the current post began
@@ -124,8 +125,8 @@ class Destination:
 
     def stats(self) -> dict:
         return {"type": self.spec.type, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
-                "retries": self.retries, "queued": len(self.queue), "down": self.down_since is not None,
-                "sender": "ok" if self.healthy() else "dead or stuck"}
+                "retries": self.retries, "queued": len(self.queue), "sending": self.sending,
+                "down": self.down_since is not None, "sender": "ok" if self.healthy() else "dead or stuck"}
 
     # sender thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -142,7 +143,7 @@ class Destination:
                 batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_LINES))]
                 for a in batch:
                     self._count(a, -1)
-                self.busy = True
+                self.busy, self.sending = True, len(batch)
             try:
                 delivered = self._deliver(batch)
             except Exception as exc:  # a bug or a value no platform format expected: count, log once, go on
@@ -153,7 +154,7 @@ class Destination:
                     logger.error("alert sink {} could not post {} alert(s) ({}); the sender goes on",
                                  self.spec.name, len(batch), type(exc).__name__)
             finally:
-                self.busy = False
+                self.busy, self.sending = False, 0
             if not delivered:
                 break
         with self._cond:  # closed before everything went out
@@ -270,8 +271,8 @@ class AlertSender(Sink):
         return all(s.healthy() for s in self.sinks.values())
 
     def stats(self) -> dict:
-        """Per sink: ``sent``, ``failed``, ``dropped``, ``retries``, ``queued`` alerts, whether it is ``down``
-        (its platform failing, retried) and its ``sender`` thread (``ok``, or ``dead or stuck``)."""
+        """Per sink: ``sent``, ``failed``, ``dropped``, ``retries``, ``queued`` and ``sending`` alerts, whether
+        it is ``down`` (its platform failing, retried) and its ``sender`` thread (``ok``, or ``dead or stuck``)."""
         return {name: s.stats() for name, s in self.sinks.items()}
 
     def flush(self, timeout_s: float = 5.0) -> bool:
