@@ -58,7 +58,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens")},
     "lr": ("lr", None), "learning_rate": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
-                                        "time_per_step", "time_per_iteration", "dt",
+                                        "time_per_step", "time_per_iteration", "iter_time", "dt",
                                         "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)")},
     "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
     **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time")},
@@ -71,6 +71,16 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "number_of_nan_iterations": ("nan_iterations", None),
 }
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
+LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
+LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
+_STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "lm", "iter", "iteration",
+                         "batch"))
+_AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
+                            "epoch"))
+_SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
+_GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
+_GLOBAL_WORDS = frozenset(("global", "total", "l2"))
+_TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
@@ -81,8 +91,30 @@ def _words(name: str) -> list[str]:
     return [w.rsplit("/", 1)[-1] if "/" in w and w != "tokens/s" else w for w in n.split()] if n else []
 
 
+def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring)."""
+    if any(t.isdigit() for t in tokens):
+        return None  # a number is no qualifier ('loss 2.3' is a name and its value)
+    if "loss" in tokens:
+        i = tokens.index("loss")
+        qualifiers = tokens[:i] + tokens[i + 1:]
+        if _SCALE_WORDS.intersection(qualifiers):
+            return "loss_scale", None
+        if any(t in NAMES for t in tokens[i + 1:]):
+            return None  # 'loss at step': a phrase, not a name
+        if _AVERAGE_WORDS.intersection(qualifiers):
+            return LOSS_AVERAGE, None
+        return ("loss" if _STEP_WORDS.issuperset(qualifiers) else LOSS_OTHER), None
+    qualifiers = [t for t in tokens if t != "norm"]
+    if not _AVERAGE_WORDS.intersection(qualifiers) and (
+            _GRAD_WORDS.intersection(qualifiers) or _GLOBAL_WORDS.issuperset(qualifiers)):
+        return "grad_norm", None
+    return None
+
+
 def lookup(name: str) -> tuple[str, str | None] | None:
-    """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value), None when it names none."""
+    """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value, :data:`LOSS_AVERAGE` or
+    :data:`LOSS_OTHER` for a loss that is the line's only when :func:`resolve` says so), None when it names none."""
     try:
         return _cache[name]
     except KeyError:
@@ -92,6 +124,10 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     hit: tuple[str, str | None] | None = None
     if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
         hit = (EVAL, None)
+    elif "_".join(words) in NAMES:
+        hit = NAMES["_".join(words)]
+    elif ("loss" in raw or "norm" in raw) and {"loss", "norm"} & set(tokens := _TOKENS.split(" ".join(words))):
+        hit = _qualified([t for t in tokens if t])
     else:
         for i in range(len(words)):
             key = "_".join(words[i:])
@@ -103,6 +139,19 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+def resolve(fields: list[str]) -> list[str]:
+    """The fields of one line's (or one header's) names in order, with the line's loss chosen: a step loss
+    name's; else its only :data:`LOSS_OTHER`; else its first :data:`LOSS_AVERAGE`. The chosen one becomes
+    ``loss``; the other losses keep their pseudo-fields (no record field)."""
+    if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields):
+        return fields
+    pick = LOSS_OTHER if fields.count(LOSS_OTHER) == 1 else LOSS_AVERAGE if LOSS_AVERAGE in fields else None
+    if pick is None:
+        return fields
+    i = fields.index(pick)
+    return [*fields[:i], "loss", *fields[i + 1:]]
 
 
 def canonical(name: str) -> str:

@@ -72,7 +72,7 @@ from ..record import StepRecord
 from . import base, messages
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
 from .clock import Silence
-from .fields import EVAL, lookup
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, lookup, resolve
 
 NAME = "text"
 
@@ -83,17 +83,26 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR = re.compile(
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=]))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
-    r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
+    + _UNIT)
+# a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
+# two bare counts (the step), is read through them
+_FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>(?!))?" + _UNIT
+               + r"\s+(?P<name>[A-Za-z_][\w./-]{0,63}(?: [A-Za-z_][\w./-]{0,63})?)")
+_FIELD = re.compile(_FIELD_TEXT + r"\s*(?:,|$)")
+_ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
+_VALUE_FIRST = re.compile(r"\s*(?:\d+\s+){0,2}" + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD + r")+\s*,?\s*$")
 _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
+                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
+_OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
@@ -151,17 +160,22 @@ def _value(text: str) -> float | bool:
         return low == "true" if low in ("true", "false") else float(text.replace(",", ""))
 
 
-def _pairs(text: str, since: int = 0):
-    for m in _PAIR.finditer(text):
+def _pairs(text: str, since: int = 0) -> list[tuple]:
+    """``(field, unit, match)`` of each known name in ``text`` ending after ``since``, the line's loss chosen
+    (:func:`.fields.resolve`), the other losses left out."""
+    found = []
+    for m in (_FIELD if _VALUE_FIRST.match(text) else _PAIR).finditer(text):
         if m.end() > since:
             hit = lookup(m.group("name"))
             if hit is not None:
-                yield hit, m
+                found.append((hit, m))
+    names = resolve([hit[0] for hit, _ in found])
+    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
 
 
 def pairs(text: str, since: int = 0) -> list[tuple]:
     """``(field, value, total, unit)`` of each known name in ``text`` (decorations off) ending after ``since``."""
-    return [(hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1]) for hit, m in _pairs(text, since)]
+    return [(field, m.group("val"), m.group("tot"), m.group("unit") or unit) for field, unit, m in _pairs(text, since)]
 
 
 # A log prints the same line shape at every step, only its numbers change. A line is read in full once per
@@ -180,11 +194,11 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     cleaned = clean(text)
     summary = _EVAL_START.match(cleaned) is not None
     found, shape = [], []
-    for hit, m in _pairs(cleaned):
-        summary = summary or hit[0] == EVAL
-        unit, val, tot = m.group("unit") or hit[1], m.group("val"), m.group("tot")
-        found.append((hit[0], val, tot, unit))
-        shape.append((hit[0], val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
+    for field, unit, m in _pairs(cleaned):
+        summary = summary or field == EVAL
+        unit, val, tot = m.group("unit") or unit, m.group("val"), m.group("tot")
+        found.append((field, val, tot, unit))
+        shape.append((field, val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
     return summary, found, tuple(shape)
 
 
