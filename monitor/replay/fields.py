@@ -1,13 +1,39 @@
 """Named values -> :class:`StepRecord` fields: the one alias table of every replay reader (text, CSV, TensorBoard).
 
 A name is normalised (lower case, quotes dropped, ``-`` and spaces read as ``_``; of a path such as
-``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`; when the whole
-name is not there, its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler
-traces at step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is
-no step time). A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it
-(``val_loss``, ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is
-an evaluation or summary value, never a training one. A running total of train time (modded-nanogpt's
-``train_time``) is no step time: that name is left out.
+``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`. When the whole
+name is not there:
+
+* a name with the word ``loss`` in it (words split at anything but letters and digits: ``step_loss``,
+  ``loss train (curr)``, ``s0.loss_cls``) and at most two other words, its qualifiers, none a number (``loss is
+  nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
+
+  - with ``scale``, ``scaler`` or ``scaling``: the loss scale (``dynamic_loss_scale``);
+  - with a known name after ``loss`` (``loss at step 500``): a phrase, no name;
+  - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
+    ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
+    darkflow's ``moving ave loss``);
+  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``lm``,
+    ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``, litgpt's ``loss
+    train (curr)``);
+  - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
+    ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
+
+  A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it names one (the others are
+  averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's loss; two, ``box_loss`` and
+  ``cls_loss``, are parts of a total the line does not show: no loss), else its first average;
+* a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
+  (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
+  ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
+  norm``, ``param_norm`` are other tensors' norms: no name;
+* else its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler traces at
+  step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
+  time).
+
+A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
+``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
+or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
+time: that name is left out.
 
 :data:`NAMES`: name -> (field, unit). The fields are StepRecord's, plus what a reader turns into them:
 
@@ -16,12 +42,14 @@ field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch (...)
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
-``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss
-``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm
+``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
+                       qualified names above)
+``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
+                       ``norm`` names above)
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens
 ``lr``                 lr, learning_rate
 ``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
-                       batch_time, time_per_step, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
+                       batch_time, time_per_step, iter_time, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
                        when it has none)
 ``data_wait_s``        data_time, data_wait, data_load_time
 ``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
@@ -93,8 +121,8 @@ def _words(name: str) -> list[str]:
 
 def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
     """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring)."""
-    if any(t.isdigit() for t in tokens):
-        return None  # a number is no qualifier ('loss 2.3' is a name and its value)
+    if len(tokens) > 3 or any(t.isdigit() for t in tokens):
+        return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if "loss" in tokens:
         i = tokens.index("loss")
         qualifiers = tokens[:i] + tokens[i + 1:]

@@ -13,23 +13,31 @@ Each physical line is read in four steps.
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
-   ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
+   ``%``; a value printed without its unit takes the one the log last gave that field). A word value (``nan``,
+   ``inf``, ``True``) followed by a word is a value only after an explicit separator and when that word starts
+   the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``; not
+   ``loss is nan or inf``, ``number of nan iterations: 0``). A line made of comma-separated fields printed
+   value first, ``value [unit] name``, after one or two bare counts, is read through those fields (tinygrad's
+   ``    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used``). When the line holds
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
    table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
    reuse that reading. A plain step line (a step and values its record takes as they are, a time with its
    unit) of a shape read before becomes its record through that shape's recipe, unless what the lines
    before left could change it (an overflow message since, a loss scale lower than the line before's, the
    step of the record before).
-4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...); else the
+4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...; of two, the
+   first: litgpt's ``iter 8 | step 2: loss train (curr): ..`` numbers its lines by the micro-batch iteration, each
+   line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
+   the optimizer step it names is shared by the micro-batches it accumulates); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
    010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
-   ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
-   per epoch). A step counted within its epoch is made global: ``(epoch - first epoch number) x steps per epoch +
-   step`` when the count has a total, else the steps of the epochs before are added when the count starts again in a
-   new epoch. A line with a loss and no step (Hugging Face's dicts) is at the count of the training bar when a bar
-   ran ahead of the last record, else at the step after it; in a log whose lines number their steps, such a line is a
-   summary.
+   ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one before it the epoch); else, when
+   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
+   ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
+   before are added when the count starts again in a new epoch. A line with a loss and no step (Hugging Face's dicts)
+   is at the count of the training bar when a bar ran ahead of the last record, else at the step after it; in a log
+   whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
