@@ -117,6 +117,12 @@ def test_a_line_of_value_first_fields_after_a_bare_count():
     assert res.records == 10 and res.events == []
     tiny = read(lines("tinygrad_llama_warmup_flat_13803.log"))
     assert [(r.step, r.loss, r.lr) for r in tiny][:3] == [(1, 11.875, 1e-12), (2, 11.875, 1e-12), (3, 11.875, 2e-12)]
+    # darknet (AlexeyAB/darknet issue #2449, quoted there): `N: batch loss, avg loss, rate, seconds, images`; the batch
+    # loss is unnamed, so the line's loss is its average
+    darknet = read(["> 99: 469.803864, 848.945251 avg loss, 0.000000 rate, 20.457852 seconds, 6336 images\n",
+                    "> Loaded: 0.000029 seconds\n",
+                    "> 100: 443.011078, 808.351807 avg loss, 0.000000 rate, 20.684246 seconds, 6400 images\n"])
+    assert [(r.step, r.loss) for r in darknet] == [(99, 848.945251), (100, 808.351807)]
     # a line not made of value-first fields is read name first: `2.5 loss` there is no pair
     assert [f[:2] for f in text.pairs("step 3, 2.5 loss, 0.1 lr")] == [("step", "3")]
     assert [f[:2] for f in text.pairs("step 3: loss 2.5, 4.32 s run")] == [("step", "3"), ("loss", "2.5")]

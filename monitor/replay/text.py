@@ -17,8 +17,9 @@ Each physical line is read in four steps.
    ``inf``, ``True``) followed by a word is a value only after an explicit separator and when that word starts
    the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``; not
    ``loss is nan or inf``, ``number of nan iterations: 0``). A line made of comma-separated fields printed
-   value first, ``value [unit] name``, after one or two bare counts, is read through those fields (tinygrad's
-   ``    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used``). When the line holds
+   value first, ``value [unit] name``, after one or two bare counts (and an unnamed value), is read through those
+   fields (tinygrad's ``    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used``, darknet's ``99:
+   469.803864, 848.945251 avg loss, 0.000000 rate, ..``). When the line holds
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
    table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
    reuse that reading. A plain step line (a step and values its record takes as they are, a time with its
@@ -104,12 +105,15 @@ _FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>
                + r"\s+(?P<name>[A-Za-z_][\w./-]{0,63}(?: [A-Za-z_][\w./-]{0,63})?)")
 _FIELD = re.compile(_FIELD_TEXT + r"\s*(?:,|$)")
 _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
-_VALUE_FIRST = re.compile(r"\s*(?:\d+\s+){0,2}" + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD + r")+\s*,?\s*$")
+_UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
+_VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
+                          + r")+\s*,?\s*$")
 _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
+                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
+                      re.IGNORECASE)
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
