@@ -21,7 +21,8 @@ name is not there:
 
   A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it names one (the others are
   averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's loss; two, ``box_loss`` and
-  ``cls_loss``, are parts of a total the line does not show: no loss), else its first average;
+  ``cls_loss``, are parts of a total the line does not show: no loss), else its first average. TensorBoard tags
+  are read one by one: only a step loss name there is the loss;
 * a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
   (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
   ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
