@@ -57,6 +57,12 @@ def test_a_line_takes_its_step_loss_else_its_only_other_loss_else_its_average():
     verse = read(lines("custom_verse_nan_scale_31.log"))
     assert [(r.step, nan_or(r.loss), r.loss_scale, nan_or(r.grad_norm)) for r in verse] == \
         [(0, 0.9443, 32768.0, 21.8862), (100, "nan", 785.42, "nan"), (200, "nan", 1.0, "nan")]
+    # NeMo's step line (NVIDIA-NeMo PR #10128, description): `reduced_train_loss` is its only loss
+    nemo = read(["Training epoch 0, iteration 0/9 | lr: 0.0006 | consumed_samples: 32 | global_batch_size: 32 | "
+                 "global_step: 0 | reduced_train_loss: 11.02\n",
+                 "Training epoch 0, iteration 1/9 | lr: 0.0006 | consumed_samples: 64 | global_batch_size: 32 | "
+                 "global_step: 1 | reduced_train_loss: 9.761\n"])
+    assert [(r.step, r.loss, r.lr) for r in nemo] == [(0, 11.02, 0.0006), (1, 9.761, 0.0006)]
     # a CSV header chooses its loss column the same way
     parser = csvlog.Parser()
     parser.feed("step,average_loss,step_loss\n")
