@@ -34,20 +34,15 @@ SHARED_SAMPLES = frozenset({
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
+    # read; the noisy fine-tune step loss 0.82 -> 2.28 (1 earlier record) passes the spike rules' short-excerpt test
     "bert_dle_squad_tqdm_1107.log",
     "bigscience_tr8_104b_spike_6930.log",
     "deepspeed_fused_min_scale_697.log",
-    "litgpt_lora_healthy_1055.log",
     # min_records counts more lines than the step lines they have: 13 iteration lines (15 with the two lines
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
     "mindformers_glm6b_finetune_overflow_01.log",
     "nemo_lightning_watchdog_118369.log",
-    # heldout2 (scored only, never tuned on)
-    "bert_dll_checkpoint_healthy_543.log",  # DLLogger `step_loss : 1.63` is no loss name: not read
-    "custom_lsid_unnamed_nan_117.log",  # the step is an unnamed leading number: not read
-    "custom_verse_nan_scale_31.log",  # `train iter: 100` and `loss_net:` named nothing known: not read
-    "tinygrad_llama_warmup_flat_13803.log",  # values printed before their names: not read
     # heldout3 (scored only, never tuned on)
     "apex_o1_scale_collapse_834.log",  # 17 step-less overflows (32768 -> 0.5) read as steps 1-17: calibration
     "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed

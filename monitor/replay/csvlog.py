@@ -13,7 +13,7 @@ import csv
 
 from . import base
 from .base import HEADER, NO_STEP
-from .fields import canonical, record
+from .fields import canonical, record, resolve
 
 NAME = "csv"
 
@@ -26,15 +26,14 @@ def _cells(line: str) -> list[str]:
 
 
 def _columns(line: str) -> list[str] | None:
-    names = [canonical(n) for n in _cells(line)]
+    names = resolve([canonical(n) for n in _cells(line)])
     return names if "step" in names and "loss" in names else None
 
 
 def detect(line: str) -> bool:
-    """True when ``line`` is a CSV header naming a step and a loss column (the cheap test first: a header has
-    a comma-separated piece that names the loss)."""
-    return "," in line and any(canonical(c.strip().strip('"')) == "loss" for c in line.split(",")
-                               if "loss" in c.lower()) and _columns(line) is not None
+    """True when ``line`` is a CSV header naming a step and a loss column (the line's loss chosen as in a text
+    line, :func:`.fields.resolve`)."""
+    return "," in line and "loss" in line.lower() and _columns(line) is not None
 
 
 class Parser(base.Parser):

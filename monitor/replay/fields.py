@@ -1,13 +1,40 @@
 """Named values -> :class:`StepRecord` fields: the one alias table of every replay reader (text, CSV, TensorBoard).
 
 A name is normalised (lower case, quotes dropped, ``-`` and spaces read as ``_``; of a path such as
-``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`; when the whole
-name is not there, its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler
-traces at step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is
-no step time). A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it
-(``val_loss``, ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is
-an evaluation or summary value, never a training one. A running total of train time (modded-nanogpt's
-``train_time``) is no step time: that name is left out.
+``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`. When the whole
+name is not there:
+
+* a name with the word ``loss`` in it (words split at anything but letters and digits: ``step_loss``,
+  ``loss train (curr)``, ``s0.loss_cls``) and at most two other words, its qualifiers, none a number (``loss is
+  nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
+
+  - with ``scale``, ``scaler`` or ``scaling``: the loss scale (``dynamic_loss_scale``);
+  - with a known name after ``loss`` (``loss at step 500``): a phrase, no name;
+  - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
+    ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
+    darkflow's ``moving ave loss``);
+  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``lm``,
+    ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``, litgpt's ``loss
+    train (curr)``);
+  - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
+    ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
+
+  A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it names one (the others are
+  averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's loss; two, ``box_loss`` and
+  ``cls_loss``, are parts of a total the line does not show: no loss), else its first average. TensorBoard tags
+  are read one by one: only a step loss name there is the loss;
+* a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
+  (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
+  ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
+  norm``, ``param_norm`` are other tensors' norms: no name;
+* else its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler traces at
+  step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
+  time).
+
+A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
+``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
+or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
+time: that name is left out.
 
 :data:`NAMES`: name -> (field, unit). The fields are StepRecord's, plus what a reader turns into them:
 
@@ -16,12 +43,14 @@ field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch (...)
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
-``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss
-``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm
+``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
+                       qualified names above)
+``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
+                       ``norm`` names above)
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens
 ``lr``                 lr, learning_rate
 ``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
-                       batch_time, time_per_step, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
+                       batch_time, time_per_step, iter_time, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
                        when it has none)
 ``data_wait_s``        data_time, data_wait, data_load_time
 ``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
@@ -58,7 +87,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens")},
     "lr": ("lr", None), "learning_rate": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
-                                        "time_per_step", "time_per_iteration", "dt",
+                                        "time_per_step", "time_per_iteration", "iter_time", "dt",
                                         "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)")},
     "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
     **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time")},
@@ -71,6 +100,16 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "number_of_nan_iterations": ("nan_iterations", None),
 }
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
+LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
+LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
+_STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "lm", "iter", "iteration",
+                         "batch"))
+_AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
+                            "epoch"))
+_SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
+_GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
+_GLOBAL_WORDS = frozenset(("global", "total", "l2"))
+_TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
@@ -81,8 +120,30 @@ def _words(name: str) -> list[str]:
     return [w.rsplit("/", 1)[-1] if "/" in w and w != "tokens/s" else w for w in n.split()] if n else []
 
 
+def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring)."""
+    if len(tokens) > 3 or any(t.isdigit() for t in tokens):
+        return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
+    if "loss" in tokens:
+        i = tokens.index("loss")
+        qualifiers = tokens[:i] + tokens[i + 1:]
+        if _SCALE_WORDS.intersection(qualifiers):
+            return "loss_scale", None
+        if any(t in NAMES for t in tokens[i + 1:]):
+            return None  # 'loss at step': a phrase, not a name
+        if _AVERAGE_WORDS.intersection(qualifiers):
+            return LOSS_AVERAGE, None
+        return ("loss" if _STEP_WORDS.issuperset(qualifiers) else LOSS_OTHER), None
+    qualifiers = [t for t in tokens if t != "norm"]
+    if not _AVERAGE_WORDS.intersection(qualifiers) and (
+            _GRAD_WORDS.intersection(qualifiers) or _GLOBAL_WORDS.issuperset(qualifiers)):
+        return "grad_norm", None
+    return None
+
+
 def lookup(name: str) -> tuple[str, str | None] | None:
-    """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value), None when it names none."""
+    """``(field, unit)`` of ``name`` (field :data:`EVAL` for an evaluation value, :data:`LOSS_AVERAGE` or
+    :data:`LOSS_OTHER` for a loss that is the line's only when :func:`resolve` says so), None when it names none."""
     try:
         return _cache[name]
     except KeyError:
@@ -92,6 +153,10 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     hit: tuple[str, str | None] | None = None
     if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
         hit = (EVAL, None)
+    elif "_".join(words) in NAMES:
+        hit = NAMES["_".join(words)]
+    elif ("loss" in raw or "norm" in raw) and {"loss", "norm"} & set(tokens := _TOKENS.split(" ".join(words))):
+        hit = _qualified([t for t in tokens if t])
     else:
         for i in range(len(words)):
             key = "_".join(words[i:])
@@ -103,6 +168,19 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+def resolve(fields: list[str]) -> list[str]:
+    """The fields of one line's (or one header's) names in order, with the line's loss chosen: a step loss
+    name's; else its only :data:`LOSS_OTHER`; else its first :data:`LOSS_AVERAGE`. The chosen one becomes
+    ``loss``; the other losses keep their pseudo-fields (no record field)."""
+    if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields):
+        return fields
+    pick = LOSS_OTHER if fields.count(LOSS_OTHER) == 1 else LOSS_AVERAGE if LOSS_AVERAGE in fields else None
+    if pick is None:
+        return fields
+    i = fields.index(pick)
+    return [*fields[:i], "loss", *fields[i + 1:]]
 
 
 def canonical(name: str) -> str:

@@ -13,23 +13,32 @@ Each physical line is read in four steps.
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
-   ``%``; a value printed without its unit takes the one the log last gave that field). When the line holds
+   ``%``; a value printed without its unit takes the one the log last gave that field). A word value (``nan``,
+   ``inf``, ``True``) followed by a word is a value only after an explicit separator and when that word starts
+   the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``; not
+   ``loss is nan or inf``, ``number of nan iterations: 0``). A line made of comma-separated fields printed
+   value first, ``value [unit] name``, after one or two bare counts (and an unnamed value), is read through those
+   fields (tinygrad's ``    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used``, darknet's ``99:
+   469.803864, 848.945251 avg loss, 0.000000 rate, ..``). When the line holds
    a dict, only the dict is read (a note after it is not the record's). Names are read through the one alias
    table, :mod:`.fields`; a line shape (the line with its digits as 0s) is read once, and its later lines
    reuse that reading. A plain step line (a step and values its record takes as they are, a time with its
    unit) of a shape read before becomes its record through that shape's recipe, unless what the lines
    before left could change it (an overflow message since, a loss scale lower than the line before's, the
    step of the record before).
-4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...); else the
+4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...; of two, the
+   first: litgpt's ``iter 8 | step 2: loss train (curr): ..`` numbers its lines by the micro-batch iteration, each
+   line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
+   the optimizer step it names is shared by the micro-batches it accumulates); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
    010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
-   ..``: the last is the step, one before it the epoch); else, when the log counts nothing finer, the epoch (one line
-   per epoch). A step counted within its epoch is made global: ``(epoch - first epoch number) x steps per epoch +
-   step`` when the count has a total, else the steps of the epochs before are added when the count starts again in a
-   new epoch. A line with a loss and no step (Hugging Face's dicts) is at the count of the training bar when a bar
-   ran ahead of the last record, else at the step after it; in a log whose lines number their steps, such a line is a
-   summary.
+   ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one before it the epoch); else, when
+   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
+   ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
+   before are added when the count starts again in a new epoch. A line with a loss and no step (Hugging Face's dicts)
+   is at the count of the training bar when a bar ran ahead of the last record, else at the step after it; in a log
+   whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
@@ -72,7 +81,7 @@ from ..record import StepRecord
 from . import base, messages
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
 from .clock import Silence
-from .fields import EVAL, lookup
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, lookup, resolve
 
 NAME = "text"
 
@@ -83,17 +92,29 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR = re.compile(
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?:[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]))"
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=]))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
-    r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?")
+    + _UNIT)
+# a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
+# two bare counts (the step), is read through them
+_FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>(?!))?" + _UNIT
+               + r"\s+(?P<name>[A-Za-z_][\w./-]{0,63}(?: [A-Za-z_][\w./-]{0,63})?)")
+_FIELD = re.compile(_FIELD_TEXT + r"\s*(?:,|$)")
+_ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
+_UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
+_VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
+                          + r")+\s*,?\s*$")
 _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
+                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
+                      re.IGNORECASE)
+_OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
@@ -151,17 +172,22 @@ def _value(text: str) -> float | bool:
         return low == "true" if low in ("true", "false") else float(text.replace(",", ""))
 
 
-def _pairs(text: str, since: int = 0):
-    for m in _PAIR.finditer(text):
+def _pairs(text: str, since: int = 0) -> list[tuple]:
+    """``(field, unit, match)`` of each known name in ``text`` ending after ``since``, the line's loss chosen
+    (:func:`.fields.resolve`), the other losses left out."""
+    found = []
+    for m in (_FIELD if _VALUE_FIRST.match(text) else _PAIR).finditer(text):
         if m.end() > since:
             hit = lookup(m.group("name"))
             if hit is not None:
-                yield hit, m
+                found.append((hit, m))
+    names = resolve([hit[0] for hit, _ in found])
+    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
 
 
 def pairs(text: str, since: int = 0) -> list[tuple]:
     """``(field, value, total, unit)`` of each known name in ``text`` (decorations off) ending after ``since``."""
-    return [(hit[0], m.group("val"), m.group("tot"), m.group("unit") or hit[1]) for hit, m in _pairs(text, since)]
+    return [(field, m.group("val"), m.group("tot"), m.group("unit") or unit) for field, unit, m in _pairs(text, since)]
 
 
 # A log prints the same line shape at every step, only its numbers change. A line is read in full once per
@@ -180,11 +206,11 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     cleaned = clean(text)
     summary = _EVAL_START.match(cleaned) is not None
     found, shape = [], []
-    for hit, m in _pairs(cleaned):
-        summary = summary or hit[0] == EVAL
-        unit, val, tot = m.group("unit") or hit[1], m.group("val"), m.group("tot")
-        found.append((hit[0], val, tot, unit))
-        shape.append((hit[0], val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
+    for field, unit, m in _pairs(cleaned):
+        summary = summary or field == EVAL
+        unit, val, tot = m.group("unit") or unit, m.group("val"), m.group("tot")
+        found.append((field, val, tot, unit))
+        shape.append((field, val if val[-1:].isalpha() else m.span("val"), m.span("tot") if tot else None, unit))
     return summary, found, tuple(shape)
 
 
