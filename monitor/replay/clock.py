@@ -14,6 +14,7 @@ the training machine used, e.g. ``TZ=UTC``).
 """
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections import deque
@@ -70,10 +71,27 @@ class Silence:
         """A step record's line."""
         self.count += 1
         if self.count <= 50 or self.count % self.SAMPLE == 0:
-            before, now = line_time(self.line), line_time(line)
-            if before is not None and now is not None and now > before:
-                self.periods.append(now - before)
+            self._period(self.line, line)
         self.step, self.line, self.since, self.fired = step, line, None, False
+
+    def took(self, count: int, step: int, line) -> None:
+        """``count`` step records in a row, the last at ``step``, as :meth:`record` of each; ``line(i)``: the i-th's
+        line (read only where a period is sampled)."""
+        first = self.count + 1
+        self.count += count
+        low = max(first, 51)
+        sampled = itertools.chain(range(first, min(self.count, 50) + 1),
+                                  range(low + (-low) % self.SAMPLE, self.count + 1, self.SAMPLE))
+        for c in sampled:
+            i = c - first
+            self._period(line(i - 1) if i else self.line, line(i))
+        self.step, self.line, self.since, self.fired = step, line(count - 1), None, False
+
+    def _period(self, before: str, line: str) -> None:
+        """The time between the lines of two consecutive step records, when both have one, kept."""
+        then, now = line_time(before), line_time(line)
+        if then is not None and now is not None and now > then:
+            self.periods.append(now - then)
 
     def idle(self, line: str) -> float | None:
         """Seconds since the last progress at ``line`` (not a step record's), when they exceed the allowance."""
