@@ -71,7 +71,9 @@ class Silence:
         """A step record's line."""
         self.count += 1
         if self.count <= 50 or self.count % self.SAMPLE == 0:
-            self._period(self.line, line)
+            period = self._period(self.line, line)
+            if period is not None:
+                self.periods.append(period)
         self.step, self.line, self.since, self.fired = step, line, None, False
 
     def took(self, count: int, step: int, line) -> None:
@@ -82,16 +84,22 @@ class Silence:
         low = max(first, 51)
         sampled = itertools.chain(range(first, min(self.count, 50) + 1),
                                   range(low + (-low) % self.SAMPLE, self.count + 1, self.SAMPLE))
-        for c in sampled:
+        kept: list[float] = []  # the last periods, from the last back (the ones before would leave the window)
+        for c in reversed(list(sampled)):
             i = c - first
-            self._period(line(i - 1) if i else self.line, line(i))
+            period = self._period(line(i - 1) if i else self.line, line(i))
+            if period is not None:
+                kept.append(period)
+                if len(kept) == self.periods.maxlen:
+                    break
+        self.periods.extend(reversed(kept))
         self.step, self.line, self.since, self.fired = step, line(count - 1), None, False
 
-    def _period(self, before: str, line: str) -> None:
-        """The time between the lines of two consecutive step records, when both have one, kept."""
+    @staticmethod
+    def _period(before: str, line: str) -> float | None:
+        """The time between the lines of two consecutive step records, when both have one."""
         then, now = line_time(before), line_time(line)
-        if then is not None and now is not None and now > then:
-            self.periods.append(now - then)
+        return now - then if then is not None and now is not None and now > then else None
 
     def idle(self, line: str) -> float | None:
         """Seconds since the last progress at ``line`` (not a step record's), when they exceed the allowance."""
