@@ -190,6 +190,18 @@ def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, monk
         assert 0 < len(parsed) < slow["lines"] / 20
 
 
+@pytest.mark.parametrize("block", [1 << 18, 40, 97, 130])
+def test_a_trainer_message_across_two_plain_step_lines_is_read(tmp_path, block):
+    # each line alone is a plain step line; across the wrap from a line ending in "found " the next one
+    # completes Colossal-AI's "found inf during Adam step": an overflow message
+    wrapped, ending = "inf during Adam step | Step {0}/100 | loss 2.{0}", "Step {0}/100 | loss 2.{0} | found "
+    lines = [wrapped.format(s) for s in range(1, 6)] + [ending.format(s) for s in range(6, 11)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines + [wrapped.format(s) for s in range(11, 16)]) + "\n")
+    fast, slow = both(path, block_bytes=block)
+    assert fast == slow and slow["merged_lines"] == 1 and slow["records"] == 14
+
+
 def test_silence_takes_a_run_of_records_as_it_takes_each(tmp_path):
     lines = [f"[2025-04-07 15:{i // 60 % 60:02d}:{i % 60:02d}] Step {i}\n" if i % 7 else f"Step {i}\n"
              for i in range(1000)]  # every 7th line without its time: no period there
