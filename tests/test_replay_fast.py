@@ -257,7 +257,7 @@ def custom_log(lines: list) -> bytes:
         rng = random.Random(first["seed"])
         for k in range(1 + first["repeat"]):
             d = first if k == 0 else {**first, "step": 1, "seconds": 1, "before": None,
-                                      "scale": first["scale"] and "same",
+                                      "scale": first["scale"] and rng.choice(["same"] * 4 + ["/2", "x2"]),
                                       **{f: _digits(rng, first[f]) for f in ("loss", "lr", "norm")}}
             step, scale, clock = _custom_line(out, i, d, step, scale, clock, last=k == first["repeat"])
     return "\n".join(out).encode() + b"\n"
