@@ -1,13 +1,16 @@
 """Replay's compiled reader (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
 
-Every log of the real-log corpus and the speed benchmark's generated logs (short), replayed through both;
-custom loops' logs read by the text reader (its plain step lines through their shape's recipe, or every line
-in full) with random values, NaN and Inf, loss scale drops, unit changes, overflow messages, resumes, hard
-wraps and other lines between the step lines; and MindFormers logs full of what real logs hold around the step lines (progress bars with block
-characters and carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that
-repeats steps, a log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast
-reader leaves to the parser), replayed through the fast path, in blocks of several sizes, and through the
-line-by-line loop: the same results, events, would-be rollbacks and statistics.
+Every log of the real-log corpus and the speed benchmark's generated logs (short, in blocks that cut lines
+anywhere), replayed through both; custom loops' logs read by the text reader (runs of its plain step lines
+through the compiled reader, scan.TextBatch, and their shape's recipe, or every line in full) with random
+values, NaN and Inf, loss scale drops and rises, unit changes, missing fields, decorations (colours, quoting,
+line numbers, rank prefixes, CRLF, non-ASCII text, tensors), overflow messages, a message across two step
+lines, resumes, hard wraps, silences long enough for a stall and other lines between the step lines; and
+MindFormers logs full of what real logs hold around the step lines (progress bars with block characters and
+carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that repeats steps, a
+log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast reader leaves to the
+parser), replayed through the fast path, in blocks of several sizes, and through the line-by-line loop: the
+same results, events, would-be rollbacks and statistics.
 """
 from __future__ import annotations
 
