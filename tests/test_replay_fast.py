@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from training_monitor.replay import text
-from training_monitor.replay.clock import Silence
+from training_monitor.replay.clock import Silence, line_time
 from training_monitor.replay.runner import ReplayError, ReplayOptions, replay_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,19 +206,28 @@ def test_a_trainer_message_across_two_plain_step_lines_is_read(tmp_path, block):
     assert fast == slow and slow["merged_lines"] == 1 and slow["records"] == 14
 
 
-def test_silence_takes_a_run_of_records_as_it_takes_each(tmp_path):
+@pytest.mark.parametrize("pending", [Silence.PENDING, 7])
+def test_silence_takes_a_run_of_records_as_it_takes_each(pending):
     lines = [f"[2025-04-07 15:{i // 60 % 60:02d}:{i % 60:02d}] Step {i}\n" if i % 7 else f"Step {i}\n"
              for i in range(1000)]  # every 7th line without its time: no period there
+    times = [line_time(line) for line in lines]
     params = {"factor": 10.0, "min_seconds": 60.0, "startup_seconds": 1800.0, "startup_steps": 3}
     for cut in ([3], [47, 2, 30, 17], [50, 1, 15, 16, 200, 700], [1] * 5 + [120, 33]):
         each, runs = Silence(params), Silence(params)
+        each.PENDING = runs.PENDING = pending
+        window: deque = deque(maxlen=50)  # the periods, each read at once
         done = 0
         for count in cut:
             for i in range(done, done + count):
                 each.record(i, lines[i])
+                if (i < 50 or (i + 1) % 16 == 0) and i and times[i - 1] and times[i] and times[i] > times[i - 1]:
+                    window.append(times[i] - times[i - 1])
             runs.took(count, done + count - 1, lambda i, start=done: lines[start + i])
             done += count
             assert vars(runs) == vars(each)
+            runs._settle()  # (both, so that they go on alike)
+            each._settle()
+            assert list(runs.periods) == list(window)
 
 
 _NUMBER = st.one_of(*[st.floats(1, 9.999).map("{:.4f}".format)] * 6,  # mostly one width: one line shape
