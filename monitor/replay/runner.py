@@ -73,8 +73,9 @@ class ReplayOptions(RollbackSettings):
     plot series (bounded) for this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
-    the compiled reader where the log's format has one, and the text reader's plain step lines through their
-    shape's recipe (the same results; False: every line through the format's parser, in full).
+    the compiled readers (of MindFormers step lines, and of the text reader's plain step lines through their
+    shape's recipe; the text reader's other plain step lines through it in Python): the same results; False:
+    every line through the format's parser, in full.
     ``block_bytes``: bytes the compiled reader reads at a time (its memory, besides the longest line).
     """
 
