@@ -576,8 +576,8 @@ cdef class TextBatch(Batch):
         if self.count == SHAPES:
             return -1
         got = self.parser.recipe_of(raw.decode("ascii"))
-        if got is None or len(got[2][0]) > SLOTS:
-            return -1
+        if got is None or len(got[2][0]) > SLOTS or any(slot[0] not in FIELDS for slot in got[2][0]):
+            return -1  # (a field this reader does not hold: the parser's)
         lead, text, recipe = got
         key = bytes(raw)
         self.keys.append(key)
