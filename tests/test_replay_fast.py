@@ -1,24 +1,31 @@
 """Replay's compiled reader (monitor/replay/scan.pyx) gives what the runner's line-by-line loop gives.
 
-Every log of the real-log corpus and the speed benchmark's generated logs (short), replayed through both;
-custom loops' logs read by the text reader (its plain step lines through their shape's recipe, or every line
-in full) with random values, NaN and Inf, loss scale drops, unit changes, overflow messages, resumes, hard
-wraps and other lines between the step lines; and MindFormers logs full of what real logs hold around the step lines (progress bars with block
-characters and carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that
-repeats steps, a log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast
-reader leaves to the parser), replayed through the fast path, in blocks of several sizes, and through the
-line-by-line loop: the same results, events, would-be rollbacks and statistics.
+Every log of the real-log corpus and the speed benchmark's generated logs (short, in blocks that cut lines
+anywhere), replayed through both; custom loops' logs read by the text reader (runs of its plain step lines
+through the compiled reader, scan.TextBatch, and their shape's recipe, or every line in full) with random
+values, NaN and Inf, loss scale drops and rises, unit changes, missing fields, decorations (colours, quoting,
+line numbers, rank prefixes, CRLF, non-ASCII text, tensors), overflow messages, a message across two step
+lines, resumes, hard wraps, silences long enough for a stall and other lines between the step lines; and
+MindFormers logs full of what real logs hold around the step lines (progress bars with block characters and
+carriage returns, checkpoint lines, the trainer's NaN and global-norm lines, a resume that repeats steps, a
+log captured twice, torchrun rank prefixes, CRLF line ends, bad UTF-8, numbers the fast reader leaves to the
+parser), replayed through the fast path, in blocks of several sizes, and through the line-by-line loop: the
+same results, events, would-be rollbacks and statistics.
 """
 from __future__ import annotations
 
 import importlib.util
 import random
+import time
+from collections import deque
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from training_monitor.replay import text
+from training_monitor.replay.clock import Silence, line_time
 from training_monitor.replay.runner import ReplayError, ReplayOptions, replay_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +176,7 @@ def test_every_corpus_log_gives_the_same_results_both_ways(path):
 
 
 @pytest.mark.parametrize("custom", [False, True], ids=["mindformers", "custom loop"])
-def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, custom):
+def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, monkeypatch, custom):
     spec = importlib.util.spec_from_file_location("replay_speed", ROOT / "benchmarks" / "replay_speed.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -177,6 +184,50 @@ def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, cust
     bench.generate(str(path), 3000, custom=custom)
     fast, slow = both(path)
     assert fast == slow and slow["records"] >= 3000 and slow["anomalies"]
+    for block in (97, 5000):  # blocks that cut lines anywhere
+        assert result(path, ReplayOptions(block_bytes=block)) == slow
+    if custom:  # the compiled reader took the step lines: the text parser read few of the lines
+        parsed = []
+        parse = text.Parser.parse
+        monkeypatch.setattr(text.Parser, "parse", lambda self, line: parsed.append(line) or parse(self, line))
+        assert result(path, ReplayOptions()) == slow
+        assert 0 < len(parsed) < slow["lines"] / 20
+
+
+@pytest.mark.parametrize("block", [1 << 18, 40, 97, 130])
+def test_a_trainer_message_across_two_plain_step_lines_is_read(tmp_path, block):
+    # each line alone is a plain step line; across the wrap from a line ending in "found " the next one
+    # completes Colossal-AI's "found inf during Adam step": an overflow message
+    wrapped, ending = "inf during Adam step | Step {0}/100 | loss 2.{0}", "Step {0}/100 | loss 2.{0} | found "
+    lines = [wrapped.format(s) for s in range(1, 6)] + [ending.format(s) for s in range(6, 11)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines + [wrapped.format(s) for s in range(11, 16)]) + "\n")
+    fast, slow = both(path, block_bytes=block)
+    assert fast == slow and slow["merged_lines"] == 1 and slow["records"] == 14
+
+
+@pytest.mark.parametrize("pending", [Silence.PENDING, 7])
+def test_silence_takes_a_run_of_records_as_it_takes_each(pending):
+    lines = [f"[2025-04-07 15:{i // 60 % 60:02d}:{i % 60:02d}] Step {i}\n" if i % 7 else f"Step {i}\n"
+             for i in range(1000)]  # every 7th line without its time: no period there
+    times = [line_time(line) for line in lines]
+    params = {"factor": 10.0, "min_seconds": 60.0, "startup_seconds": 1800.0, "startup_steps": 3}
+    for cut in ([3], [47, 2, 30, 17], [50, 1, 15, 16, 200, 700], [1] * 5 + [120, 33]):
+        each, runs = Silence(params), Silence(params)
+        each.PENDING = runs.PENDING = pending
+        window: deque = deque(maxlen=50)  # the periods, each read at once
+        done = 0
+        for count in cut:
+            for i in range(done, done + count):
+                each.record(i, lines[i])
+                if (i < 50 or (i + 1) % 16 == 0) and i and times[i - 1] and times[i] and times[i] > times[i - 1]:
+                    window.append(times[i] - times[i - 1])
+            runs.took(count, done + count - 1, lambda i, start=done: lines[start + i])
+            done += count
+            assert vars(runs) == vars(each)
+            runs._settle()  # (both, so that they go on alike)
+            each._settle()
+            assert list(runs.periods) == list(window)
 
 
 _NUMBER = st.one_of(*[st.floats(1, 9.999).map("{:.4f}".format)] * 6,  # mostly one width: one line shape
@@ -187,10 +238,15 @@ _LINE = st.fixed_dictionaries({
     "loss": _NUMBER, "lr": _NUMBER, "norm": _NUMBER,
     "scale": st.sampled_from([None, "x2", "/2", "same", "same", "same"]),
     "time": st.tuples(st.integers(1000, 1999), st.sampled_from(["ms", "ms", "ms", "ms", "ms", "s", ""])),
-    "shape": st.sampled_from([0, 0, 0, 0, 1, 2]),  # the usual line, without a grad norm, dict-like
-    "before": st.sampled_from([None] * 8 + ["overflow", "checkpoint", "eval", "blank", "time", "rank", "nan"]),
+    "shape": st.sampled_from([0, 0, 0, 0, 1, 2, 3]),  # the usual line, without a grad norm, dict-like, fewer values
+    "before": st.sampled_from([None] * 8 + ["overflow", "checkpoint", "eval", "blank", "time", "rank", "nan",
+                                            "stamped", "default"]),
     "cut": st.one_of(st.none(), st.none(), st.none(), st.integers(1, 120)),  # a hard wrap at that column
     "space": st.booleans(),
+    "decor": st.sampled_from([None] * 6 + ["ansi", "quote", "number", "rank", "crlf", "utf8", "tensor"]),
+    "seconds": st.sampled_from([1, 1, 1, 2, 7, 4000]),  # since the line before (a long silence: a stall)
+    "repeat": st.sampled_from([0, 0, 1, 3, 12]),  # lines of the same shape after it, other digits, a step on each
+    "seed": st.integers(0, 1 << 16),
 })
 
 
@@ -198,34 +254,58 @@ _BEFORE = {  # lines a custom loop prints between its step lines
     "overflow": "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {scale:.1f}",
     "checkpoint": "saving checkpoint at iteration {step}", "eval": "validation loss {loss}", "blank": "",
     "time": "Step {step}/1000 | data_wait 3ms", "rank": "[rank1]: Step {step}/1000 | loss 2.5 | time 10ms",
-    "nan": "loss is NAN or INF, terminating training"}
+    "nan": "loss is NAN or INF, terminating training", "stamped": "[{date}] evaluating",
+    "default": "[default1]:Step {step}/1000 | loss 2.5 | time 10ms"}
+_DECOR = {"ansi": "\x1b[32m{}\x1b[0m", "quote": "> {}", "number": "[{i}] {}", "rank": "[rank0]:{}", "crlf": "{}\r",
+          "utf8": "{} ✓", "tensor": "{} | mfu tensor(0.5, device='cuda:0')"}
+
+
+def _digits(rng: random.Random, text: str) -> str:
+    return "".join(str(rng.randint(1, 9)) if c.isdigit() else c for c in text)  # the same shape
 
 
 def custom_log(lines: list) -> bytes:
-    out, step, scale = [], 0, 65536.0
-    for i, d in enumerate(lines):
-        step = max(0, step + d["step"])
-        scale = {"x2": scale * 2, "/2": scale / 2}.get(d["scale"], scale)
-        if d["before"] is not None:
-            out.append(_BEFORE[d["before"]].format(step=step, scale=scale / 2, loss=d["loss"]))
-        ms, unit = d["time"]
-        fields = [f"loss {d['loss']}", f"lr {d['lr']}", f"grad_norm {d['norm']}",
-                  f"loss_scale {scale:.1f}" if d["scale"] is not None else "", f"time {ms}{unit}"]
-        if d["shape"] == 1:
-            del fields[2]
-        line = f"[2025-04-07 15:{i // 60 % 60:02d}:{i % 60:02d}] Step {step}/1000 | " + " | ".join(filter(None, fields))
-        if d["shape"] == 2:
-            line = f"step={step}, " + ", ".join(f.replace(" ", "=") for f in filter(None, fields))
-        line += " " if d["space"] else ""
-        cut = d["cut"]
-        out.extend([line[:cut], line[cut:]] if cut is not None and cut < len(line) else [line])
+    out, step, scale, clock = [], 0, 65536.0, 1744040067
+    for i, first in enumerate(lines):
+        rng = random.Random(first["seed"])
+        for k in range(1 + first["repeat"]):
+            d = first if k == 0 else {**first, "step": 1, "seconds": 1, "before": None,
+                                      "scale": first["scale"] and rng.choice(["same"] * 4 + ["/2", "x2"]),
+                                      **{f: _digits(rng, first[f]) for f in ("loss", "lr", "norm")}}
+            step, scale, clock = _custom_line(out, i, d, step, scale, clock, last=k == first["repeat"])
     return "\n".join(out).encode() + b"\n"
 
 
+def _custom_line(out: list, i: int, d: dict, step: int, scale: float, clock: int, last: bool) -> tuple:
+    """Append the line of ``d`` (and the one before it) to ``out``: the step, loss scale and time after it."""
+    step = max(0, step + d["step"])
+    scale = {"x2": scale * 2, "/2": scale / 2}.get(d["scale"], scale)
+    clock += d["seconds"]
+    date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(clock))
+    if d["before"] is not None:
+        out.append(_BEFORE[d["before"]].format(step=step, scale=scale / 2, loss=d["loss"], date=date))
+    ms, unit = d["time"]
+    fields = [f"loss {d['loss']}", f"lr {d['lr']}", f"grad_norm {d['norm']}",
+              f"loss_scale {scale:.1f}" if d["scale"] is not None else "", f"time {ms}{unit}"]
+    if d["shape"] == 1:
+        del fields[2]
+    if d["shape"] == 3:
+        del fields[1:3]
+    line = f"[{date}] Step {step}/1000 | " + " | ".join(filter(None, fields))
+    if d["shape"] == 2:
+        line = f"step={step}, " + ", ".join(f.replace(" ", "=") for f in filter(None, fields))
+    line += " " if d["space"] else ""
+    if d["decor"] is not None:
+        line = _DECOR[d["decor"]].format(line, i=i)
+    cut = d["cut"] if last else None
+    out.extend([line[:cut], line[cut:]] if cut is not None and cut < len(line) else [line])
+    return step, scale, clock
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_LINE, min_size=2, max_size=60))
-def test_custom_loop_logs_give_the_same_results_both_ways(tmp_path, lines):
+@given(st.lists(_LINE, min_size=2, max_size=60), st.sampled_from([1 << 18, 97, 300]))
+def test_custom_loop_logs_give_the_same_results_both_ways(tmp_path, lines, block):
     path = tmp_path / "train.log"
     path.write_bytes(custom_log(lines))
-    fast, slow = both(path, checkpoint_every=5)
+    fast, slow = both(path, checkpoint_every=5, block_bytes=block)  # blocks that cut lines anywhere
     assert fast == slow

@@ -14,6 +14,7 @@ the training machine used, e.g. ``TZ=UTC``).
 """
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections import deque
@@ -51,14 +52,17 @@ class Silence:
     the first 50, one pair in :data:`SAMPLE`); start-up follows the trainer's step numbers (a log starting at step
     17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
     after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
-    of silence once they pass the allowance (once per silence), else None. Times are read only when needed.
+    of silence once they pass the allowance (once per silence), else None. Times are read only when needed
+    (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
     """
 
     SAMPLE = 16
+    PENDING = 1024  # sampled pairs of lines kept unread at most
 
     def __init__(self, params: dict):
         self.params = (params["factor"], params["min_seconds"], params["startup_seconds"], params["startup_steps"])
         self.periods: deque[float] = deque(maxlen=50)
+        self.pending: list[tuple[str, str]] = []  # the sampled pairs of lines after the periods, not read yet
         self.step: int | None = None  # of the last step record
         self.line = ""  # the last step record's line
         self.since: float | None = None  # time of the last progress (None: not read yet)
@@ -70,10 +74,38 @@ class Silence:
         """A step record's line."""
         self.count += 1
         if self.count <= 50 or self.count % self.SAMPLE == 0:
-            before, now = line_time(self.line), line_time(line)
-            if before is not None and now is not None and now > before:
-                self.periods.append(now - before)
+            self._sampled(self.line, line)
         self.step, self.line, self.since, self.fired = step, line, None, False
+
+    def took(self, count: int, step: int, line) -> None:
+        """``count`` step records in a row, the last at ``step``, as :meth:`record` of each; ``line(i)``: the i-th's
+        line (read only where a period is sampled)."""
+        first = self.count + 1
+        self.count += count
+        low = max(first, 51)
+        for c in itertools.chain(range(first, min(self.count, 50) + 1),
+                                 range(low + (-low) % self.SAMPLE, self.count + 1, self.SAMPLE)):
+            i = c - first
+            self._sampled(line(i - 1) if i else self.line, line(i))
+        self.step, self.line, self.since, self.fired = step, line(count - 1), None, False
+
+    def _sampled(self, before: str, line: str) -> None:
+        self.pending.append((before, line))
+        if len(self.pending) == self.PENDING:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Read the pending pairs' periods (the time between the two lines, when both have one and it is > 0) into
+        the window, from the last back until it is full: the ones before would leave it."""
+        kept: list[float] = []
+        for before, line in reversed(self.pending):
+            then, now = line_time(before), line_time(line)
+            if then is not None and now is not None and now > then:
+                kept.append(now - then)
+                if len(kept) == self.periods.maxlen:
+                    break
+        self.periods.extend(reversed(kept))
+        self.pending.clear()
 
     def idle(self, line: str) -> float | None:
         """Seconds since the last progress at ``line`` (not a step record's), when they exceed the allowance."""
@@ -88,6 +120,8 @@ class Silence:
             self.since = at
             return None
         idle = at - self.since
+        if self.pending:
+            self._settle()
         self.allowed = allowance(self.step, self.periods, *self.params)
         if idle > self.allowed:
             self.fired = True

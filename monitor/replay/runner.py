@@ -54,9 +54,10 @@ _RANK_PREFIX = re.compile(r"\[default(\d+)\]:")
 _RANK_STARTS = "[default"
 
 try:
-    from .scan import Batch
+    from .scan import Batch, TextBatch
 except ImportError as exc:  # not built (no C compiler): every line through its format's parser
-    Batch, _NOT_BUILT = None, f"replay's compiled reader is not built ({exc}): reading line by line, slower"
+    Batch, TextBatch = None, None
+    _NOT_BUILT = f"replay's compiled reader is not built ({exc}): reading line by line, slower"
 
 
 class ReplayError(Exception):
@@ -72,8 +73,9 @@ class ReplayOptions(RollbackSettings):
     plot series (bounded) for this many ranks, all logs together, for the HTML report (0: none). ``openmetrics``: an
     :class:`~training_monitor.openmetrics.OpenMetricsWriter` to feed, labelled ``run`` (None: each log's file name
     stem). ``progress``: a :class:`~.progress.Progress` to move while reading, or None. ``fast``: read through
-    the compiled reader where the log's format has one, and the text reader's plain step lines through their
-    shape's recipe (the same results; False: every line through the format's parser, in full).
+    the compiled readers (of MindFormers step lines, and of the text reader's plain step lines through their
+    shape's recipe; the text reader's other plain step lines through it in Python): the same results; False:
+    every line through the format's parser, in full.
     ``block_bytes``: bytes the compiled reader reads at a time (its memory, besides the longest line).
     """
 
@@ -423,12 +425,14 @@ def _blocks(raw, head: list, size: int):
 
 
 def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
-    """As :func:`_feed_lines`, through the compiled reader (:class:`.scan.Batch`): the run takes what it read
-    of each block, the parser the lines it left."""
-    batch, parser, progress = Batch(run.rank), run.slot(run.rank)[0], run.progress
+    """As :func:`_feed_lines`, through the compiled reader (:class:`.scan.Batch` of MindFormers step lines, or
+    :class:`.scan.TextBatch` of the text reader's plain step lines): the run takes what it read of each block,
+    the parser the lines it left."""
+    parser, progress = run.slot(run.rank)[0], run.progress
+    batch = Batch(run.rank) if run.module is mindformers else TextBatch(run.rank, parser)
     for block, pos, end in _blocks(raw, head, run.options.block_bytes):
-        while pos < end:
-            pos = batch.read(block, pos, end, parser.last)
+        while pos < end:  # (lines after a torchrun prefix are another rank's)
+            pos = batch.read(block, pos, end, parser.last if run.prefixed is None else None)
             try:
                 run.take(batch)
             except Exception:
@@ -449,7 +453,7 @@ def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
 def _fast(run: _Run) -> bool:
     """Read ``run``'s log through the compiled reader (warn once when it is not built)."""
     global _NOT_BUILT
-    if run.module is not mindformers or run.options.openmetrics is not None or not run.options.fast:
+    if run.module not in (mindformers, generic) or run.options.openmetrics is not None or not run.options.fast:
         return False
     if Batch is None and _NOT_BUILT:
         logger.warning(_NOT_BUILT)

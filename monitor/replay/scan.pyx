@@ -16,13 +16,18 @@ The line, any prefix before ``Epoch:[``::
 
 Numbers must be plain decimals (``-1.5e-05``; no ``nan``, no spaces): anything else is left to the
 parser's general reader, as is a line whose first ``Epoch:[`` does not start this shape.
+
+:class:`TextBatch` does the same for any other text log (the generic reader's, :mod:`.text`), with no grammar
+of its own: it takes the plain step lines the reader reads through a line shape's recipe, applying the
+recipes the reader learned, and leaves every other line to the reader.
 """
 from cpython.conversion cimport PyOS_string_to_double
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_KIND
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from libc.string cimport memchr, memcmp
+from libc.math cimport INFINITY as INF, floor
+from libc.string cimport memchr, memcmp, memset
 
-from ..detectors cimport Judge, Rec
+from ..detectors cimport Judge, Rec, opt
 from .sample cimport Sample
 
 from ..record import StepRecord
@@ -34,8 +39,12 @@ cdef extern from "string.h":
 
 cdef struct Line:
     long long step, per_epoch, ms, steps
-    double loss, grad_norm, loss_scale, lr
-    bint has_grad_norm, overflow
+    double loss, grad_norm, loss_scale, lr, time, wait  # time, wait: step_time_s, data_wait_s
+    bint has_loss, has_grad_norm, has_loss_scale, has_lr, has_time, has_wait
+    int overflow  # 1, 0, -1: not known
+    Py_ssize_t start, stop  # (TextBatch) the line's bytes in the block, without its line end...
+    bint newline  # ... which is a newline
+    int shape  # (TextBatch) the line's shape
 
 
 cdef inline bint lit(const char** q, const char* e, const char* s, Py_ssize_t n) noexcept:
@@ -172,9 +181,9 @@ cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
             or not lit(&q, e, b", overflow cond: ", 17)):
         return False
     if lit(&q, e, b"True", 4):
-        out.overflow = True
+        out.overflow = 1
     elif lit(&q, e, b"False", 5):
-        out.overflow = False
+        out.overflow = 0
     else:
         return False
     if not lit(&q, e, b", loss_scale: ", 14) or not number(&q, e, &out.loss_scale):
@@ -188,6 +197,9 @@ cdef bint parse_line(const char* p, Py_ssize_t n, Line* out) except -1:
     if out.has_grad_norm and not decimal(q, t, &out.grad_norm):
         return False
     out.step = (epoch - 1) * out.per_epoch + in_epoch
+    out.time = out.ms / 1000.0
+    out.has_loss = out.has_loss_scale = out.has_lr = out.has_time = True
+    out.has_wait = False
     return True
 
 
@@ -198,8 +210,10 @@ cdef inline void set_steps(Line* line, bint has_last, long long last_step) noexc
 
 
 cdef object record(Line* line, int rank):
-    return StepRecord(line.step, line.loss, line.grad_norm if line.has_grad_norm else None, line.loss_scale,
-                      bool(line.overflow), line.lr, line.ms / 1000.0, None, None, rank, None, line.steps)
+    return StepRecord(line.step, opt(line.has_loss, line.loss), opt(line.has_grad_norm, line.grad_norm),
+                      opt(line.has_loss_scale, line.loss_scale), None if line.overflow < 0 else line.overflow == 1,
+                      opt(line.has_lr, line.lr), opt(line.has_time, line.time), opt(line.has_wait, line.wait), None,
+                      rank, None, line.steps)
 
 
 def fast_record(str line, last, int rank):
@@ -212,6 +226,15 @@ def fast_record(str line, last, int rank):
         return None
     set_steps(&out, last is not None, last.step if last is not None else 0)
     return record(&out, rank)
+
+
+cdef inline bint own(const char* p, Py_ssize_t n) noexcept:
+    """The line ``p[:n]`` may be a compiled reader's: no lone carriage return in it (it ends a text line: the
+    parser's), no torchrun rank prefix (the runner's)."""
+    cdef const char* cr = <const char*>memchr(p, c'\r', n)
+    if cr != NULL and cr != p + n - 1:
+        return False
+    return not (n >= 8 and memcmp(p, b"[default", 8) == 0)
 
 
 cdef inline bint same(Line* a, Line* b) noexcept:
@@ -240,7 +263,7 @@ cdef class Batch:
     cdef readonly bint stopped  # the last judge() stopped at a record (see judge)
     cdef Py_ssize_t n
 
-    def __cinit__(self, int rank):
+    def __cinit__(self, int rank, *args):
         self.rank, self.cap = rank, 1024
         self.lines = <Line*>PyMem_Malloc(self.cap * sizeof(Line))
         self.offsets = <Py_ssize_t*>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
@@ -276,10 +299,7 @@ cdef class Batch:
     cdef bint _line(self, const char* p, Py_ssize_t n, bint* has_last, long long* last_step) except -1:
         """Take the line ``p[:n]`` (after a step line of step ``last_step``, when ``has_last``): False to leave it."""
         cdef Line cur
-        cdef const char* cr = <const char*>memchr(p, c'\r', n)
-        if cr != NULL and cr != p + n - 1:  # a lone carriage return ends a text line: the parser's
-            return False
-        if n >= 8 and memcmp(p, b"[default", 8) == 0:  # a torchrun rank prefix: the runner's
+        if not own(p, n):
             return False
         if not parse_line(p, n, &cur):
             if (memmem(p, n, b"samples/s/p", 11) != NULL and memmem(p, n, b"step:[", 6) == NULL
@@ -292,11 +312,16 @@ cdef class Batch:
         if self.n and same(&self.lines[self.n - 1], &cur):
             self.duplicates += 1
             return True
+        self._add(&cur)
+        return True
+
+    cdef int _add(self, Line* line) except -1:
+        """Append ``line``, a record of the line :attr:`taken`."""
         if self.n == self.cap:
             self._grow()
-        self.lines[self.n], self.offsets[self.n] = cur, self.taken
+        self.lines[self.n], self.offsets[self.n] = line[0], self.taken
         self.n += 1
-        return True
+        return 0
 
     cdef int _grow(self) except -1:
         cdef Line* lines = <Line*>PyMem_Realloc(self.lines, 2 * self.cap * sizeof(Line))
@@ -332,13 +357,13 @@ cdef class Batch:
         cdef Line* line
         hits = None
         self.stopped = False
-        r.has_loss = r.has_loss_scale = r.has_lr = True
         r.has_tps = r.has_mfu = False
         while self.next < self.end:
             line = &self.lines[self.next]
             self.next += 1
             r.step, r.loss, r.grad_norm, r.has_grad_norm = line.step, line.loss, line.grad_norm, line.has_grad_norm
             r.loss_scale, r.overflow, r.lr = line.loss_scale, line.overflow, line.lr
+            r.has_loss, r.has_loss_scale, r.has_lr = line.has_loss, line.has_loss_scale, line.has_lr
             hits = judge.judge(r)
             self.step = line.step
             if hits is not None or judge.went_back or line.step >= due:
@@ -347,9 +372,247 @@ cdef class Batch:
         return hits
 
     def add_step_times(self, Sample sample, Py_ssize_t start, Py_ssize_t end):
-        """Add the step times (s) > 0 of records ``start`` to ``end - 1`` to ``sample`` (what
+        """Add the finite step times (s) > 0 of records ``start`` to ``end - 1`` to ``sample`` (what
         :meth:`~.tracks.Stats.add` takes of them: these lines give no tokens and no MFU)."""
         cdef Py_ssize_t i
         for i in range(max(0, start), min(end, self.n)):
-            if self.lines[i].ms > 0:
-                sample.add(self.lines[i].ms / 1000.0)
+            if self.lines[i].has_time and 0 < self.lines[i].time < INF:
+                sample.add(self.lines[i].time)
+
+
+cdef enum:
+    SHAPES = 64  # raw line shapes a TextBatch keeps (a log prints a few dozen)
+    SLOTS = 8  # values of a plain step line (at most one of each of FIELDS)
+
+# the record fields a plain step line holds (text._PLAIN), in the order the Slot.field numbers them
+FIELDS = ("step", "loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s")
+
+
+cdef struct Slot:
+    int field  # index in FIELDS
+    Py_ssize_t start, stop  # the value's bytes in the line; start == stop: the word value
+    double word, factor
+    bint scaled  # the value is times factor (a time in its printed unit)
+
+
+cdef struct Shape:
+    const char* key  # the raw line's shape: its ASCII digits as 0s (the bytes are in TextBatch.keys)
+    Py_ssize_t n
+    int slots
+    Slot slot[SLOTS]
+
+
+cdef inline bint matches(Shape* shape, const char* p, Py_ssize_t n) noexcept:
+    """The line ``p[:n]`` is of ``shape``."""
+    cdef Py_ssize_t i
+    cdef char c
+    if n != shape.n:
+        return False
+    for i in range(n):
+        c = p[i]
+        if c'1' <= c <= c'9':
+            c = c'0'
+        if c != shape.key[i]:
+            return False
+    return True
+
+
+cdef class TextBatch(Batch):
+    """Step records of one rank read by :meth:`read` from a block of a text log's bytes through the recipes the
+    generic text reader (:mod:`.text`) learned, held in C as :class:`Batch` holds them (the engine judges them
+    the same way).
+
+    A line is taken when it is a plain step line the parser would read through its shape's recipe
+    (:meth:`.text.Parser._plain`): the line's raw shape (its ASCII digits as 0s) is mapped once, by the
+    parser (:meth:`~.text.Parser.recipe_of`), to the recipe and the decorations' length before the text it
+    reads; each line of that shape then has its values read at the recipe's places, and is taken when
+    ``_plain``'s conditions hold (every value a plain decimal, the step a count other than the last record's,
+    the loss scale not lower than the last one printed) and no trainer message can be cut across a wrap from
+    the line before (:meth:`~.text.Parser.wraps`). Any other line ends the read.
+    """
+
+    cdef object parser
+    cdef list keys  # of each shape: the raw shape (bytes), ...
+    cdef list texts  # ... the shape of the text the parser reads of it, ...
+    cdef list recipes  # ... and the recipe
+    cdef Shape shapes[SHAPES]
+    cdef int count, last_shape
+    cdef signed char joins[SHAPES][SHAPES]  # 1: no message across a wrap from shape a into b; -1: maybe; 0: not known
+    cdef bytes block
+
+    def __init__(self, int rank, parser):
+        """``parser``: the :class:`.text.Parser` of the lines of rank ``rank``."""
+        self.parser, self.keys, self.texts, self.recipes = parser, [], [], []
+        self.count, self.last_shape = 0, -1
+        memset(self.joins, 0, sizeof(self.joins))
+
+    def read(self, bytes block, Py_ssize_t pos, Py_ssize_t end, last):
+        """Read the lines of ``block[pos:end]`` (``end`` just after a newline, or the end of the input) up to the
+        first one the parser's recipes do not take (see the class docstring), and leave the last one taken
+        too: the parser, set by :meth:`~.text.Parser.took` in the state the lines before leave it, reads it
+        (and is then in the state it would be in had it read them all). ``last``: the parser's last record
+        (None: none, or the runner gives the lines to another rank's parser: nothing is read). Returns the
+        start of the first line left; :attr:`taken` lines were taken."""
+        cdef const char* s = block
+        cdef const char* nl
+        cdef Py_ssize_t stop, i
+        cdef int k
+        cdef long long step
+        cdef double scale = 0.0, before = 0.0, tried = 0.0
+        cdef bint has_scale, had_scale = False, had_tried
+        cdef int overflow, prev = -1
+        cdef Py_ssize_t used[SHAPES]
+        parser = self.parser
+        self.n = self.next = self.end = self.duplicates = self.progress = self.taken = 0
+        if last is None or not parser.batchable():
+            return pos
+        self.block, step, overflow = block, last.step, 0 if parser.overflow_seen else -1
+        has_scale = parser.scale is not None
+        if has_scale:
+            scale = parser.scale
+        while pos < end:
+            nl = <const char*>memchr(s + pos, c'\n', end - pos)
+            stop = nl - s if nl != NULL else end
+            had_tried, tried = has_scale, scale
+            if not self._take(s, pos, stop, nl != NULL, &prev, &step, &has_scale, &scale, overflow):
+                break
+            had_scale, before = had_tried, tried  # the loss scale before the last line taken
+            self.taken += 1
+            pos = stop + 1 if nl != NULL else end
+        if not self.n:
+            return pos
+        self.n -= 1  # the last line taken is the parser's
+        self.taken -= 1
+        pos = self.lines[self.n].start
+        if self.n:
+            memset(used, 0, sizeof(used))
+            for i in range(self.n):
+                used[self.lines[i].shape] = i + 1
+            order = []
+            for k in range(self.count):
+                if used[k]:
+                    order.append((used[k], self.recipes[k]))
+            order.sort()  # by last use (no two the same)
+            parser.took(self.n, self.lines[self.n - 1].step, before if had_scale else None,
+                        [recipe for _, recipe in order], self.line)
+        return pos
+
+    cdef bint _take(self, const char* s, Py_ssize_t start, Py_ssize_t stop, bint newline, int* prev, long long* step,
+                    bint* has_scale, double* scale, int overflow) except -1:
+        """Take the line ``s[start:stop]`` (after a line of shape ``prev``, -1: the parser's line before, a record
+        at ``step``, the loss scale ``scale`` when ``has_scale``; these move on): False to leave it."""
+        cdef const char* p = s + start
+        cdef Py_ssize_t n = stop - start
+        cdef Line cur
+        cdef Shape* shape
+        cdef Slot* slot
+        cdef double v, at = -1.0
+        cdef int k, i
+        if not own(p, n):
+            return False
+        if n and p[n - 1] == c'\r':
+            n -= 1
+        k = self._shape(p, n)
+        if k < 0 or not self._joins(prev[0], k):
+            return False
+        shape = &self.shapes[k]
+        memset(&cur, 0, sizeof(Line))
+        for i in range(shape.slots):
+            slot = &shape.slot[i]
+            if slot.stop == slot.start:
+                v = slot.word
+            elif not decimal(p + slot.start, p + slot.stop, &v):
+                return False
+            if slot.scaled:
+                v = v * slot.factor
+            if slot.field == 0:
+                at = v
+            elif slot.field == 1:
+                cur.loss, cur.has_loss = v, True
+            elif slot.field == 2:
+                cur.grad_norm, cur.has_grad_norm = v, True
+            elif slot.field == 3:
+                cur.loss_scale, cur.has_loss_scale = v, True
+            elif slot.field == 4:
+                cur.lr, cur.has_lr = v, True
+            elif slot.field == 5:
+                cur.time, cur.has_time = v, True
+            else:
+                cur.wait, cur.has_wait = v, True
+        if not (at == floor(at) and 0 <= at < 1e15) or <long long>at == step[0]:
+            return False
+        if cur.has_loss_scale:
+            if has_scale[0] and cur.loss_scale < scale[0]:
+                return False
+            has_scale[0], scale[0] = True, cur.loss_scale
+        cur.step, cur.steps, cur.overflow, cur.shape = <long long>at, 1, overflow, k
+        cur.start, cur.stop, cur.newline = start, start + n, newline
+        step[0], prev[0] = cur.step, k
+        self._add(&cur)
+        return True
+
+    cdef int _shape(self, const char* p, Py_ssize_t n) except -2:
+        """The shape of the line ``p[:n]`` (-1: none the parser's recipes read)."""
+        cdef int k
+        if self.last_shape >= 0 and matches(&self.shapes[self.last_shape], p, n):
+            return self.last_shape
+        for k in range(self.count):
+            if matches(&self.shapes[k], p, n):
+                self.last_shape = k
+                return k
+        return self._learn(p, n)
+
+    cdef int _learn(self, const char* p, Py_ssize_t n) except -2:
+        """Ask the parser for the recipe of the shape of the line ``p[:n]``: its number, or -1."""
+        cdef bytearray raw = bytearray(p[:n])
+        cdef Py_ssize_t i
+        cdef Shape* shape
+        cdef Slot* slot
+        for i in range(n):
+            if raw[i] >= 0x80:
+                return -1  # not ASCII: the parser's
+            if 0x31 <= raw[i] <= 0x39:
+                raw[i] = 0x30
+        if self.count == SHAPES:
+            return -1
+        got = self.parser.recipe_of(raw.decode("ascii"))
+        if got is None or len(got[2][0]) > SLOTS or any(slot[0] not in FIELDS for slot in got[2][0]):
+            return -1  # (a field this reader does not hold: the parser's)
+        lead, text, recipe = got
+        key = bytes(raw)
+        self.keys.append(key)
+        self.texts.append(text)
+        self.recipes.append(recipe)
+        shape = &self.shapes[self.count]
+        shape.key, shape.n, shape.slots = key, n, len(recipe[0])
+        for i, (field, place, word, _, _, factor) in enumerate(recipe[0]):
+            slot = &shape.slot[i]
+            slot.field = FIELDS.index(field)
+            slot.start = slot.stop = 0
+            if place is None:
+                slot.word = word
+            else:
+                slot.start, slot.stop = lead + place.start, lead + place.stop
+            slot.scaled = factor is not None
+            slot.factor = factor if slot.scaled else 1.0
+        self.last_shape = self.count
+        self.count += 1
+        return self.last_shape
+
+    cdef bint _joins(self, int a, int b) except -1:
+        """No trainer message can be cut by a hard wrap from the line before (of shape ``a``; -1: the parser's
+        line before the read) into a line of shape ``b``."""
+        if a < 0:
+            return not self.parser.wraps(self.texts[b])
+        if self.joins[a][b] == 0:
+            self.joins[a][b] = -1 if self.parser.wrapped(self.texts[a], self.texts[b]) else 1
+        return self.joins[a][b] == 1
+
+    def line(self, Py_ssize_t i):
+        """The text line of record ``i`` of the last read, as the runner would feed it to the parser."""
+        cdef Line* line
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        line = &self.lines[i]
+        text = self.block[line.start:line.stop].decode("utf-8", "replace")
+        return text + "\n" if line.newline else text

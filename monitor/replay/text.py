@@ -382,8 +382,7 @@ class Parser(base.Parser):
         :meth:`_step_line` makes it, when nothing read against the lines before could change it: a record before
         it, of another step, no overflow message since, the loss scale not lower than the line before's; else
         None (the line is read in full)."""
-        last = self.last
-        if last is None or self.taken_over or self.overflow_lines:
+        if not self.batchable():
             return None
         slots, units = recipe
         values, fields = {}, {}
@@ -397,7 +396,7 @@ class Parser(base.Parser):
         v = fields.pop("step")
         step = int(v) if v.is_integer() and 0 <= v < 1e15 else -1
         scale = fields.get("loss_scale")
-        if step < 0 or step == last.step or scale is not None and self.scale is not None and scale < self.scale:
+        if step < 0 or step == self.step or scale is not None and self.scale is not None and scale < self.scale:
             return None
         self.numbered, self.leading, self.plain, self.prev_part = True, self.leading is True, True, True
         self.units.update(units)
@@ -411,6 +410,55 @@ class Parser(base.Parser):
         if "loss" in fields:
             self.found = True
         return self.record(step, **fields)
+
+    # The compiled reader of plain step lines (scan.TextBatch) reads them through their recipes with these.
+
+    def batchable(self) -> bool:
+        """Plain step lines may be read through their shape's recipe now (see :meth:`_plain`)."""
+        return self.fast and self.last is not None and not self.taken_over and not self.overflow_lines
+
+    @staticmethod
+    def recipe_of(key: str) -> tuple | None:
+        """``(lead, shape, recipe)`` of the lines of the raw shape ``key`` (a line as read, without its line end,
+        its digits 1-9 as 0s) when such a line, once its first ``lead`` characters (decorations) are off, is of
+        the shape ``shape`` read before and ``recipe`` (see :func:`_recipe`) reads it; None when no recipe reads
+        such lines, or decorations within them, or a trainer message's mark, would make :meth:`parse` read
+        them another way."""
+        if "\x1b" in key or "ensor(" in key:
+            return None
+        text = _undecorated(key)
+        shape = _SHAPES.get(text)
+        if shape is None or shape[2] is None or messages.mentioned(text):
+            return None
+        return len(key) - len(text), text, shape[2]
+
+    def wraps(self, shape: str) -> bool:
+        """A trainer message may run across a hard wrap from the line before into a line of ``shape`` (see
+        :meth:`_message`)."""
+        prev = "" if self.prev_message else self.prev
+        return bool(prev) and (self.mentioned or self.wrapped(prev, shape))
+
+    @staticmethod
+    def wrapped(prev: str, shape: str) -> bool:
+        """A trainer message's mark may be cut by a hard wrap between the line (or shape) ``prev`` and a line of
+        ``shape``, whatever their digits."""
+        joined = prev.rstrip()[-24:] + (" " if prev[-1:].isspace() else "") + shape.lstrip()[:24]
+        return messages.mentioned(joined.translate(_ZEROS))
+
+    def took(self, count: int, step: int, scale: float | None, recipes: list, line) -> None:
+        """Be in the state :meth:`_plain` leaves after ``count`` plain step lines in a row that the compiled reader
+        (:class:`.scan.TextBatch`) read through ``recipes`` (in the order of their last use): the last record at
+        ``step``, the loss scale ``scale``; ``line(i)``: the i-th line. The next line is one :meth:`_plain` reads
+        (which sets :attr:`line`)."""
+        self.numbered, self.leading, self.plain, self.prev_part = True, self.leading is True, True, True
+        for slots, units in recipes:
+            self.units.update(units)
+            self.found = self.found or any(slot[0] == "loss" for slot in slots)
+        self.line_step, self.scale = step, scale
+        text = _undecorated(line(count - 1)).rstrip("\r\n")
+        self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
+        if self.stall is not None:
+            (self.silence or self._silence()).took(count, step, line)
 
     def _message(self, text: str, prev: str, joiner: str):
         """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
