@@ -60,7 +60,6 @@ KNOWN_FAILING = frozenset({
     "llamafactory_json_loss_to_zero_506.log",  # `"current_steps": 4450` not read as the step: zero loss at record 2
     "llamafactory_watchdog_stuck_streaming_8549.log",  # `[rank2]:[E704 ..] .. watchdog got stuck for 480 s`: not read
     "mae_backtick_loss_scale_epoch_boundary_healthy_49.log",  # 4 step lines across an epoch end: 3 records (one merged)
-    "mindspore_cyclegan_two_line_records_healthy.log",  # `loss_g:`/`loss_d:` (line after the step): not known
     "mindspore_dcgan_bracket_loss_d_g_healthy.log",  # `[ 1/10][101/549]   Loss_D: .. Loss_G: ..` named nothing known
     "mindspore_minddata_bad_performance_slow_epoch.log",  # MindData `Bad performance attention`: not read
     "mindspore_orangepi_fp16_bracket_batches_healthy.log",  # `[  0/938]` restarts each epoch: 2 of 30 lines dropped
