@@ -1,11 +1,10 @@
 """Score ``monitor replay`` on the real-log corpus (``tests/data/reallogs/``) against its ``labels.yaml``.
 
-Every file of the corpus is an excerpt of a public training log (``SOURCES.md`` names each source), in
-``tune/`` (may be used to improve the reader and the rules), ``heldout/``, ``heldout2/``, ``heldout3/`` or
-``heldout4/`` (only scored; each later held-out batch was gathered and labelled after the ones before it had been
-used). Each file is replayed with the command line, ``monitor replay FILE --json`` (invoked through click in
-this process, one invocation per file, so the corpus takes seconds), and its anomalies are matched to the file's
-labels:
+Every file of the corpus is an excerpt of a public training log (``SOURCES.md`` names each source), in ``tune/``
+(may be used to improve the reader and the rules), ``heldout/``, ``heldout2/``, ``heldout3/``, ``heldout4/`` or
+``heldout5/`` (only scored; each later held-out batch was gathered and labelled after the ones before it had been
+used). Each file is replayed with the command line, ``monitor replay FILE --json`` (invoked through click in this
+process, one invocation per file, so the corpus takes seconds), and its anomalies are matched to the file's labels:
 
 * a ``must`` event ``[category, step, tolerance]`` is *found* when an anomaly of that category has its step
   or its onset step within ``tolerance`` of ``step`` (``step: null``: anywhere in the file);
@@ -18,8 +17,9 @@ Anomalies are put in categories by their rule id (:data:`CATEGORIES`). A file th
 its ``must`` events as missed. Per split it prints, for each category, events found / labelled and false
 alarms, then files read / files, and the misses, false alarms and unread files by name.
 
-Usage: ``.venv/bin/python benchmarks/real_logs.py [--split tune|heldout|heldout2|heldout3|heldout4|all] [--json]
-[--corpus DIR]``; ``--json`` prints one object: ``splits`` (the tables' numbers) and ``files`` (each file's outcome).
+Usage: ``.venv/bin/python benchmarks/real_logs.py [--split tune|heldout|heldout2|heldout3|heldout4|heldout5|all]
+[--json] [--corpus DIR]``; ``--json`` prints one object: ``splits`` (the tables' numbers) and ``files`` (each
+file's outcome).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from click.testing import CliRunner
 from training_monitor.cli import main as monitor_cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reallogs"
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 # corpus category -> substrings of the rule ids that report it (rule ids are the engine's, e.g. nan_inf,
 # overflow_storm, loss_scale_collapse, loss_degenerate, loss_plateau, throughput_drop, stall); anomalies of
 # other rules (low_mfu: a level, not an event in the log) are listed per file but not scored
@@ -171,7 +171,7 @@ def table(split: str, s: dict) -> str:
               help="Which part of the corpus to score.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (summaries and every file's outcome).")
 @click.option("--corpus", type=click.Path(file_okay=False, exists=True, path_type=Path), default=CORPUS,
-              show_default=True, help="Corpus folder (labels.yaml, tune/, heldout/, heldout2/, heldout3/, heldout4/).")
+              show_default=True, help="Corpus folder (labels.yaml, tune/ and the heldout*/ folders).")
 def main(split: str, as_json: bool, corpus: Path) -> None:
     """Replay every corpus file and print per split: events found / labelled per category, false alarms,
     files read, and the misses by name."""

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -68,6 +68,15 @@ KNOWN_FAILING = frozenset({
     "paddleocr_reader_cost_ips_drops_10042.log",  # ips 1751 -> 289 on every other of 5 logs: not reported
     "torch_npu_ee1002_stream_sync_timeout_48.log",  # CANN `EE1002: .. Stream synchronize timeout`: not read
     "torch_npu_worker_eh9999_task_timeout_43.log",  # `worker-1: EH9999 ..` `reason=[task timeout]`: not read
+    # heldout5 (scored only, never tuned on)
+    "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
+    "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
+    "mindspore_federated_split_wnd_indented_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
+    "mindspore_federated_tee_wide_deep_loss_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
+    "mindspore_gan_loss_d_g_epochs_healthy.log",  # `loss_d:`/`loss_g:` named nothing known: not read
+    "mindspore_train_md_bracket_batches_healthy.log",  # `[  0/938]` restarts each epoch: 2 of 30 lines dropped
+    "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
+    "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
 })
 
 
@@ -91,6 +100,7 @@ def test_corpus_files_labels_and_sources_agree():
     tuned = gathered.count("tune") + gathered.count("heldout")
     assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / tuned <= 0.5
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
+    assert gathered.count("heldout5") >= 30
     assert KNOWN_FAILING <= set(on_disk)
 
 
