@@ -63,6 +63,7 @@ class LoopMonitor:
         cb.optimizer = optimizer
         cb.train_dataset = dataset
         cb.train_dataset_element = None
+        cb.device_number = monitor.world_size  # tokens inferred from a batch count it once per device
         cb.list_callback = [monitor]
         cb.cur_step_num = 0
         cb.cur_epoch_num = 1
@@ -88,13 +89,15 @@ class LoopMonitor:
     def batches(self, iterable):
         """Yield the items of ``iterable`` (one epoch of the loop's data: ``dataset.create_tuple_iterator()``,
         the dataset itself, any iterator), marking each step's begin once its batch is read, so the step time
-        excludes reading it and the wait for it is the data wait. Each call is a new epoch. An item that is a
-        tuple or list is the step's inputs (tokens are inferred from its first 2-D one, as with ``Model.train``)."""
+        excludes reading it and the wait for it is the data wait. Each call is a new epoch. An item (a tuple,
+        list or dict of tensors) is the step's inputs: without ``tokens_per_step``, the tokens are inferred
+        from its first 2-D one times the world size, as with ``Model.train``."""
         self._epochs += 1
         self._cb.cur_epoch_num = self._epochs
         self._cb.dataset_sink_mode = False
         for item in iterable:
-            self._cb.train_dataset_element = item if isinstance(item, (tuple, list)) else (item,)
+            self._cb.train_dataset_element = (tuple(item.values()) if isinstance(item, dict) else
+                                              item if isinstance(item, (tuple, list)) else (item,))
             self.monitor.on_train_step_begin(self._run)
             yield item
 

@@ -12,7 +12,7 @@ from mindspore import nn, ops
 from prometheus_client.parser import text_string_to_metric_families
 
 from test_training import scrape
-from training_monitor.callbacks import LoopMonitor, TrainingMonitor
+from training_monitor.callbacks import LoopMonitor, ScaledLearningRate, TrainingMonitor
 from training_monitor.detectors import DETECTORS
 from training_monitor.replay import replay_file
 
@@ -33,14 +33,15 @@ class Network(nn.Cell):
         return self.dense(self.flatten(x))
 
 
-def dataset(batches, poison=()):
-    """A separable classification set of ``batches`` batches; the batches in ``poison`` carry a NaN."""
+def arrays(batches, poison=()):
+    """``(data, label)`` of a separable classification set of ``batches`` batches; the batches in ``poison``
+    carry a NaN."""
     rng = np.random.default_rng(0)
     data = rng.normal(size=(batches * BATCH, FEATURES)).astype(np.float32)
     label = (data @ rng.normal(size=(FEATURES, CLASSES))).argmax(1).astype(np.int32)
     for b in poison:
         data[b * BATCH, 0] = np.nan
-    return ds.NumpySlicesDataset((data, label), column_names=["image", "label"], shuffle=False).batch(BATCH)
+    return data, label
 
 
 def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_norm=False, each_step=None):
@@ -51,7 +52,8 @@ def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_no
     model = Network()
     loss_fn = nn.CrossEntropyLoss()
     optimizer = nn.SGD(model.trainable_params(), lr)
-    data_set = dataset(batches, poison)
+    data_set = ds.NumpySlicesDataset(arrays(batches, poison), column_names=["image", "label"], shuffle=False)
+    data_set = data_set.batch(BATCH)
 
     def forward_fn(data, label):
         logits = model(data)
@@ -91,6 +93,8 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
             seen["metrics"] = scrape(mon.metrics_url)
         if mon.rollbacks and "after_load" not in seen:
             seen["after_load"] = {p.name: p.asnumpy().copy() for p in model.trainable_params()}
+        elif "after_load" in seen and "after_next" not in seen:
+            seen["after_next"] = {p.name: p.asnumpy().copy() for p in model.trainable_params()}
 
     # batch index 22 carries a NaN: step 23's loss is NaN and SGD writes NaN into the weights
     with open(tmp_path / "stdout", "w") as out:
@@ -108,6 +112,16 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
     for name, value in seen["after_load"].items():
         np.testing.assert_array_equal(value, ckpt[name].asnumpy(), err_msg=name)
     assert float(optimizer.learning_rate.asnumpy()) == pytest.approx(0.025)
+    # the next update (step 24, batch 23) starts from the loaded weights and moves them by -0.025 x the
+    # gradient, computed independently at the checkpoint's weights
+    probe_net = Network()
+    ms.load_param_into_net(probe_net, ckpt)
+    data, label = (ms.Tensor(a[23 * BATCH:24 * BATCH]) for a in arrays(40))
+    grads = ms.value_and_grad(lambda x, y: nn.CrossEntropyLoss()(probe_net(x), y), None,
+                              probe_net.trainable_params())(data, label)[1]
+    for p, g in zip(probe_net.trainable_params(), grads):
+        step = seen["after_next"][p.name] - seen["after_load"][p.name]
+        np.testing.assert_allclose(step, -0.025 * g.asnumpy(), rtol=1e-4, atol=1e-7, err_msg=p.name)
     assert all(np.isfinite(p.asnumpy()).all() for p in model.trainable_params())
     assert mon.last_record.step == 40 - (23 - 15) and mon.last_record.lr == pytest.approx(0.025)
 
@@ -134,6 +148,20 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
     assert [(e.rule, e.step + 1, e.onset_step + 1) for e in replayed.events] == live
 
 
+def test_a_scaled_schedule_is_halved_by_the_rollback(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5)
+    lr = ScaledLearningRate(nn.CosineDecayLR(0.01, 0.05, 40))
+    _, optimizer, losses = train(mon, 30, poison={22}, lr=lr)
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (23, 15) and math.isfinite(losses[-1])
+    assert float(lr.scale.asnumpy()) == 0.5
+    # the optimizer went back to the checkpoint's global step and goes on from there, at half the schedule
+    step = int(optimizer.global_step.asnumpy().reshape(-1)[0])
+    assert step == 30 - (23 - 15)
+    schedule = nn.CosineDecayLR(0.01, 0.05, 40)(ms.Tensor(step, ms.int32))
+    assert float(optimizer.get_lr().asnumpy()) == pytest.approx(0.5 * float(schedule.asnumpy()))
+
+
 def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
                           strict=True)
@@ -141,6 +169,7 @@ def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
     assert len(losses) == 24 and losses[-1] < losses[0]
     assert mon.kept.events == [] and mon.stop_reason is None and mon.rollbacks == []
     assert mon.last_record.step == 24 and mon.last_record.grad_norm > 0 and mon.last_record.step_time_s > 0
+    assert mon.last_record.tokens == BATCH * FEATURES  # inferred from the batch's 2-D input, as Model.train does
     assert [(e.step, e.status) for e in mon.ledger.entries] == [(10, "healthy"), (20, "pending")]
     watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog"]
     for t in watchdogs:  # the train end stopped it: the thread ends at its next look (1 s)
