@@ -44,9 +44,11 @@ def arrays(batches, poison=()):
     return data, label
 
 
-def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_norm=False, each_step=None):
+def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_norm=False, each_step=None,
+          jit=False):
     """Train as the tutorials do, under ``LoopMonitor``; print the msrun lines to ``print_to`` (a file).
-    ``each_step(model, step)`` runs after each judged step. Returns ``(model, optimizer, losses)``."""
+    ``each_step(model, step)`` runs after each judged step; ``jit`` compiles the train step (``ms.jit``, as the
+    pipeline-parallel tutorial does). Returns ``(model, optimizer, losses)``."""
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     ms.set_seed(0)
     model = Network()
@@ -61,13 +63,19 @@ def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_no
         return loss, logits
 
     grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters, has_aux=True)
+
+    def train_step(data, label):
+        (loss, _), grads = grad_fn(data, label)
+        optimizer(grads)
+        return loss, grads
+
+    train_step = ms.jit(train_step) if jit else train_step
     losses = []
     with LoopMonitor(monitor, model, optimizer) as loop:
         for epoch in range(epochs):
             i = 0
             for data, label in loop.batches(data_set.create_tuple_iterator()):
-                (loss, _), grads = grad_fn(data, label)
-                optimizer(grads)
+                loss, grads = train_step(data, label)
                 norm = ops.sqrt(ops.addn([ops.square(g).sum() for g in grads])) if grad_norm else None
                 if print_to is not None:
                     print("epoch: %s, step: %s, loss is %s" % (epoch, i, loss), file=print_to)  # noqa: UP031 (the docs')
@@ -148,10 +156,10 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
     assert [(e.rule, e.step + 1, e.onset_step + 1) for e in replayed.events] == live
 
 
-def test_a_scaled_schedule_is_halved_by_the_rollback(tmp_path):
+def test_a_scaled_schedule_in_a_jit_train_step_is_halved_by_the_rollback(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5)
     lr = ScaledLearningRate(nn.CosineDecayLR(0.01, 0.05, 40))
-    _, optimizer, losses = train(mon, 30, poison={22}, lr=lr)
+    _, optimizer, losses = train(mon, 30, poison={22}, lr=lr, jit=True)
     (rb,) = mon.rollbacks
     assert (rb["at_step"], rb["to_step"]) == (23, 15) and math.isfinite(losses[-1])
     assert float(lr.scale.asnumpy()) == 0.5
