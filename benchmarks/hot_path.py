@@ -13,7 +13,9 @@ measured; the contenders take turns on every step, so machine noise hits them al
   TrainingMonitor uses;
 * ``LossMonitor``: MindSpore's (prints the loss each step);
 * ``MFLossMonitor``: MindFormers' (logs its step line and progress line each step);
-* ``TrainingMonitor``: this project's, with metrics, all default rules, the ledger and the event log.
+* ``TrainingMonitor``: this project's, with metrics, all default rules, the ledger and the event log;
+* ``TrainingMonitor via LoopMonitor``: the same, driven as in a functional training loop
+  (``loop.batches`` marks the step's begin, ``loop.step(loss, grad_norm=, overflow=, loss_scale=)`` its end).
 
 Run: ``.venv/bin/python benchmarks/hot_path.py [--steps N] [--rounds R]``; prints a Markdown table.
 """
@@ -61,7 +63,7 @@ def main():
     from mindspore import nn
     from mindspore.train import Callback, LossMonitor, Model
 
-    from training_monitor.callbacks import TrainingMonitor, mindformers_train_step
+    from training_monitor.callbacks import LoopMonitor, TrainingMonitor, mindformers_train_step
     from training_monitor.callbacks.outputs import read_step_outputs
     from training_monitor.callbacks.tinylm import ByteWindows, TinyLM, load_corpus, make_dataset
 
@@ -102,8 +104,26 @@ def main():
     mf.mf_support = False  # its FLOPs collection is a one-off on Ascend; on CPU it fails (see callbacks/demo.py)
     tm = TrainingMonitor(output_dir=tmp, metrics_port=None, tokens_per_step=64, n_params=1e6, peak_tflops=1.0)
     tm.on_train_begin(ctx)
+
+    class Loop:
+        """A functional loop's calls: the next batch through ``loop.batches``, then ``loop.step`` with the outputs."""
+
+        def __init__(self):
+            monitor = TrainingMonitor(output_dir=os.path.join(tmp, "loop"), metrics_port=None, tokens_per_step=64,
+                                      n_params=1e6, peak_tflops=1.0)
+            self.loop = LoopMonitor(monitor, net, opt).__enter__()
+            self.batches = self.loop.batches(iter(int, 1))  # an endless epoch of empty batches
+
+        def on_train_step_begin(self, run_context):
+            next(self.batches)
+
+        def on_train_step_end(self, run_context):
+            loss, overflow, scale, _, norm = run_context.original_args().net_outputs
+            self.loop.step(loss, grad_norm=norm, overflow=overflow, loss_scale=scale)
+
     contenders = {"read outputs (asnumpy)": ReadAsnumpy(), "read outputs (item)": ReadItem(),
-                  "LossMonitor": LossMonitor(1), "MFLossMonitor": mf, "TrainingMonitor": tm}
+                  "LossMonitor": LossMonitor(1), "MFLossMonitor": mf, "TrainingMonitor": tm,
+                  "TrainingMonitor via LoopMonitor": Loop()}
     results = {name: [] for name in contenders}
     step = cb.cur_step_num
     clock = time.perf_counter

@@ -4,11 +4,12 @@ import sys
 
 from .cpu import LossScaleTrainStep, mindformers_train_step
 from .data import SkippableSource
+from .loop import LoopMonitor
 from .lr import ScaledLearningRate
 from .training_monitor import MonitorFailure, TrainingMonitor
 
-__all__ = ["TrainingMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
-           "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH"]
+__all__ = ["TrainingMonitor", "LoopMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource",
+           "LossScaleTrainStep", "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH"]
 
 # the folder for ``run_mindformer.py --register_path``: its module ``training_monitor_plugin`` registers the
 # monitor's classes when a YAML entry names ``auto_register: training_monitor_plugin.<class>``

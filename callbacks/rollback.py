@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import mindspore as ms
 from mindspore import ops
-from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 from .lr import lr_scale_parameters, set_lr_scale
 
@@ -43,20 +42,20 @@ def restore_train_state(train_network, optimizer, path: str, lr_factor: float) -
     scales = lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))
     before = float(scales[0].asnumpy())
     params = ms.load_checkpoint(path)
-    in_schedules = {id(p) for _, c in train_network.cells_and_names() if isinstance(c, LearningRateSchedule)
-                    for p in c.get_parameters()}
-    scalars = [p for p in train_network.get_parameters() if id(p) in in_schedules]
-    missing, _ = ms.load_param_into_net(
-        train_network, {k: v for k, v in params.items() if k not in {p.name for p in scalars}})
-    missing = [m for m in missing if m not in {p.name for p in scalars}]
-    missing += [p.name for p in scalars if p.name not in params]
+    own = list(train_network.get_parameters())
+    missing = [p.name for p in own if p.name not in params]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks {len(missing)} parameters of the network, e.g. {missing[0]}")
-    # Measured on CPU, MindSpore 2.9 graph mode: the compiled graph follows Parameter.set_data (what
-    # load_param_into_net does) for weights, optimizer state, global step and loss scale, but not for
-    # parameters inside a LearningRateSchedule, which only ops.assign reaches (and only while set_data was
-    # never called on them). So those are assigned, the rest loaded.
-    for p in scalars:
+    for p in own:
+        if tuple(params[p.name].shape) != tuple(p.shape):
+            raise ValueError(f"{path}: {p.name} has shape {tuple(params[p.name].shape)}, the network's is "
+                             f"{tuple(p.shape)}")
+    # Measured on CPU, MindSpore 2.9: a jit-compiled step (an ms.jit train step, an optimizer's jit construct
+    # in PyNative mode, a LearningRateSchedule in a graph-mode train-step cell) keeps the tensors it was
+    # compiled with: after Parameter.set_data (what load_param_into_net does) it does not see the load, or
+    # its updates no longer reach the parameters. ops.assign writes into those tensors: every value is
+    # assigned in place.
+    for p in own:
         ops.assign(p, params[p.name].astype(p.dtype))
     set_lr_scale(scales, before * lr_factor)
     return before * lr_factor

@@ -84,8 +84,9 @@ class TrainingMonitor(Callback):
 
     Use it as ``Model.train(..., callbacks=[TrainingMonitor(...)])``, from a MindFormers YAML
     ``callbacks: - type: TrainingMonitor`` entry (its other keys are the settings), or from a settings
-    file: ``TrainingMonitor("monitor.yaml")``. Settings are those of :class:`training_monitor.config.MonitorConfig`;
-    keyword arguments override the file or dict.
+    file: ``TrainingMonitor("monitor.yaml")``; a functional training loop drives it through
+    :class:`training_monitor.callbacks.LoopMonitor`. Settings are those of
+    :class:`training_monitor.config.MonitorConfig`; keyword arguments override the file or dict.
 
     Each step becomes a :class:`training_monitor.record.StepRecord` (loss, grad norm, loss scale, overflow, LR,
     step time, data wait, tokens) for the engine and for ``/metrics``. Events go to

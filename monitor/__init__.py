@@ -9,8 +9,8 @@ from .events import Event
 from .record import StepRecord
 from .ruleset import Rules
 
-_ADAPTERS = ("TrainingMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource", "LossScaleTrainStep",
-             "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH")
+_ADAPTERS = ("TrainingMonitor", "LoopMonitor", "MonitorFailure", "ScaledLearningRate", "SkippableSource",
+             "LossScaleTrainStep", "mindformers_train_step", "register_mindformers", "MINDFORMERS_REGISTER_PATH")
 
 __all__ = ["Engine", "Event", "StepRecord", "Rules", *_ADAPTERS]
 

@@ -1,0 +1,132 @@
+"""The monitor in a functional training loop: ``mindspore.value_and_grad`` and the optimizer called by hand,
+the way MindSpore's quick start and parallel tutorials train, instead of ``Model.train``."""
+from __future__ import annotations
+
+import numpy as np
+from mindspore import nn
+from mindspore.train import RunContext
+from mindspore.train.callback._callback import InternalCallbackParam
+
+from .training_monitor import TrainingMonitor
+
+
+class TrainState(nn.Cell):
+    """The network and its optimizer as one cell, what ``Model.train``'s train-step cell is to the monitor:
+    a checkpoint saves and loads it whole (weights, optimizer moments, ``global_step``, a
+    :class:`~training_monitor.callbacks.ScaledLearningRate`'s scale). It is never called; the parameters keep
+    their names (no prefix)."""
+
+    def __init__(self, network: nn.Cell, optimizer: nn.Optimizer):
+        super().__init__(auto_prefix=False)
+        self.network = network
+        self.optimizer = optimizer
+
+
+class LoopMonitor:
+    """Drives a :class:`~training_monitor.callbacks.TrainingMonitor` from a hand-written training loop through
+    the callback objects ``Model.train`` uses (``mindspore.train.RunContext`` over MindSpore's callback
+    parameters), so the monitor does there what it does as a ``Model.train`` callback: step records, TPS, MFU,
+    ``/metrics``, the event and record logs, the rules, ``checkpoint_every`` saves (network and optimizer),
+    rollback (loaded into ``network`` and ``optimizer``, LR scaled), stop and the watchdog::
+
+        with LoopMonitor(monitor, net, optimizer) as loop:
+            for epoch in range(epochs):
+                for data, label in loop.batches(dataset.create_tuple_iterator()):
+                    (loss, _), grads = grad_fn(data, label)
+                    optimizer(grads)
+                    if loop.step(loss):
+                        break
+
+    Entering calls the monitor's train begin, leaving its train end (also when the loop raised; with
+    ``exit_on_stop``, leaving a run the monitor stopped raises ``SystemExit``). Monitor failures are logged
+    and survived unless ``strict`` is set, as with ``Model.train``.
+
+    What the loop itself owns: the data iterator is not rewound by a rollback, and batches are skipped
+    (``skip_batches``) only when ``dataset`` is fed by a :class:`~training_monitor.callbacks.SkippableSource`;
+    the grad norm, overflow flag and loss scale are known only when :meth:`step` is given them; an LR
+    schedule's value is not read (a fixed ``Parameter`` LR is). A ``DynamicLossScaler``'s scale is not in
+    the checkpoint.
+
+    Args:
+        monitor: the monitor; one ``LoopMonitor`` at a time.
+        network: the network the loop trains (its parameters are the ones the optimizer updates).
+        optimizer: the ``nn.Optimizer`` the loop calls with the gradients.
+        dataset: the training dataset, where the monitor looks for a ``SkippableSource`` (optional).
+    """
+
+    def __init__(self, monitor: TrainingMonitor, network: nn.Cell, optimizer: nn.Optimizer, dataset=None):
+        self.monitor = monitor
+        cb = InternalCallbackParam()  # the cb_params object Model.train fills
+        cb.mode = "train"
+        cb.train_network = TrainState(network, optimizer)
+        cb.network = network
+        cb.optimizer = optimizer
+        cb.train_dataset = dataset
+        cb.train_dataset_element = None
+        cb.device_number = monitor.world_size  # tokens inferred from a batch count it once per device
+        cb.list_callback = [monitor]
+        cb.cur_step_num = 0
+        cb.cur_epoch_num = 1
+        cb.net_outputs = None
+        # to the monitor, sink mode means "the step's begin is not seen": the step time runs from the previous
+        # step's end, data wait is unknown; batches() marks each step's begin and switches it off
+        cb.dataset_sink_mode = True
+        self._cb = cb
+        self._run = RunContext(cb)
+        self._epochs = 0
+
+    def __enter__(self) -> LoopMonitor:
+        self.monitor.__enter__()
+        self.monitor.on_train_begin(self._run)
+        return self
+
+    def __exit__(self, *err) -> None:
+        try:
+            self.monitor.on_train_end(self._run)
+        finally:
+            self.monitor.__exit__(*err)
+
+    def batches(self, iterable):
+        """Yield the items of ``iterable`` (one epoch of the loop's data: ``dataset.create_tuple_iterator()``,
+        the dataset itself, any iterator), marking each step's begin once its batch is read, so the step time
+        excludes reading it and the wait for it is the data wait. Each call is a new epoch. An item (a tuple,
+        list or dict of tensors) is the step's inputs: without ``tokens_per_step``, the tokens are inferred
+        from its first 2-D one times the world size, as with ``Model.train``."""
+        self._epochs += 1
+        self._cb.cur_epoch_num = self._epochs
+        self._cb.dataset_sink_mode = False
+        for item in iterable:
+            self._cb.train_dataset_element = (tuple(item.values()) if isinstance(item, dict) else
+                                              item if isinstance(item, (tuple, list)) else (item,))
+            self.monitor.on_train_step_begin(self._run)
+            yield item
+
+    def step(self, loss, grad_norm=None, overflow=None, loss_scale=None) -> bool:
+        """End the step the loop has just taken (after ``optimizer(grads)``) and let the monitor judge it.
+
+        Args:
+            loss: the step's loss (a scalar ``Tensor``, or a per-device array, averaged); reading it is the one
+                device sync.
+            grad_norm: the global norm of the step's gradients (scalar), if the loop computes it, for example
+                ``ops.sqrt(ops.addn([ops.square(g).sum() for g in grads]))``.
+            overflow: whether the step's gradients were not finite and the update was skipped
+                (``not amp.all_finite(grads)``), if the loop scales the loss.
+            loss_scale: the loss scale used by the step (``loss_scaler.scale_value``).
+
+        Returns:
+            True when the monitor has stopped the run (:attr:`stopped`): the loop should end.
+        """
+        self._cb.cur_step_num += 1
+        self._cb.net_outputs = (_host(loss), _host(overflow), _host(loss_scale), None, _host(grad_norm))
+        self.monitor.on_train_step_end(self._run)
+        return self.stopped
+
+    @property
+    def stopped(self) -> bool:
+        """True once the monitor has stopped the run (``monitor.stop_reason`` says why)."""
+        return self._run.get_stop_requested()
+
+
+def _host(value):
+    """A Python number as a NumPy scalar, which the step-output reader takes like a tensor; others as they are."""
+    return np.asarray(value) if isinstance(value, (bool, int, float)) else value

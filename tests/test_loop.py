@@ -1,0 +1,198 @@
+"""The monitor in a functional training loop, written the way MindSpore's quick start (``value_and_grad``,
+``train_step``) and its msrun tutorial (``epoch: 0, step: N, loss is X`` printed) write it: real MindSpore
+training on CPU, PyNative mode (MindSpore's default)."""
+import math
+import threading
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+import pytest
+from mindspore import nn, ops
+from prometheus_client.parser import text_string_to_metric_families
+
+from test_training import scrape
+from training_monitor.callbacks import LoopMonitor, ScaledLearningRate, TrainingMonitor
+from training_monitor.detectors import DETECTORS
+from training_monitor.replay import replay_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
+
+BATCH, FEATURES, CLASSES = 8, 16, 4
+
+
+class Network(nn.Cell):
+    """The quick start's ``Network`` reduced to one ``nn.Dense`` (a ReLU would turn a NaN input into 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.dense = nn.Dense(FEATURES, CLASSES)
+
+    def construct(self, x):
+        return self.dense(self.flatten(x))
+
+
+def arrays(batches, poison=()):
+    """``(data, label)`` of a separable classification set of ``batches`` batches; the batches in ``poison``
+    carry a NaN."""
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(batches * BATCH, FEATURES)).astype(np.float32)
+    label = (data @ rng.normal(size=(FEATURES, CLASSES))).argmax(1).astype(np.int32)
+    for b in poison:
+        data[b * BATCH, 0] = np.nan
+    return data, label
+
+
+def train(monitor, batches, epochs=1, poison=(), lr=0.05, print_to=None, grad_norm=False, each_step=None,
+          jit=False):
+    """Train as the tutorials do, under ``LoopMonitor``; print the msrun lines to ``print_to`` (a file).
+    ``each_step(model, step)`` runs after each judged step; ``jit`` compiles the train step (``ms.jit``, as the
+    pipeline-parallel tutorial does). Returns ``(model, optimizer, losses)``."""
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_seed(0)
+    model = Network()
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = nn.SGD(model.trainable_params(), lr)
+    data_set = ds.NumpySlicesDataset(arrays(batches, poison), column_names=["image", "label"], shuffle=False)
+    data_set = data_set.batch(BATCH)
+
+    def forward_fn(data, label):
+        logits = model(data)
+        loss = loss_fn(logits, label)
+        return loss, logits
+
+    grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters, has_aux=True)
+
+    def train_step(data, label):
+        (loss, _), grads = grad_fn(data, label)
+        optimizer(grads)
+        return loss, grads
+
+    train_step = ms.jit(train_step) if jit else train_step
+    losses = []
+    with LoopMonitor(monitor, model, optimizer) as loop:
+        for epoch in range(epochs):
+            i = 0
+            for data, label in loop.batches(data_set.create_tuple_iterator()):
+                loss, grads = train_step(data, label)
+                norm = ops.sqrt(ops.addn([ops.square(g).sum() for g in grads])) if grad_norm else None
+                if print_to is not None:
+                    print("epoch: %s, step: %s, loss is %s" % (epoch, i, loss), file=print_to)  # noqa: UP031 (the docs')
+                i += 1
+                losses.append(float(loss.asnumpy()))
+                stop = loop.step(loss, grad_norm=norm)
+                if each_step is not None:
+                    each_step(model, len(losses))
+                if stop:
+                    break
+            if loop.stopped:
+                break
+    return model, optimizer, losses
+
+
+def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, run="loop", checkpoint_every=5, healthy_after=5,
+                          tokens_per_step=BATCH, n_params=1e4, peak_tflops=1.0, world_size=1)
+    seen = {}
+
+    def probe(model, step):
+        if step == 10:
+            seen["metrics"] = scrape(mon.metrics_url)
+        if mon.rollbacks and "after_load" not in seen:
+            seen["after_load"] = {p.name: p.asnumpy().copy() for p in model.trainable_params()}
+        elif "after_load" in seen and "after_next" not in seen:
+            seen["after_next"] = {p.name: p.asnumpy().copy() for p in model.trainable_params()}
+
+    # batch index 22 carries a NaN: step 23's loss is NaN and SGD writes NaN into the weights
+    with open(tmp_path / "stdout", "w") as out:
+        model, optimizer, losses = train(mon, 40, poison={22}, print_to=out, each_step=probe)
+    mon.close()
+
+    assert len(losses) == 40 and math.isnan(losses[22]) and all(math.isfinite(x) for x in losses[23:])
+    nan = [e for e in mon.kept.events if e.rule == "nan_inf"]
+    assert [(e.step, e.onset_step) for e in nan] == [(23, 23)]
+    # checkpoints at 5..20; 20 is still pending at 23 (healthy needs 5 clean steps), so 15 is the target
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"], rb["lr_scale"]) == (23, 15, 0.5)
+    ckpt = ms.load_checkpoint(rb["checkpoint"])
+    assert {"global_step", "learning_rate"} <= set(ckpt)  # the optimizer's state too
+    for name, value in seen["after_load"].items():
+        np.testing.assert_array_equal(value, ckpt[name].asnumpy(), err_msg=name)
+    assert float(optimizer.learning_rate.asnumpy()) == pytest.approx(0.025)
+    # the next update (step 24, batch 23) starts from the loaded weights and moves them by -0.025 x the
+    # gradient, computed independently at the checkpoint's weights
+    probe_net = Network()
+    ms.load_param_into_net(probe_net, ckpt)
+    data, label = (ms.Tensor(a[23 * BATCH:24 * BATCH]) for a in arrays(40))
+    grads = ms.value_and_grad(lambda x, y: nn.CrossEntropyLoss()(probe_net(x), y), None,
+                              probe_net.trainable_params())(data, label)[1]
+    for p, g in zip(probe_net.trainable_params(), grads):
+        step = seen["after_next"][p.name] - seen["after_load"][p.name]
+        np.testing.assert_allclose(step, -0.025 * g.asnumpy(), rtol=1e-4, atol=1e-7, err_msg=p.name)
+    assert all(np.isfinite(p.asnumpy()).all() for p in model.trainable_params())
+    assert mon.last_record.step == 40 - (23 - 15) and mon.last_record.lr == pytest.approx(0.025)
+
+    fams = {f.name: f for f in text_string_to_metric_families(seen["metrics"])}
+
+    def value(name, suffix=""):
+        (s,) = [s for s in fams[name].samples if s.name == name + suffix]
+        assert s.labels["run"] == "loop"
+        return s.value
+
+    assert value("train_step") == 10 and value("train_loss") == pytest.approx(losses[9], rel=1e-6)
+    assert value("train_tokens", "_total") == 10 * BATCH
+    assert value("train_step_duration_seconds", "_count") == 10
+    tps = value("train_tokens_per_second")
+    assert tps > 0 and value("train_mfu_ratio") == pytest.approx(6e4 * tps / 1e12)
+    assert 0 < value("train_data_wait_ratio") < 1
+
+    # one engine, two feeds: the loop's printed lines, replayed, give the events of the rules that read the
+    # loss (the one value printed); the print counts steps from 0, the monitor from 1
+    replayed = replay_file(str(tmp_path / "stdout"))
+    assert replayed.records == 40
+    printed = {r for r, d in DETECTORS.items() if "loss" in d.reads}
+    live = [(e.rule, e.step, e.onset_step) for e in mon.kept.events if e.rule in printed]
+    assert [(e.rule, e.step + 1, e.onset_step + 1) for e in replayed.events] == live
+
+
+def test_a_scaled_schedule_in_a_jit_train_step_is_halved_by_the_rollback(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5)
+    lr = ScaledLearningRate(nn.CosineDecayLR(0.01, 0.05, 40))
+    _, optimizer, losses = train(mon, 30, poison={22}, lr=lr, jit=True)
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (23, 15) and math.isfinite(losses[-1])
+    assert float(lr.scale.asnumpy()) == 0.5
+    # the optimizer went back to the checkpoint's global step and goes on from there, at half the schedule
+    step = int(optimizer.global_step.asnumpy().reshape(-1)[0])
+    assert step == 30 - (23 - 15)
+    schedule = nn.CosineDecayLR(0.01, 0.05, 40)(ms.Tensor(step, ms.int32))
+    assert float(optimizer.get_lr().asnumpy()) == pytest.approx(0.5 * float(schedule.asnumpy()))
+
+
+def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
+                          strict=True)
+    _, _, losses = train(mon, 8, epochs=3, grad_norm=True)
+    assert len(losses) == 24 and losses[-1] < losses[0]
+    assert mon.kept.events == [] and mon.stop_reason is None and mon.rollbacks == []
+    assert mon.last_record.step == 24 and mon.last_record.grad_norm > 0 and mon.last_record.step_time_s > 0
+    assert mon.last_record.tokens == BATCH * FEATURES  # inferred from the batch's 2-D input, as Model.train does
+    assert [(e.step, e.status) for e in mon.ledger.entries] == [(10, "healthy"), (20, "pending")]
+    watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog"]
+    for t in watchdogs:  # the train end stopped it: the thread ends at its next look (1 s)
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in watchdogs)
+
+
+def test_the_monitor_stops_the_loop_and_its_failures_are_survived(tmp_path, log_lines):
+    stopper = TrainingMonitor(output_dir=str(tmp_path / "stop"), metrics_port=None, checkpoint_every=5,
+                              healthy_after=5, max_rollbacks=0)
+    with pytest.raises(SystemExit, match="training-monitor: stopped the run"):
+        train(stopper, 20, poison={12})
+    assert stopper.last_record.step == 13 and stopper.stop_reason
+
+    broken = TrainingMonitor(output_dir=str(tmp_path / "broken"), metrics_port=None)
+    broken.engine.observe = None  # a bug inside the monitor
+    _, _, losses = train(broken, 5)
+    assert len(losses) == 5 and sum("training monitor failed" in line for line in log_lines) == 5
