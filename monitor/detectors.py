@@ -896,9 +896,10 @@ class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
     steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
     falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
-    (an excerpt that starts in the collapse). A scale that never moved (static scaling, or bf16 with a scale
-    of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
-    of the fall."""
+    (an excerpt that starts in the collapse), and so does a scale of 0 (a dynamic scale fallen below the
+    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). A scale that never
+    moved (static scaling, or bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings.
+    Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -925,7 +926,8 @@ class LossScaleCollapse(LossScaleWatch):
         if self.calibrating(r):
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
-        if scale <= self.floor < self.highest or scale < self.floor and (r.overflow == 1 or had and scale < prev):
+        if scale <= self.floor < self.highest or scale == 0.0 or scale < self.floor and (r.overflow == 1
+                                                                                        or had and scale < prev):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

@@ -232,6 +232,128 @@ def test_hccl_socket_wait_and_a_timeout_only_log(tmp_path):
     assert res.format == "text" and [(e.rule, e.rank, e.value) for e in res.events] == [("stall", 2, 120.0)]
 
 
+# Hangs seen by PyTorch's NCCL heartbeat monitor and by the Ascend runtime, read in any text log (here a
+# MindFormers log) and in a log of such lines only. Lines: hiyouga/LlamaFactory issue #8549 (the corpus file
+# llamafactory_watchdog_stuck_streaming_8549.log), snowflakedb/ArcticTraining issue #219, modelscope/ms-swift
+# issue #7992 (a time prefix); CANN EE1002 from hiyouga/LlamaFactory issue #5551 and Ascend/pytorch issue #48
+# (torch_npu_ee1002_stream_sync_timeout_48.log), EH9999 task timeout from hiyouga/LlamaFactory issue #5347
+# and Ascend/pytorch issue #43 (torch_npu_worker_eh9999_task_timeout_43.log), EH9999 fftsplus timeout from
+# vllm-project/vllm-ascend issue #2800, EI9999 from Ascend/pytorch issue #43, EE9999 from vllm-ascend #14214.
+STUCK = ("[rank{r}]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+         "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+         "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "
+         "and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), "
+         "or other deadlock-prone behaviors. \n")
+EE1002 = ("EE1002: 2024-09-26-16:06:40.565.510 Stream synchronize timeout. rtDeviceSynchronize execute failed, "
+          "reason=[stream sync timeout]\n"
+          "        Possible Cause: 1. The timeout interval may be improperly set.\n"
+          "        Solution: 1. Check whether the timeout interval is properly set. 2. Check whether the network is "
+          "normal.\n")
+EH9999 = ("worker-1: EH9999: Inner Error!\n"
+          "worker-1:         rtDeviceSynchronize execute failed, reason=[task timeout][FUNC:FuncErrorReason]"
+          "[FILE:error_message_manage.cc][LINE:53]\n"
+          "worker-1: EH9999: 2024-07-03-11:28:40.451.641  wait for compute device to finish failed, runtime result = "
+          "107020.[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:161]\n")
+
+
+def test_watchdog_stuck_and_ascend_runtime_timeouts_are_stall_reports(tmp_path):
+    from test_replay import mf_log
+
+    res = replay_file(write(tmp_path, "stuck.log", STUCK.format(r=2)))  # one line, no step line
+    assert res.format == "text" and [(e.rule, e.step, e.rank, e.value) for e in res.events] == [("stall", 0, 2, 480.0)]
+    assert "ProcessGroupNCCL's watchdog made no progress for 480 s" in res.events[0].message
+    text = (mf_log(5) + STUCK.format(r=7)
+            + "18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] [PG ID 12 PG GUID 99(EXPERT_"
+              "MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+              "progress in monitoring enqueued collectives.\n")
+    res = replay_file(write(tmp_path, "rank_0.log", text))
+    assert res.format == "mindformers" and res.records == 5
+    assert [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 5, 7), ("stall", 5, 4)]
+    for name, lines, reason in (("ee1002.log", EE1002, "stream sync timeout"), ("eh9999.log", EH9999 * 3, "task timeout")):
+        res = replay_file(write(tmp_path, name, lines))
+        assert res.format == "text" and [(e.rule, e.step, e.value) for e in res.events] == [("stall", 0, None)]
+        assert f"rtDeviceSynchronize failed: {reason}" in res.events[0].message
+    text = (mf_log(3)
+            + "EH9999: Inner Error!\n        rtStreamSynchronizeWithTimeout execute failed, reason=[fftsplus timeout]"
+              "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]\n"
+            + "worker-1: EI9999: 2024-07-03-11:28:40.419.527  The error from device(chipId:0, dieId:0), serial number is "
+              "1, hccl fftsplus task timeout occurred during task execution, stream_id:4, sq_id:4, task_id:5, stuck "
+              "notify num:7, timeout:1836.[FUNC:ProcessStarsHcclFftsPlusTimeoutErrorInfo][FILE:device_error_proc.cc]"
+              "[LINE:1389]\n")
+    res = replay_file(write(tmp_path, "rank_1.log", text))
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("stall", 3, None)]  # once per step and rank
+    res = replay_file(write(tmp_path, "ee9999.log",
+                            "EE9999[PID: 818] 2026-08-13-15:31:21.888.208 (EE9999):  The error from device(chipId:5, "
+                            "dieId:0), serial number is 1, event wait timeout occurred during task execution, "
+                            "stream_id:44, sq_id:5, task_id:61293, event_id=55, timeout=234s.[FUNC:ProcessStarsWait"
+                            "TimeoutErrorInfo][FILE:device_error_proc.cc][LINE:1593]\n"))
+    assert [(e.rule, e.value) for e in res.events] == [("stall", 234.0)]
+    assert "event wait timeout during a device task" in res.events[0].message
+
+
+# Ascend's silent-data-corruption check in CANN device logs, as grepped in mindspore-ai/docs
+# tutorials/source_en/debug/sdc.md (NPU_ASD_ENABLE=1: the corpus file mindspore_ascend_silent_check_nan_grep.log;
+# NPU_ASD_ENABLE=3: a `normal case` INFO line, then the nan): a nan or inf checked value is a nan_inf report at the
+# step the line names; a normal case is nothing.
+def test_silent_check_nan_is_reported_at_its_step(tmp_path):
+    line = ("device-{d}/device-299066_20250225184036913.log:1968:[ERROR] AICPU(26533,aicpu_scheduler):2025-02-25-18:40:"
+            "56.176.403 [silent_check_v3.cc:250][ComputeL1Error][tid:26552]SilentCheckV3 ComputeL1Error:val = [{v}], "
+            "max = [nan], avg=[1.128970e-09], step=[{s}], c_thresh_l1 = [1.000000e+06], c_thresh_l2 = [1.000000e+04], "
+            "beta1 = [9.900000e-01], npu_asd_detect = [1].\n")
+    normal = ("device-2/device-311523_20250225184632284.log:1767:[INFO] AICPU(26559,aicpu_scheduler):2025-02-25-18:46:"
+              "51.678.981 [silent_check_v3.cc:240][SilentCheck][tid:26572]SilentCheckV3 normal case, val=[3.350337e-08], "
+              "max=[3.350337e-08], avg=[9.879098e-10], step=[4], c_threshold_l1=[1.000000e+06], c_threshold_l2=[1.000000e"
+              "+04], beta1=[9.900000e-01], npu_asd_detect=[3].\n")
+    text = normal + "".join(line.format(d=0, v=v, s=s) for v, s in (("nan", 5), ("nan", 6), ("nan", 6), ("inf", 7)))
+    res = replay_file(write(tmp_path, "sdc.log", text))
+    assert res.format == "text" and [(e.rule, e.step) for e in res.events] == [("nan_inf", 5), ("nan_inf", 6),
+                                                                               ("nan_inf", 7)]
+    assert "feature value is inf at step 7" in res.events[2].message
+    with pytest.raises(ReplayError, match="no known training-log format"):
+        replay_file(write(tmp_path, "normal.log", normal))
+
+
+# MindData's own slowness warning (mindspore ccsrc data_queue_op.cc DetectPerBatchTime, generator_op.cc): a
+# throughput_drop report at the last step done. Lines: a LossMonitor log of the finalMLP model (mindspore
+# models README, research/recommend/final_mlp) and mindspore-ai/docs minddata_debug.md (the corpus file
+# mindspore_minddata_bad_performance_slow_epoch.log).
+def test_minddata_slowness_warning_is_a_throughput_report(tmp_path):
+    warn = ("[WARNING] MD(2637547,7f5fbdffb700,python):2023-06-01-09:14:29.052.845 [mindspore/ccsrc/minddata/dataset/"
+            "engine/datasetops/data_queue_op.cc:809] DetectPerBatchTime] Bad performance attention, it takes more than "
+            "25 seconds to fetch a batch of data from dataset pipeline, which might result `GetNext` timeout problem. "
+            "You may test dataset processing performance(with creating dataset iterator) and optimize it.\n")
+    text = ("epoch: 1 step: 342, loss is 0.8634778261184692\n"
+            "Train epoch time: 119160.997 ms, per step time: 348.424 ms\n" + warn + "\n"
+            "epoch: 2 step: 342, loss is 0.47610682249069214\n"
+            "Train epoch time: 60451.976 ms, per step time: 176.760 ms\n")
+    res = replay_file(write(tmp_path, "final_mlp.log", text))
+    assert res.records == 2 and [(e.rule, e.value) for e in res.events] == [("throughput_drop", 25.0)]
+    assert "more than 25 s to fetch a batch of data from dataset pipeline" in res.events[0].message
+    gen = ("[WARNING] MD(90635,fffdf0ff91e0,python):2023-03-25-15:29:14.801.601 [mindspore/ccsrc/minddata/dataset/engine/"
+           "datasetops/source/generator_op.cc:220] operator()] Bad performance attention, it takes more than 25 seconds "
+           "to generator.__next__ new row, which might cause `GetNext` timeout problem when sink_mode=True.\n")
+    res = replay_file(write(tmp_path, "gen.log", gen))
+    assert [(e.rule, e.step) for e in res.events] == [("throughput_drop", 0)]
+    assert "generator.__next__ new row" in res.events[0].message
+
+
+# fairseq's epoch summary prints the loss scale with three decimals: 0.000 is a scale fallen under 0.0005, i.e.
+# to fairseq's minimum of 1e-4 (facebookresearch/fairseq issue #1529, the corpus file
+# fairseq_loss_scale_zero_epoch_line_1529.log, titled "Minimum loss scale reached"); one summary at 1.000 (fairseq
+# issue #506) is no collapse.
+def test_fairseq_loss_scale_printed_as_zero_is_a_collapse(tmp_path):
+    line = ("| epoch 028 | loss 3.976 | nll_loss 2.204 | ppl 4.61 | wps 279460 | ups 3 | wpb 110529.673 | bsz 3780.211 | "
+            "num_updates 9165 | lr 0.000330319 | gnorm 0.635 | clip 0.000 | oom 0.000 | loss_scale 0.000 | wall 4043 | "
+            "train_wall 3606\n")
+    res = replay_file(write(tmp_path, "train.log", line))
+    assert res.records == 1 and [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 9165, 0.0)]
+    healthy = ("| epoch 079 | loss 3.536 | nll_loss 1.824 | ppl 3.54 | wps 418885 | ups 0.7 | wpb 606086 | bsz 20493 | "
+               "num_updates 20077 | lr 0.000446355 | gnorm 0.234 | clip 0% | oom 0 | loss_scale 1.000 | wall 30390 | "
+               "train_wall 29260\n")
+    res = replay_file(write(tmp_path, "healthy.log", healthy))
+    assert res.records == 1 and res.events == []
+
+
 # monitor/events.py EventLog: one JSON object per event (Event.to_dict(), NaN as "nan") plus the callback's
 # {"action": "rollback"|"stop", ...} records (callbacks/training_monitor.py).
 def test_own_event_log_is_re_reported(tmp_path):

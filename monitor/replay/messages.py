@@ -49,6 +49,35 @@ step line of their own.
       EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times out. Reason: Remote Rank did not send the data in time.
       [hccl_socket_manager.cc:816] [3977663][Wait][LinkEstablish]wait socket establish timeout, role[0] rank[0] timeout[120 s]
 
+* Hangs seen by a watchdog or the device runtime, as ``stall`` reports at the last step done (value: seconds
+  waited, when printed):
+
+  - PyTorch's NCCL heartbeat monitor (``ProcessGroupNCCL.cpp``, ``heartbeatMonitor``): the watchdog itself
+    made no progress, a hang inside an NCCL/CUDA call::
+
+      [rank2]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives. ...
+
+  - The Ascend runtime (CANN, through torch_npu or MindSpore): a device or stream synchronize that timed out
+    (``rt*Synchronize* execute failed, reason=[.. timeout]``: ``EE1002`` stream sync timeout, ``EH9999``
+    task or fftsplus timeout), or a device task that timed out (``.. timeout occurred during task execution``,
+    ``EI9999``/``EE9999``, with the timeout in seconds)::
+
+      EE1002: 2024-09-26-16:06:40.565.510 Stream synchronize timeout. rtDeviceSynchronize execute failed, reason=[stream sync timeout]
+              rtDeviceSynchronize execute failed, reason=[task timeout][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]
+      EI9999: 2024-07-03-11:28:40.419.527  The error from device(chipId:0, dieId:0), serial number is 1, hccl fftsplus task timeout occurred during task execution, stream_id:4, sq_id:4, task_id:5, stuck notify num:7, timeout:1836.[FUNC:...]
+
+* Ascend's silent-data-corruption check (CANN ``silent_check_v3.cc``, MindSpore and torch_npu with
+  ``NPU_ASD_ENABLE``): a checked feature value (a gradient's norm) that is not finite, a ``nan_inf`` report
+  at the step the line names (a finite value over the thresholds is not reported)::
+
+      [ERROR] AICPU(26533,aicpu_scheduler):2025-02-25-18:40:56.176.403 [silent_check_v3.cc:250][ComputeL1Error][tid:26552]SilentCheckV3 ComputeL1Error:val = [nan], max = [nan], avg=[1.128970e-09], step=[5], c_thresh_l1 = [1.000000e+06], ...
+
+* MindData's slowness warning (MindSpore ``data_queue_op.cc`` / ``device_queue_op.cc`` ``DetectPerBatchTime``,
+  ``generator_op.cc``): a batch (or a generator's row) took more than 25 s, a ``throughput_drop`` report at
+  the last step done (value: the seconds)::
+
+      [WARNING] MD(2637547,7f5fbdffb700,python):2023-06-01-09:14:29.052.845 [mindspore/ccsrc/minddata/dataset/engine/datasetops/data_queue_op.cc:809] DetectPerBatchTime] Bad performance attention, it takes more than 25 seconds to fetch a batch of data from dataset pipeline, which might result `GetNext` timeout problem. ...
+
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
 """
@@ -87,9 +116,19 @@ _SOCKET_WAIT = re.compile(r"wait socket establish timeout.*?rank\[(\d+)\](?: tim
 _HCCL_WHAT = {"EI0002": "a collective's Notify wait timed out (EI0002, HCCL_EXEC_TIMEOUT)",
               "EI0006": "building the connection timed out (EI0006, HCCL_CONNECT_TIMEOUT)"}
 
+# hangs: PyTorch's heartbeat monitor; the Ascend runtime's synchronize / task timeouts
+_STUCK = re.compile(r"(ProcessGroup\w+)'s watchdog got stuck for (\d+) seconds")
+_RT_SYNC = re.compile(r"(rt\w*Synchroni[sz]e\w*) execute failed, reason=\[([^\]]*timeout)\]")
+_RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\btimeout[:=] ?(\d+))?")
+_RANK = re.compile(r"Rank (\d+)\]")
+_SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
+                     re.IGNORECASE)
+_SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
+
 
 MARKS = ("kipping step", "verflow", "found inf", "reducing loss scale", "already at minimum", "Minimum loss scale",
-         "no valid values", "Watchdog caught", "EI000", "socket establish timeout")
+         "no valid values", "Watchdog caught", "EI000", "socket establish timeout",
+         "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error", "Bad performance")
 _MENTIONED = re.compile("|".join(MARKS))
 
 
@@ -148,4 +187,40 @@ def match(line: str, parser):
             return parser.once(Report("stall", parser.done, float(m.group(2)) if m.group(2) else None,
                                       f"trainer: HCCL {_HCCL_WHAT['EI0006']} after step {parser.done}",
                                       int(m.group(1))))
+    return _hang(line, parser)
+
+
+def _hang(line: str, parser):
+    """A hang, a non-finite silent-check value or a slow data pipeline in ``line`` (see the module), or None."""
+    if "watchdog got stuck" in line:
+        m = _STUCK.search(line)
+        if m is not None:
+            r = _RANK.search(line)
+            return parser.once(Report("stall", parser.done, float(m.group(2)),
+                                      f"trainer: {m.group(1)}'s watchdog made no progress for {m.group(2)} s (a hang "
+                                      f"inside an NCCL/CUDA call) after step {parser.done}",
+                                      int(r.group(1)) if r else parser.rank))
+    if "timeout]" in line or "during task execution" in line:
+        m = _RT_SYNC.search(line)
+        what = f"{m.group(1)} failed: {m.group(2)}" if m else None
+        if m is None:
+            m = _RT_TASK.search(line)
+            what = f"{m.group(1).strip()} during a device task" if m else None
+        if m is not None:
+            seconds = _float(m.group(2)) if m.re is _RT_TASK else None
+            return parser.once(Report("stall", parser.done, seconds,
+                                      f"trainer: Ascend runtime: {what} after step {parser.done}", parser.rank))
+    if "ComputeL1Error" in line:
+        m = _SILENT.search(line)
+        if m is not None:
+            step = int(m.group(2))
+            return parser.once(Report("nan_inf", step, math.nan,
+                                      f"trainer: Ascend silent check: a checked feature value is {m.group(1)} at step "
+                                      f"{step}", parser.rank))
+    if "Bad performance" in line:
+        m = _SLOW_DATA.search(line)
+        if m is not None:
+            return parser.once(Report("throughput_drop", parser.done, float(m.group(1)),
+                                      f"trainer: MindData: more than {m.group(1)} s to {m.group(2).strip()} (the data "
+                                      f"pipeline is slower than the steps) after step {parser.done}", parser.rank))
     return None
