@@ -40,7 +40,6 @@ KNOWN_FAILING = frozenset({
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
     "mindformers_glm6b_finetune_overflow_01.log",
-    "nemo_lightning_watchdog_118369.log",
     # heldout2 (scored only, never tuned on)
     "bert_dll_checkpoint_healthy_543.log",  # DLLogger `step_loss : 1.63` is no loss name: not read
     "custom_lsid_unnamed_nan_117.log",  # the step is an unnamed leading number: not read
