@@ -142,17 +142,17 @@ class Parser(abc.ABC):
         return rec
 
     def repeats(self, iteration: int | None, scale: float | None) -> str | None:
-        """Whether an overflow message naming ``iteration`` (None: none) at ``scale`` is about the overflow of
-        the last record, made by a message that named its iteration (DeepSpeed's optimizers): the same
-        iteration again is another rank's copy (:data:`REPEATED`); a message naming none, at that record's
-        scale (or the record has none yet), the engine's summary of it (:data:`MERGED`, the scale kept).
-        None: another overflow."""
+        """Whether an overflow message naming ``iteration`` (None: none) at ``scale`` is about the overflow the
+        last message naming its iteration (DeepSpeed's optimizers) reported, with no record since: the same
+        iteration again is another rank's copy (:data:`REPEATED`); a message naming none, at that overflow
+        record's scale (or the record has none yet), the engine's summary of it (:data:`MERGED`, the scale
+        kept). None: another overflow."""
         named, rec = self._named
         if named is None or rec is None or self.last is not rec:
             return None
         if iteration == named:
             return REPEATED
-        if iteration is None and (rec.loss_scale is None or rec.loss_scale == scale):
+        if iteration is None and rec.overflow and (rec.loss_scale is None or rec.loss_scale == scale):
             rec.loss_scale = scale if rec.loss_scale is None else rec.loss_scale
             return MERGED
         return None

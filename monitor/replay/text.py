@@ -266,6 +266,7 @@ class Parser(base.Parser):
         last = self.last
         if last is not None and last.steps > 1 and not self.taken_over:
             self.overflow_lines += 1  # within an interval: the next step line's
+            self._named = (iteration, last)
             return MERGED
         self.guessed = last is None and not self.bar
         self.counted = self.bar > self.step  # a progress bar counted the step before
