@@ -289,7 +289,7 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
 # rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
 # summary on rank 0
-FUSED = (["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:382:_update_scale] \n", "Grad overflow on iteration 9\n"] * 4
+FUSED = (["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:382:_update_scale]\n", "Grad overflow on iteration 9\n"] * 4
          + ["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
             "8388608.0 to 4194304.0\n"] * 2
          + ["[2022-07-05 16:30:10,797] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
