@@ -105,11 +105,13 @@ cdef class RobustSpike(Detector):
 
 
 cdef class LossSpike(RobustSpike):
-    cdef public Py_ssize_t shift_steps
-    cdef public double shift_sigma
+    cdef public Py_ssize_t shift_steps, rise_steps
+    cdef public double shift_sigma, rise_ratio
     cdef Window recent
+    @cython.locals(hist=Window, k=Py_ssize_t, n=Py_ssize_t, i=Py_ssize_t, base=double, prev=double, x=double)
+    cdef object rise(self, long long step)
     @cython.locals(x=double, level=double, m=double, floor=double, s=double, k=Py_ssize_t, onset=cython.longlong,
-                   recent=Window, hist=Window)
+                   recent=Window, hist=Window, few=bint)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 

@@ -574,7 +574,8 @@ class LossSpikeSettings(RobustSpikeSettings):
     """loss > median + threshold * sigma of the last `window` finite losses, with sigma the MAD scaled to a
     normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median;
     or a level shift (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short
-    excerpt, a run's first steps, the steps after a rollback) only an unambiguous excursion fires."""
+    excerpt, a run's first steps, the steps after a rollback) only an unambiguous excursion fires, or,
+    after warm-up, a sustained rise (rise_steps, rise_ratio)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
@@ -583,13 +584,24 @@ class LossSpikeSettings(RobustSpikeSettings):
     shift_steps: int = setting(5, "also fire on a level shift: the median of the last shift_steps losses... "
                                   "(0: off)", min=0)
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
+    rise_steps: int = setting(3, "with fewer than min_history losses: also fire on this many rises in a row... "
+                                 "(0: off)", min=0, max=20)
+    rise_ratio: float = setting(1.3, "...to over this x the loss before them, and excursion_min above it", min=1)
 
 
 class LossSpike(RobustSpike):
     """Loss spike (see :class:`RobustSpike`), plus a level shift: the median of the last ``shift_steps``
     losses above the window's median by ``shift_sigma`` robust sigmas (floored as for the spike). An LR
     surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not.
-    Onset: the first step of the shift."""
+    Onset: the first step of the shift.
+
+    With fewer than ``min_history`` earlier losses, after ``warmup_steps``, a sustained rise fires too:
+    the loss higher than the record before at each of the last ``rise_steps`` records, the last over
+    ``rise_ratio`` times the loss before the rise and at least ``excursion_min`` above it (a training loss
+    falls; independent noise makes ``rise_steps`` rises in a row with probability ``1 / (rise_steps + 1)!``,
+    and seldom by that much). It needs no measure of the noise, which a few values do not give (BigScience
+    tr8-104B, logged every 10 iterations: 6.37, 6.60, 7.31, 9.12 fires at the 9.12). Onset: the first step
+    of the rise."""
 
     settings = LossSpikeSettings
     rule = "loss_spike"
@@ -600,18 +612,40 @@ class LossSpike(RobustSpike):
     # settings (Detector.__init__ sets them from cfg.params)
     shift_steps: int
     shift_sigma: float
+    rise_steps: int
+    rise_ratio: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.label = "loss"
         self.recent = Window(max(self.shift_steps, 1))  # the last shift_steps losses
 
+    def rise(self, step):
+        """The sustained-rise test (see the class docstring) of the losses held, the newest at ``step``."""
+        hist = self.history
+        k, n = self.rise_steps, self.history.n
+        if n <= k:
+            return None
+        base = prev = hist.value(n - 1 - k)
+        for i in range(n - k, n):
+            x = hist.value(i)
+            if not x > prev:
+                return None
+            prev = x
+        if not (base > 0 and prev > self.rise_ratio * base and prev - base >= self.excursion_min):
+            return None
+        return (prev, hist.step_of(n - k), f"loss {prev:.4g} at step {step} rose at each of the last {k} records, "
+                                           f"{prev / base:.3g}x the {base:.4g} before the rise")
+
     def update(self, r):
         x = r.loss
         k = self.shift_steps
         if not r.has_loss or not finite(x):  # (an overflowed step's loss is its batch's real loss)
             return None
+        few = self.history.n < self.min_history
         out = self.spike(r, x)
+        if out is None and few and self.rise_steps and r.step > self.warmup_steps:
+            out = self.rise(r.step)
         if not k or r.step <= self.warmup_steps:
             return out
         recent, hist = self.recent, self.history
@@ -882,8 +916,9 @@ class OverflowStorm(LossScaleWatch):
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
     """Loss scale at or below `floor` (or below it and falling, when no higher scale was seen), or halved
-    `max_halvings` times within `window` steps, after calibration (as for overflow_storm). Healthy fp16 runs
-    halve now and then; a collapse means the gradients are broken."""
+    `max_halvings` times within `window` steps, after calibration (as for overflow_storm); a start-up overflow
+    at a scale at or below `floor` is no calibration. Healthy fp16 runs halve now and then; a collapse means
+    the gradients are broken."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -897,9 +932,12 @@ class LossScaleCollapse(LossScaleWatch):
     steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
     falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
     (an excerpt that starts in the collapse), and so does a scale of 0 (a dynamic scale fallen below the
-    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). A scale that never
-    moved (static scaling, or bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings.
-    Onset: the first halving of the fall."""
+    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). An overflow that
+    would be calibration fires at once when its scale is at or below ``floor``: calibration falls from a
+    high initial scale (2^16 to 2^32), and a scaler at its minimum from the start cannot answer an overflow
+    any more (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of
+    1). A scale that never moved (static scaling, or bf16 with a scale of 1, a skipped step among clean
+    ones) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -924,7 +962,9 @@ class LossScaleCollapse(LossScaleWatch):
         if scale > self.highest:
             self.highest = scale
         if self.calibrating(r):
-            return None
+            if r.overflow != 1 or scale > self.floor:
+                return None
+            return scale, r.step, f"overflow at loss scale {scale:g}, at its floor {self.floor:g}, at start-up"
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if scale <= self.floor < self.highest or scale == 0.0 or scale < self.floor and (r.overflow == 1
                                                                                         or had and scale < prev):

@@ -36,8 +36,6 @@ SHARED_SAMPLES = frozenset({
 KNOWN_FAILING = frozenset({
     # read; the noisy fine-tune step loss 0.82 -> 2.28 (1 earlier record) passes the spike rules' short-excerpt test
     "bert_dle_squad_tqdm_1107.log",
-    "bigscience_tr8_104b_spike_6930.log",
-    "deepspeed_fused_min_scale_697.log",
     # min_records counts more lines than the step lines they have: 13 iteration lines (15 with the two lines
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
@@ -46,7 +44,6 @@ KNOWN_FAILING = frozenset({
     # and PaddleOCR's `avg_batch_cost`/`ips` (samples/s) are not throughput fields, so throughput_drop never judges them
     "mindspore_resnet50_transfer_epoch10_slow.log",
     "paddleocr_reader_cost_ips_drops_10042.log",
-    "nemo_lightning_watchdog_118369.log",
     # heldout3 (scored only, never tuned on)
     "apex_o1_scale_collapse_834.log",  # 17 step-less overflows (32768 -> 0.5) read as steps 1-17: calibration
     "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed

@@ -262,6 +262,54 @@ def test_a_watchdog_timeout_cut_short_after_a_bar_is_a_stall_after_the_bar_count
     assert read(lines)[-1].rank == 5 and read(lines)[-1].value is None
 
 
+# pytorch/pytorch issue #118369 (a NeMo run, Lightning's bar): the watchdog's line glued after the bar's postfix
+NEMO_BAR = ("Epoch 0:   6%|\u2588\u2588                               | 32040/500150 [6:28:43<94:39:17,  1.37it/s, "
+            "loss=2.6, v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, consumed_samples=2.56e+7]")
+NEMO_WATCHDOG = ("[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, "
+                 "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.\n")
+
+
+def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_count_then_the_report():
+    parser = text.Parser()
+    rec = parser.feed(NEMO_BAR + NEMO_WATCHDOG)
+    # global_step=3.2e+4 is the bar's count rounded to 3 digits (tqdm's format_num): the count is the step
+    assert rows([rec]) == [(32040, 2.6, None, None, None, None, None, None)]
+    assert [(r.rule, r.step, r.rank, r.value) for r in parser.after] == [("stall", 32040, 0, 25624.887)]
+    res = replay_file(str(DATA / "reallogs" / "tune" / "nemo_lightning_watchdog_118369.log"))
+    assert res.records == 1 and [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 32040, 0),
+                                                                                    ("stall", 32040, 7)]
+    # a bar without values before the message (LLaMA-Factory, see above) gives no record: the report alone
+    assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [("stall", 24)]
+    # the same postfix without a message is the record as well, and a step that is no rounding of the count
+    # is the postfix's own
+    assert rows(read([NEMO_BAR + "\n"])) == rows([rec])
+    assert read([NEMO_BAR.replace("3.2e+4", "3.1e+4") + "\n"])[0].step == 31000
+
+
+# deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
+# rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
+# summary on rank 0
+FUSED = (["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:382:_update_scale]\n", "Grad overflow on iteration 9\n"] * 4
+         + ["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
+            "8388608.0 to 4194304.0\n"] * 2
+         + ["[2022-07-05 16:30:10,797] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
+            "8388608.0 to 4194304.0\n"] * 2
+         + ["[2022-07-05 16:30:10,797] [INFO] [logging.py:69:log_dist] [Rank 0] Overflow detected. Skipping step. "
+            "Attempted loss scale: 8388608.0, reducing to 4194304.0\n"])
+
+
+def test_deepspeed_fused_optimizer_overflows_are_one_overflowed_step_per_iteration_named():
+    assert [(r.step, r.overflow, r.loss_scale) for r in read(FUSED)] == [(1, True, 8388608.0)]
+    # the next iteration's messages: the next step
+    again = [line.replace("iteration 9", "iteration 10").replace("8388608.0", "4194304.0").replace(
+        "to 4194304.0", "to 2097152.0") for line in FUSED]
+    assert [(r.step, r.loss_scale) for r in read(FUSED + again)] == [(1, 8388608.0), (2, 4194304.0)]
+    # deepspeedai/DeepSpeed issue #697: the scaler already at its minimum, 1 "reducing" to 1: a collapse
+    res = replay_file(str(DATA / "reallogs" / "tune" / "deepspeed_fused_min_scale_697.log"))
+    assert res.records == 1
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 1, 1.0)]
+
+
 def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():
     # apex amp on Ascend NPU (a LLaMA-Factory run): the overflow message, then the scaler's own line
     out = read(["{'loss': 5.2843, 'grad_norm': 641.94, 'learning_rate': 5e-05, 'epoch': 4.7}\n",

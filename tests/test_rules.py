@@ -357,6 +357,32 @@ def test_a_loss_jump_after_a_single_logged_value_fires_when_it_is_large():
     assert run([StepRecord(5030, loss=0.6427), StepRecord(5040, loss=1.0184)]) == []
 
 
+def test_a_sustained_rise_over_a_few_logged_intervals_fires_at_the_third_rise():
+    # BigScience tr8-104B (train/tr8-104B-wide/chronicles.md, iterations logged every 10): 6.37 -> 10.24, no
+    # single jump unambiguous (9.12 is 1.38x the median before it), but three rises in a row to 1.43x
+    tr8 = {6900: 6.365808, 6910: 6.598378, 6920: 7.314456, 6930: 9.121927, 6940: 10.23865}
+    recs = [StepRecord(s, loss=x, steps=10) for s, x in tr8.items()]
+    (ev,) = [e for e in run(recs) if e.rule == "loss_spike"]
+    assert (ev.step, ev.onset_step, ev.value) == (6930, 6910, 9.121927) and "rose at each of the last 3" in ev.message
+    assert run(recs, Rules({"loss_spike": {"rise_steps": 0}})) == []
+    # 1.43x is under a ratio of 1.5: the rise fires one record later, 6.60 -> 10.24 (1.55x)
+    assert [(e.step, e.onset_step) for e in run(recs, Rules({"loss_spike": {"rise_ratio": 1.5}}))] == [(6940, 6920)]
+    # one fall among the rises: no sustained rise
+    assert run([StepRecord(s, loss=x) for s, x in {**tr8, 6920: 6.5}.items()]) == []
+    # the warm-up's first steps are not judged so: a fresh run's loss may go up before it falls
+    assert run([StepRecord(s // 1000 - 5, loss=x) for s, x in tr8.items()]) == []
+    # a history long enough for the robust tests: they judge it, against the measured noise
+    long = [StepRecord(6700 + 10 * i, loss=6.4 + 0.1 * (i % 3)) for i in range(20)]
+    assert [e.rule for e in run(long + recs[1:])] == ["loss_spike"]
+
+
+def test_noisy_per_step_losses_rising_three_times_by_less_than_excursion_min_raise_nothing():
+    # DrSleep/tensorflow-deeplab-lfov issue #5 (a DeepLab run, one line per step): 0.712 -> 1.530 in three rises
+    # is this loop's noise (it goes on 1.014, 0.936, 1.616, 1.535, 3.276, 2.440, ...)
+    losses = [0.712, 1.022, 1.330, 1.530, 1.014, 0.936, 1.616, 1.535, 3.276, 2.440, 1.541, 1.519, 1.740, 1.382]
+    assert run([StepRecord(13104 + i, loss=x) for i, x in enumerate(losses)]) == []
+
+
 def test_healthy_short_excerpts_raise_nothing_even_past_the_warm_up():
     hf = [0.9225, 1.0654, 0.7203, 0.6427, 1.0184, 1.0611, 1.3879, 0.9321]
     assert run([StepRecord(5000 + 10 * i, loss=x) for i, x in enumerate(hf)]) == []
@@ -413,6 +439,18 @@ def test_a_scale_below_its_floor_and_falling_is_a_collapse_with_no_higher_scale_
     # nor a bf16 run's scale of 1 on a skipped step (at the floor, not below it)
     bf16 = [StepRecord(i + 1, loss=loss[i], overflow=i == 40, loss_scale=1.0) for i in range(60)]
     assert fired(bf16, "loss_scale_collapse") == []
+
+
+def test_a_start_up_overflowing_at_the_floor_is_no_calibration():
+    # deepspeedai/DeepSpeed PR #1593: a run's first overflow message "Attempted loss scale: 1, reducing to 1"
+    # (the scaler at its minimum); issue #697: the fused optimizer's overflows at 1 on iteration 8
+    for first in (1, 8):
+        recs = [StepRecord(first, overflow=True, loss_scale=1.0), StepRecord(first + 1, overflow=True, loss_scale=1.0)]
+        assert fired(recs, "loss_scale_collapse") == [(first, first)]
+    # a calibration from 2^16 that overflows down to 1: its fall reaches the floor, a collapse there
+    fall = [StepRecord(i + 1, overflow=True, loss_scale=2.0 ** (16 - i)) for i in range(17)]
+    assert fired(fall, "loss_scale_collapse") == [(17, 17)]
+    assert fired(fall[:16], "loss_scale_collapse") == []  # 2^16 -> 2: calibration
 
 
 def test_a_calibration_seen_only_at_its_ends_stays_calibration():

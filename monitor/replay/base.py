@@ -16,6 +16,8 @@ runner after each line:
 * :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
   :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
   its line from merged into a report.
+* :attr:`Parser.after`, set with a record: reports of the same line, after the record (a trainer message
+  glued after a progress bar's values); the runner publishes them right after taking the record.
 """
 from __future__ import annotations
 
@@ -87,7 +89,10 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
+        self.after: list[Report] = []  # reports of the line of the record just returned, after it
         self._reported: tuple[int, set] = (-1, set())
+        # the iteration the last overflow message named, and its record
+        self._named: tuple[int | None, StepRecord | None] = (None, None)
 
     @property
     def step(self) -> int:
@@ -123,12 +128,34 @@ class Parser(abc.ABC):
     def parse(self, line):
         """This format's reading of one line (see the class docstring)."""
 
-    def overflowed(self, attempted: float | None, new: float | None):
+    def overflowed(self, attempted: float | None, new: float | None, iteration: int | None = None):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
         loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed).
-        A record of its own (DeepSpeed prints no step)."""
+        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one."""
+        scale = attempted if attempted is not None else new
+        repeat = self.repeats(iteration, scale)
+        if repeat is not None:
+            return repeat
         self.overflow_lines += 1
-        return self.record(self.next_step(), overflow=True, loss_scale=attempted if attempted is not None else new)
+        rec = self.record(self.next_step(), overflow=True, loss_scale=scale)
+        self._named = (iteration, rec)
+        return rec
+
+    def repeats(self, iteration: int | None, scale: float | None) -> str | None:
+        """Whether an overflow message naming ``iteration`` (None: none) at ``scale`` is about the overflow the
+        last message naming its iteration (DeepSpeed's optimizers) reported, with no record since: the same
+        iteration again is another rank's copy (:data:`REPEATED`); a message naming none, at that overflow
+        record's scale (or the record has none yet), the engine's summary of it (:data:`MERGED`, the scale
+        kept). None: another overflow."""
+        named, rec = self._named
+        if named is None or rec is None or self.last is not rec:
+            return None
+        if iteration == named:
+            return REPEATED
+        if iteration is None and rec.overflow and (rec.loss_scale is None or rec.loss_scale == scale):
+            rec.loss_scale = scale if rec.loss_scale is None else rec.loss_scale
+            return MERGED
+        return None
 
     def hold(self, report: Report) -> Report | str:
         """``report`` (once per step, see :meth:`once`); before any step line, held (:attr:`held`, the line

@@ -15,10 +15,18 @@ step line of their own.
       overflow, still update, loss scale adjust to 512.0                         (MindSpore model suites)
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
 
-  A scaler line of its own after such a message gives the overflowed step's record the scale it fell to::
+  DeepSpeed's fp16 optimizers (``fused_optimizer.py``, ``unfused_optimizer.py``) name the iteration, on
+  every rank (the message begins with a newline, so it is a line of its own after the logger's prefix)::
+
+      Grad overflow on iteration 8
+
+  the same iteration named again with no record between is another rank's copy (``repeated trainer
+  message``). A scaler line of its own after such a message gives the overflowed step's record the scale it
+  ran with (or, when only that is printed, the one it fell to)::
 
       Gradient overflow. Skipping step
       Loss scaler reducing loss scale to 512.0                                          (apex amp on Ascend NPU)
+      [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1 to 1          (DeepSpeed)
 
   DeepSpeed's and apex's files (``deepspeed/runtime/fp16/loss_scaler.py``, ``fused_optimizer.py``,
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
@@ -104,7 +112,9 @@ _OVERFLOW = re.compile(
     r"|overflow detected, setting loss scale to:? " + _NUM +
     r"|overflow, still update, loss scale adjust to " + _NUM +
     r"|found inf during \w+ step", re.IGNORECASE)
-_SCALED = re.compile(r"reducing loss scale to " + _NUM)  # the scaler's own line after an overflow (apex on NPU)
+_ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
+# the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
+_SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
 _WATCHDOG = re.compile(r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: (\w+)\((.*?)\) ran for "
                        r"(\d+) milliseconds")
@@ -126,9 +136,10 @@ _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
 
 
-MARKS = ("kipping step", "verflow", "found inf", "reducing loss scale", "already at minimum", "Minimum loss scale",
-         "no valid values", "Watchdog caught", "EI000", "socket establish timeout",
-         "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error", "Bad performance")
+MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
+         "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
+         "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
+         "Bad performance")
 _MENTIONED = re.compile("|".join(MARKS))
 
 
@@ -145,11 +156,15 @@ def match(line: str, parser):
         attempted, reduced = numbers[0], numbers[1]
         new = reduced if reduced is not None else next((x for x in numbers[2:] if x is not None), None)
         return parser.overflowed(attempted, new)
-    if "reducing loss scale" in line:
+    if "Grad overflow on iteration" in line:
+        m = _ITERATION.search(line)
+        if m is not None:
+            return parser.overflowed(None, None, int(m.group(1)))
+    if "educing" in line:
         m = _SCALED.search(line)
         last = parser.last
         if m is not None and last is not None and last.overflow and last.loss_scale is None:
-            last.loss_scale = _float(m.group(1))  # the overflowed step's record gets the scale its scaler fell to
+            last.loss_scale = _float(m.group(1) or m.group(2))  # the overflowed step's record gets its scale
             return MERGED
     if "inimum" in line:
         m = _MIN_SCALE.search(line)

@@ -248,6 +248,10 @@ class _Run:
             r.records += 1
         if parser.held:
             self._release(parser, slot, key, item.step)
+        if parser.after:  # reports the record's own line made, after it
+            after, parser.after = parser.after, []
+            for rep in after:
+                self._report(rep, slot, key)
 
     def take(self, batch) -> None:
         """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of

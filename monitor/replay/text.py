@@ -8,7 +8,9 @@ Each physical line is read in four steps.
    printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
    Carriage-return segments are lines of their own already (:mod:`.sources`).
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
-   one joined): overflows mark their step, the others are reports.
+   one joined): overflows mark their step, the others are reports. A report glued after a progress bar whose
+   postfix holds a step line's values (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes
+   after that line's record (:attr:`.base.Parser.after`).
 3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
@@ -29,7 +31,8 @@ Each physical line is read in four steps.
 4. **The step**: a step name's value (``step``, ``iter``, ``iteration``, ``num_updates``, ``batch``, ...; of two, the
    first: litgpt's ``iter 8 | step 2: loss train (curr): ..`` numbers its lines by the micro-batch iteration, each
    line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
-   the optimizer step it names is shared by the micro-batches it accumulates); else the
+   the optimizer step it names is shared by the micro-batches it accumulates; in a bar's postfix, which tqdm
+   prints to 3 significant digits, ``global_step=3.2e+4`` is the bar's count 32040); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
    010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
@@ -281,15 +284,19 @@ class Parser(base.Parser):
     def next_step(self) -> int:
         return self.done + 1
 
-    def overflowed(self, attempted, new):
+    def overflowed(self, attempted, new, iteration=None):
+        repeat = self.repeats(iteration, attempted if attempted is not None else new)
+        if repeat is not None:
+            return repeat
         self.found = self.overflow_seen = True
         last = self.last
         if last is not None and last.steps > 1 and not self.taken_over:
             self.overflow_lines += 1  # within an interval: the next step line's
+            self._named = (iteration, last)
             return MERGED
         self.guessed = last is None and not self.bar
         self.counted = self.bar > self.step  # a progress bar counted the step before
-        rec = super().overflowed(attempted, new)
+        rec = super().overflowed(attempted, new, iteration)
         self.taken_over = True
         return rec
 
@@ -325,7 +332,17 @@ class Parser(base.Parser):
         item = self._message(text, prev if not prev_message else "", joiner)
         if item is not None:
             self.prev_message = self.found = True
+            if item.__class__ is Report and bar is not None and bar.group(4):  # a message glued after a bar
+                rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
+                if rec.__class__ is StepRecord:  # the bar's postfix values: the record of its count, then the report
+                    self.after.append(item)
+                    return rec
             return item
+        return self._line(text, bar, prev, joiner, prev_part)
+
+    def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
+        """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
+        trainer message: a record, a report or a skip reason (see the module docstring)."""
         if bar is None and self.fast:
             shape = _SHAPES.get(text.translate(_ZEROS))
             if shape is not None and shape[2] is not None:
@@ -478,6 +495,8 @@ class Parser(base.Parser):
         epoch = values.get("epoch")
         if "step" in values:
             v, tot, _ = values["step"]
+            if bar is not None and (n := int(bar.group(2))) != v and float(f"{n:.3g}") == v:
+                v = float(n)  # a bar's postfix rounds its numbers to 3 digits (tqdm): the bar's count is exact
         elif bar is None and self.leading is not False and (m := _LEADING.match(text)) is not None:
             v, tot = float(m[2] or m[1]), None
             epoch = (float(m[1]), None, None) if m[2] else epoch
