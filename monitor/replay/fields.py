@@ -32,7 +32,7 @@ name is not there:
   norm``, ``param_norm`` are other tensors' norms: no name;
 * else its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler traces at
   step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
-  time).
+  time) nor ``per`` (``ms per step`` is a rate, no step).
 
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
@@ -174,7 +174,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
             if key in NAMES:
                 hit = NAMES[key]
                 break
-            if words[i] in NAMES:
+            if words[i] in NAMES or words[i] == "per":  # "ms per step" is a rate, no step
                 break
     if len(_cache) < 4096:
         _cache[name] = hit

@@ -32,14 +32,18 @@ Each physical line is read in four steps.
    line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
    the optimizer step it names is shared by the micro-batches it accumulates); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
-   unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
-   010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
-   ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one before it the epoch); else, when
+   unnamed count ``(a/b)``, ``[a/b]`` or ``a / b``, spaces inside too (``Epoch:[0/19](100/24681)``, ``Epoch
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
+   ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
+   (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
+   before it the epoch); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
    ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
-   before are added when the count starts again in a new epoch. A line with a loss and no step (Hugging Face's dicts)
-   is at the count of the training bar when a bar ran ahead of the last record, else at the step after it; in a log
-   whose lines number their steps, such a line is a summary.
+   before are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that
+   starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
+   0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
+   no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
+   at the step after it; in a log whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
@@ -48,6 +52,11 @@ What a line becomes:
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
   running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a record holding nothing but its step (a line naming a step alone, ``Recording summary at step 0.``, a header's
+  ``1 epoch = 330 batches``), when the next record has values: replaced by it (the line merged);
+* a tqdm bar's line after the record's own (tqdm draws a postfix when it is set, then again when the bar counts
+  the step): the same values at the next count are that record, now at that count (merged); other values at the
+  record's count are the next step's;
 * a step line naming the step of the record before it, with only values that record lacks (a step's time on a
   line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
