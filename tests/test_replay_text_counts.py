@@ -29,6 +29,12 @@ def test_a_count_restarting_each_epoch_counts_on():
                     " Accuracy: 39.4%, Avg loss: 2.204182 \n", "\n", "epoch 2\n", "-------------------------------\n",
                     "loss: 2.202354  [    0/60000]\n", "loss: 2.191863  [ 6400/60000]\n"])
     assert [r.step for r in pytorch] == [51200, 57600, 60000, 66400]
+    # a named count the same way, through a line shape's recipe or read in full
+    loop = [f"Step {b}/938 | loss {2 - b / 1000:.4f} | lr 1e-3\n" for _ in range(2) for b in range(0, 1000, 300)]
+    full = text.Parser()
+    full.fast = False
+    assert [r.step for r in read(loop)] == [r.step for r in read(loop, full)] == [0, 300, 600, 900, 938, 1238, 1538,
+                                                                                  1838]
     # a count falling back short of its total is taken as it is (a run resumed from a checkpoint)
     resumed = read(["step 5000/10000 loss 2.5\n", "step 5010/10000 loss 2.4\n", "step 5000/10000 loss 2.5\n"])
     assert [r.step for r in resumed] == [5000, 5010, 5000]

@@ -464,8 +464,10 @@ class Parser(base.Parser):
                 fields[field] = v if factor is None else v * factor
         except ValueError:
             return None  # a number float() does not read (1,234): read in full
-        v = fields.pop("step")
+        v, total = fields.pop("step"), values["step"][1]
         step = int(v) if v.is_integer() and 0 <= v < 1e15 else -1
+        if total is not None and step >= 0:
+            step = self._restarted(step, total)
         scale = fields.get("loss_scale")
         if step < 0 or step == last.step or scale is not None and self.scale is not None and scale < self.scale:
             return None
