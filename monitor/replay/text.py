@@ -537,7 +537,8 @@ class Parser(base.Parser):
         is taken as it is."""
         before, first, prev, last, offset = self.restarts
         if total != before:
-            first, prev, offset = step, step, 0
+            first = prev = last = step
+            offset = 0
         elif step <= first and step < last and last + (last - prev) >= int(total):
             offset += int(total)
         self.restarts = (total, first, last, step, offset)
