@@ -7,7 +7,7 @@ import pytest
 
 from test_replay_text import read
 from training_monitor.replay import csvlog, replay_file, text
-from training_monitor.replay.fields import LOSS_AVERAGE, LOSS_OTHER, lookup, resolve
+from training_monitor.replay.fields import LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
 TUNE = Path(__file__).parent / "data" / "reallogs" / "tune"
 
@@ -37,7 +37,7 @@ def test_a_loss_or_norm_name_is_read_by_its_qualifiers(name, field):
 def test_a_line_takes_its_step_loss_else_its_only_other_loss_else_its_average():
     assert resolve(["step", LOSS_AVERAGE, "loss", "lr"]) == ["step", LOSS_AVERAGE, "loss", "lr"]
     assert resolve(["step", LOSS_OTHER, "loss_scale"]) == ["step", "loss", "loss_scale"]
-    assert resolve(["step", LOSS_OTHER, LOSS_OTHER]) == ["step", LOSS_OTHER, LOSS_OTHER]  # parts: no loss
+    assert resolve(["step", LOSS_OTHER, LOSS_OTHER]) == ["step", LOSS_PART, LOSS_PART]  # parts: their sum
     assert resolve(["step", LOSS_OTHER, LOSS_OTHER, LOSS_AVERAGE]) == ["step", LOSS_OTHER, LOSS_OTHER, "loss"]
     # DLLogger (NVIDIA DeepLearningExamples BERT pre-training, issue #543): the average first, the step's loss after it
     dll = read(lines("bert_dll_checkpoint_healthy_543.log"))

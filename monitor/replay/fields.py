@@ -19,17 +19,20 @@ name is not there:
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
-  A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it names one (the others are
-  averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's loss; two, ``box_loss`` and
-  ``cls_loss``, are parts of a total the line does not show: no loss), else its first average. TensorBoard tags
-  are read one by one: only a step loss name there is the loss;
+  A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
+  ``MultiLogisticLoss``: named losses). A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it
+  names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's
+  loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
+  ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or
+  Inf in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
+  TensorBoard tags are read one by one: only a step loss name there is the loss;
 * a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
   (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
   ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
   norm``, ``param_norm`` are other tensors' norms: no name;
 * else its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler traces at
   step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
-  time).
+  time) nor ``per`` (``ms per step`` is a rate, no step).
 
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
@@ -41,7 +44,8 @@ time: that name is left out.
 =====================  ==============================================================================
 field                  names
 =====================  ==============================================================================
-``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch (...)
+``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, current_steps
+                       (LlamaFactory's ``trainer_log.jsonl``) (...)
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
 ``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
                        qualified names above)
@@ -78,7 +82,7 @@ _S, _MS = None, "ms"  # None: seconds, unless the value or the log says otherwis
 NAMES: dict[str, tuple[str, str | None]] = {
     **{n: (n, None) for n in FIELDS},
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
-                                   "updates", "batch", "train_step", "step_idx")},
+                                   "updates", "batch", "train_step", "step_idx", "current_step", "current_steps")},
     "epoch": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
                                    "cross_entropy_loss")},
@@ -102,6 +106,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
+LOSS_PART = "loss_part"        # one of a line's named losses, summed into its loss (resolve)
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "lm", "iter", "iteration",
                          "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
@@ -120,8 +125,14 @@ def _words(name: str) -> list[str]:
     return [w.rsplit("/", 1)[-1] if "/" in w and w != "tokens/s" else w for w in n.split()] if n else []
 
 
+def _named(tokens: list[str]) -> bool:
+    """A word of ``tokens`` is ``norm`` or ends in ``loss``."""
+    return any(t.endswith("loss") or t == "norm" for t in tokens)
+
+
 def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
     """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring)."""
+    tokens = [p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha() else (t,))]
     if len(tokens) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if "loss" in tokens:
@@ -155,7 +166,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = (EVAL, None)
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
-    elif ("loss" in raw or "norm" in raw) and {"loss", "norm"} & set(tokens := _TOKENS.split(" ".join(words))):
+    elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t])
     else:
         for i in range(len(words)):
@@ -163,7 +174,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
             if key in NAMES:
                 hit = NAMES[key]
                 break
-            if words[i] in NAMES:
+            if words[i] in NAMES or words[i] == "per":  # "ms per step" is a rate, no step
                 break
     if len(_cache) < 4096:
         _cache[name] = hit
@@ -172,13 +183,14 @@ def lookup(name: str) -> tuple[str, str | None] | None:
 
 def resolve(fields: list[str]) -> list[str]:
     """The fields of one line's (or one header's) names in order, with the line's loss chosen: a step loss
-    name's; else its only :data:`LOSS_OTHER`; else its first :data:`LOSS_AVERAGE`. The chosen one becomes
-    ``loss``; the other losses keep their pseudo-fields (no record field)."""
+    name's; else its only :data:`LOSS_OTHER`; else its first :data:`LOSS_AVERAGE`; else the sum of its
+    :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`). The chosen one becomes ``loss``; the other losses keep
+    their pseudo-fields (no record field)."""
     if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields):
         return fields
     pick = LOSS_OTHER if fields.count(LOSS_OTHER) == 1 else LOSS_AVERAGE if LOSS_AVERAGE in fields else None
     if pick is None:
-        return fields
+        return [LOSS_PART if f == LOSS_OTHER else f for f in fields]
     i = fields.index(pick)
     return [*fields[:i], "loss", *fields[i + 1:]]
 
@@ -213,8 +225,12 @@ def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:
     fields = {}
     try:
         for name, value in pairs:
-            if name in FIELDS and value is not None and value != "" and value != "None":
+            if value is None or value == "" or value == "None":
+                continue
+            if name in FIELDS:
                 fields[name] = KINDS.get(name, float)(value)
+            elif name == LOSS_PART:  # one of the losses the row's loss is the sum of
+                fields["loss"] = fields.get("loss", 0.0) + float(value)
     except (ValueError, TypeError, OverflowError):
         return NUMBER
     if "step" not in fields:

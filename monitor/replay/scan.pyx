@@ -426,9 +426,10 @@ cdef class TextBatch(Batch):
     (:meth:`.text.Parser._plain`): the line's raw shape (its ASCII digits as 0s) is mapped once, by the
     parser (:meth:`~.text.Parser.recipe_of`), to the recipe and the decorations' length before the text it
     reads; each line of that shape then has its values read at the recipe's places, and is taken when
-    ``_plain``'s conditions hold (every value a plain decimal, the step a count other than the last record's,
-    the loss scale not lower than the last one printed) and no trainer message can be cut across a wrap from
-    the line before (:meth:`~.text.Parser.wraps`). Any other line ends the read.
+    ``_plain``'s conditions hold (every value a plain decimal, the step a count above the last record's: a
+    count falling back, a restarted epoch's perhaps, is the parser's; the loss scale not lower than the last
+    one printed) and no trainer message can be cut across a wrap from the line before
+    (:meth:`~.text.Parser.wraps`). Any other line ends the read.
     """
 
     cdef object parser
@@ -539,7 +540,7 @@ cdef class TextBatch(Batch):
                 cur.time, cur.has_time = v, True
             else:
                 cur.wait, cur.has_wait = v, True
-        if not (at == floor(at) and 0 <= at < 1e15) or <long long>at == step[0]:
+        if not (at == floor(at) and 0 <= at < 1e15) or <long long>at <= step[0]:
             return False
         if cur.has_loss_scale:
             if has_scale[0] and cur.loss_scale < scale[0]:

@@ -16,9 +16,10 @@ Each physical line is read in four steps.
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
    ``%``; a value printed without its unit takes the one the log last gave that field). A word value (``nan``,
-   ``inf``, ``True``) followed by a word is a value only after an explicit separator and when that word starts
-   the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``; not
-   ``loss is nan or inf``, ``number of nan iterations: 0``). A line made of comma-separated fields printed
+   ``inf``, ``True``) followed by a word is a value only when that word starts the next pair: after an explicit
+   separator the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``),
+   after a space a known name and its value (``step 2 loss nan lr 0.1``, ``loss nan time 0.31``); not ``loss is
+   nan or inf``, ``found inf during ..``, ``number of nan iterations: 0``. A line made of comma-separated fields printed
    value first, ``value [unit] name``, after one or two bare counts (and an unnamed value), is read through those
    fields (tinygrad's ``    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used``, darknet's ``99:
    469.803864, 848.945251 avg loss, 0.000000 rate, ..``). When the line holds
@@ -34,14 +35,18 @@ Each physical line is read in four steps.
    the optimizer step it names is shared by the micro-batches it accumulates; in a bar's postfix, which tqdm
    prints to 3 significant digits, ``global_step=3.2e+4`` is the bar's count 32040); else the
    count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
-   unnamed count ``(a/b)``, ``[a/b]`` or ``a / b`` (``Epoch:[0/19](100/24681)``, ``Epoch [1][50/5808]``, ``| epoch
-   010  2000 / 8223``); else one or two bare counts leading a line of named values (``[  1]    1440 || B: 5.495 |
-   ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one before it the epoch); else, when
+   unnamed count ``(a/b)``, ``[a/b]`` or ``a / b``, spaces inside too (``Epoch:[0/19](100/24681)``, ``Epoch
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
+   ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
+   (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
+   before it the epoch); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
    ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
-   before are added when the count starts again in a new epoch. A line with a loss and no step (Hugging Face's dicts)
-   is at the count of the training bar when a bar ran ahead of the last record, else at the step after it; in a log
-   whose lines number their steps, such a line is a summary.
+   before are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that
+   starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
+   0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
+   no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
+   at the step after it; in a log whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
@@ -50,6 +55,11 @@ What a line becomes:
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
   running token totals give the record's tokens; a printed TPS gives them with the step time;
+* a record holding nothing but its step (a line naming a step alone, ``Recording summary at step 0.``, a header's
+  ``1 epoch = 330 batches``), when the next record has values: replaced by it (the line merged);
+* a tqdm bar's line after the record's own (tqdm draws a postfix when it is set, then again when the bar counts
+  the step): the same values at the next count are that record, now at that count (merged); other values at the
+  record's count are the next step's;
 * a step line naming the step of the record before it, with only values that record lacks (a step's time on a
   line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
@@ -84,7 +94,7 @@ from ..record import StepRecord
 from . import base, messages
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
 from .clock import Silence
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, lookup, resolve
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
 NAME = "text"
 
@@ -99,7 +109,8 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR = re.compile(
     r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=]))))"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
+    r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     + _UNIT)
 # a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
@@ -111,19 +122,26 @@ _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
 _UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
 _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
                           + r")+\s*,?\s*$")
-_COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
+_COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"), re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
+_WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
+_RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens")
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
+
+
+def _empty(rec: StepRecord) -> bool:
+    """``rec`` holds nothing but its step."""
+    return all(getattr(rec, k) is None for k in _RECORDED)
 
 
 def _undecorated(line: str) -> str:
@@ -138,12 +156,15 @@ def _undecorated(line: str) -> str:
     return line
 
 
-def _count(text: str, epoch) -> tuple[str, str] | None:
-    """An unnamed count ``(a, b)`` in ``text`` (not the epoch's own ``[e/E]``)."""
+def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
+    """An unnamed count ``(a, b, outer)`` in ``text`` (not the epoch's own ``[e/E]``; ``[  0/938]`` too): of two
+    printed one after the other (``[ 1/10][101/549]``) the second, ``outer`` the first's count (the epoch's), else
+    None."""
     for pattern in _COUNTS:
         for m in pattern.finditer(text):
             if epoch is None or int(m.group(1)) != epoch[0] or m.group(2) != epoch[1]:
-                return m.group(1), m.group(2)
+                inner = pattern.match(text, m.end() + len(text[m.end():]) - len(text[m.end():].lstrip(" ")))
+                return (m.group(1), m.group(2), None) if inner is None else (inner.group(1), inner.group(2), m.group(1))
     return None
 
 
@@ -179,18 +200,41 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
     """``(field, unit, match)`` of each known name in ``text`` ending after ``since``, the line's loss chosen
     (:func:`.fields.resolve`), the other losses left out."""
     found = []
-    for m in (_FIELD if _VALUE_FIRST.match(text) else _PAIR).finditer(text):
-        if m.end() > since:
-            hit = lookup(m.group("name"))
-            if hit is not None:
+    pending = None  # a word value with no separator before a word: a value when that word names the next pair
+    pattern = _FIELD if _VALUE_FIRST.match(text) else _PAIR
+    for m in pattern.finditer(text):
+        if pending is not None:
+            if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
+                found.append(pending)
+            pending = None
+        if m.end() > since and (hit := lookup(m.group("name"))) is not None:
+            if (pattern is _PAIR and m.group("sep") is None and m.group("val")[-1:].isalpha()
+                    and _WORD_AFTER.match(text, m.end())):
+                pending = (hit, m)
+            else:
                 found.append((hit, m))
     names = resolve([hit[0] for hit, _ in found])
     return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
 
 
+def _summed(found: list) -> list:
+    """``found`` (``(field, value, total, unit)`` pairs) with the line's named losses (:data:`.fields.LOSS_PART`)
+    summed into one ``loss`` pair at the first one's place."""
+    places = [i for i, p in enumerate(found) if p[0] == LOSS_PART]
+    if not places:
+        return found
+    try:
+        total = repr(sum(_value(found[i][1]) for i in places))
+    except ValueError:
+        total = "x"  # a value float() does not read: the line's NUMBER
+    return [("loss", total, None, None) if i == places[0] else p for i, p in enumerate(found)
+            if i == places[0] or p[0] != LOSS_PART]
+
+
 def pairs(text: str, since: int = 0) -> list[tuple]:
     """``(field, value, total, unit)`` of each known name in ``text`` (decorations off) ending after ``since``."""
-    return [(field, m.group("val"), m.group("tot"), m.group("unit") or unit) for field, unit, m in _pairs(text, since)]
+    return _summed([(field, m.group("val"), m.group("tot"), m.group("unit") or unit)
+                    for field, unit, m in _pairs(text, since)])
 
 
 # A log prints the same line shape at every step, only its numbers change. A line is read in full once per
@@ -260,6 +304,8 @@ class Parser(base.Parser):
         self.epoch: Any = None               # epoch of the last step line
         self.base: int | None = None         # the first epoch's number
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
+        self.drawn: Any = None               # (the last record, moved) when a tqdm bar counted its step
+        self.restarts: tuple = (None, 0, 0, 0, 0)  # a count of a total, no epoch: total, first, two last, steps before
         self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
         self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
@@ -377,22 +423,46 @@ class Parser(base.Parser):
                           self.rank)
         if step is None:
             return self._unnumbered(values, prev, joiner, text, prev_part)
+        if bar is not None and "step" not in values:
+            return self._drawn(step, values, prev_part)
+        self.drawn = None
         return self._step_line(step, values)
+
+    def _drawn(self, step: int, values: dict, prev_part: bool):
+        """A step line counted by a tqdm bar, its postfix the values. tqdm draws a postfix twice, when it is set and
+        when the bar then counts the step: after the record's own line, the same values at the next count are
+        that record, drawn as the bar counted it (its step becomes the count; merged), and other values at the
+        record's count are the next step's (set before the bar counted it)."""
+        last, drawn = self.last, self.drawn
+        if drawn is not None and last is drawn[0] and prev_part and self.line is not None:
+            same = values == self.line[1]
+            if same and (step == last.step or step == last.step + 1 and not drawn[1]):
+                if step != last.step:
+                    last.step = self.line[0] = self.line_step = step
+                    self.drawn = (last, True)
+                self.prev_part = True
+                return MERGED
+            if not same and step == last.step:
+                step += 1
+        item = self._step_line(step, values)
+        self.drawn = (item, False) if item.__class__ is StepRecord else None
+        return item
 
     @staticmethod
     def _read(text: str, reuse: bool) -> tuple[bool, list]:
         """``(summary, pairs)`` of a line, through its shape when ``reuse``."""
         if not reuse:
-            return _reading(text)[:2]
+            summary, found, _ = _reading(text)
+            return summary, _summed(found)
         key = text.translate(_ZEROS)
         shape = _SHAPES.get(key)
         if shape is None:
             summary, found, places = _reading(text)
             if len(_SHAPES) < MAX_SHAPES:
                 _SHAPES[key] = (summary, places, _recipe(key, summary, places))
-            return summary, found
-        return shape[0], [(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
-                          for f, v, t, u in shape[1]]
+            return summary, _summed(found)
+        return shape[0], _summed([(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
+                                  for f, v, t, u in shape[1]])
 
     def _plain(self, recipe: tuple, text: str) -> StepRecord | None:
         """The record of the step line ``text`` through its shape's ``recipe`` (see :func:`_recipe`), as
@@ -410,8 +480,10 @@ class Parser(base.Parser):
                 fields[field] = v if factor is None else v * factor
         except ValueError:
             return None  # a number float() does not read (1,234): read in full
-        v = fields.pop("step")
+        v, total = fields.pop("step"), values["step"][1]
         step = int(v) if v.is_integer() and 0 <= v < 1e15 else -1
+        if total is not None and step >= 0:
+            step = self._restarted(step, total)
         scale = fields.get("loss_scale")
         if step < 0 or step == self.step or scale is not None and self.scale is not None and scale < self.scale:
             return None
@@ -431,8 +503,12 @@ class Parser(base.Parser):
     # The compiled reader of plain step lines (scan.TextBatch) reads them through their recipes with these.
 
     def batchable(self) -> bool:
-        """Plain step lines may be read through their shape's recipe now (see :meth:`_plain`)."""
-        return self.fast and self.last is not None and not self.taken_over and not self.overflow_lines
+        """Plain step lines may be read through their shape's recipe now (see :meth:`_plain`): a record before
+        them that holds more than its step (one that does is replaced by the next record), no overflow message
+        pending, and no epoch of a restarted count (:meth:`_restarted`) in force."""
+        last = self.last
+        return (self.fast and last is not None and not self.taken_over and not self.overflow_lines
+                and not (last.loss is None and _empty(last)) and not self.restarts[4])
 
     @staticmethod
     def recipe_of(key: str) -> tuple | None:
@@ -472,6 +548,8 @@ class Parser(base.Parser):
             self.units.update(units)
             self.found = self.found or any(slot[0] == "loss" for slot in slots)
         self.line_step, self.scale = step, scale
+        total, first, _, _, offset = self.restarts
+        self.restarts = (total, first, 0, step, offset)  # the count's last value (its stride is the next line's)
         text = _undecorated(line(count - 1)).rstrip("\r\n")
         self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
         if self.stall is not None:
@@ -509,6 +587,7 @@ class Parser(base.Parser):
                 return None
         elif "/" in text and (count := _count(text, epoch)) is not None:
             v, tot = float(count[0]), count[1]
+            epoch = (float(count[2]), None, None) if count[2] is not None else epoch
         elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
             self.by_epoch = True  # nothing finer is counted: the epochs are the steps
             return int(epoch[0]) if epoch[0] < 1e15 else None
@@ -519,9 +598,24 @@ class Parser(base.Parser):
         self.numbered, self.leading = True, self.leading is True
         step = int(v)
         if epoch is None:
-            return step
+            return self._restarted(step, tot) if tot else step
         step = self._global(int(epoch[0]), step, int(tot) if tot else None)
         return step if step < 1e15 else None
+
+    def _restarted(self, step: int, total: str) -> int:
+        """The global step of a count ``step`` of ``total`` on a line naming no epoch. A count that starts again
+        (back to its first value or below) when its next print would have passed its total is the next epoch's,
+        the epochs before it added: MindSpore's and PyTorch's quick start ``loss: 0.58  [  0/938]``, one line every
+        100 batches, after ``[900/938]``. A count falling back anywhere else (a run resumed from a checkpoint)
+        is taken as it is."""
+        before, first, prev, last, offset = self.restarts
+        if total != before:
+            first = prev = last = step
+            offset = 0
+        elif step <= first and step < last and last + (last - prev) >= int(total):
+            offset += int(total)
+        self.restarts = (total, first, last, step, offset)
+        return offset + step
 
     def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
         if self.base is None:
@@ -607,8 +701,7 @@ class Parser(base.Parser):
     def _fields(self, values: dict, step: int) -> dict:
         """StepRecord fields from a line's values."""
         out: dict = {}
-        for key in ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow",
-                    "tokens"):
+        for key in _RECORDED:
             if key not in values:
                 continue
             v, _, unit = values[key]
@@ -666,6 +759,8 @@ class Parser(base.Parser):
             rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
             self.absorbs = True
+        if last is not None and _empty(last) and not _empty(rec):
+            self.absorbs = True  # the step named alone ('Recording summary at step 0', a header's '1 epoch = ..')
         self.taken_over = self.guessed = False
         self.prev_part = True
         return rec

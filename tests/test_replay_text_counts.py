@@ -1,0 +1,119 @@
+"""The generic text reader's step counters, component losses, word values and record boundaries
+(monitor/replay/text.py, monitor/replay/fields.py): corpus lines (tests/data/reallogs/tune), logs a new user replayed
+(tests/data/usertrial, sources in its SOURCES.md) and other public lines, each copied exactly, its source named."""
+import math
+from pathlib import Path
+
+import pytest
+
+from test_replay_text import read
+from training_monitor.replay import csvlog, replay_file, text
+from training_monitor.replay.fields import LOSS_OTHER, lookup
+
+DATA = Path(__file__).parent / "data"
+TUNE = DATA / "reallogs" / "tune"
+USER = DATA / "usertrial"
+
+
+def lines(path):
+    return path.read_text(encoding="utf-8").splitlines(True)
+
+
+def test_a_count_restarting_each_epoch_counts_on():
+    # MindSpore's quick start (mindspore-ai/docs tutorials/source_en/beginner/quick_start.md): `[  0/938]` each epoch
+    quick = read(lines(TUNE / "mindspore_quickstart_bracket_batches_healthy.log"))
+    assert [r.step for r in quick] == [e * 938 + b for e in range(3) for b in range(0, 1000, 100)]
+    assert replay_file(str(TUNE / "mindspore_quickstart_bracket_batches_healthy.log")).events == []
+    # PyTorch's quick-start tutorial output, as a user's script (a public GitHub file) records it: samples counted
+    pytorch = read(["loss: 2.219879  [51200/60000]\n", "loss: 2.193057  [57600/60000]\n", "Test Error: \n",
+                    " Accuracy: 39.4%, Avg loss: 2.204182 \n", "\n", "epoch 2\n", "-------------------------------\n",
+                    "loss: 2.202354  [    0/60000]\n", "loss: 2.191863  [ 6400/60000]\n"])
+    assert [r.step for r in pytorch] == [51200, 57600, 60000, 66400]
+    # a named count the same way, through a line shape's recipe or read in full
+    loop = [f"Step {b}/938 | loss {2 - b / 1000:.4f} | lr 1e-3\n" for _ in range(2) for b in range(0, 1000, 300)]
+    full = text.Parser()
+    full.fast = False
+    assert [r.step for r in read(loop)] == [r.step for r in read(loop, full)] == [0, 300, 600, 900, 938, 1238, 1538,
+                                                                                  1838]
+    # a count falling back short of its total is taken as it is (a run resumed from a checkpoint)
+    resumed = read(["step 5000/10000 loss 2.5\n", "step 5010/10000 loss 2.4\n", "step 5000/10000 loss 2.5\n"])
+    assert [r.step for r in resumed] == [5000, 5010, 5000]
+
+
+def test_two_counts_in_a_row_are_the_epoch_and_the_step():
+    # MindSpore's DCGAN tutorial (mindspore-ai/docs tutorials/source_en/generative/dcgan.md): `[ 1/10][101/549]`
+    dcgan = read(lines(TUNE / "mindspore_dcgan_bracket_loss_d_g_healthy.log"))
+    assert [r.step for r in dcgan] == [1, 101, 201, 401, 501, 549, 9 * 549 + 501, 10 * 549]
+    # MAE's MetricLogger (pengzhiliang/MAE-pytorch issue #49): `[   0/1251]` at the epoch boundary is a count
+    mae = read(lines(TUNE / "mae_backtick_loss_scale_epoch_boundary_healthy_49.log"))
+    assert [r.step for r in mae] == [23 * 1251 + 1230, 23 * 1251 + 1240, 23 * 1251 + 1250, 24 * 1251]
+
+
+def test_a_line_of_several_named_losses_has_their_sum_as_its_loss():
+    assert [lookup(n)[0] for n in ("Dloss", "Gloss", "MultiLogisticLoss", "Loss_D", "wide_loss")] == [LOSS_OTHER] * 5
+    assert lookup("layernorm time") == ("step_time_s", None)  # only `loss` words are split
+    # DCGAN's two nets, as the PyTorch DCGAN example prints them (csinva/gan-vae-pretrained-pytorch issue #4)
+    gan = read(["[781/782] Loss_D: 0.0267 Loss_G: 8.2782 D(x): 0.9833 D(G(z)): 0.0072 / 0.0008\n"])
+    assert [(r.step, r.loss) for r in gan] == [(781, pytest.approx(8.3049))]
+    # pix2pix (mindspore-ai/docs tutorials/source_en/generative/pix2pix.md) and wide&deep's two towers
+    pix = read(lines(TUNE / "mindspore_pix2pix_gan_dloss_gloss_healthy.log"))  # `ms per step:532.31` is no step
+    assert [r.step for r in pix] == [0, 2, 4, 6, 8, 2491, 2493, 2495, 2497, 2499]
+    assert pix[0].loss == pytest.approx(0.6940 + 38.1245)
+    wide = read(lines(TUNE / "mindspore_wide_deep_two_losses_healthy.log"))
+    assert [r.step for r in wide] == list(range(1, 12)) and wide[0].loss == pytest.approx(0.66100323 + 0.72502613)
+    # a NaN in one part is the line's: the SRGAN loop of leftthomas/SRGAN issue #54, its D loss made NaN
+    assert math.isnan(read(["[12/100] Loss_D: nan Loss_G: 0.0071 D(x): 1.0000 D(G(z)): 1.0000:\n"])[0].loss)
+    # MXNet's Speedometer (ascust/SEC-MXNet issue #8): one loss named for its objective
+    mx = read(lines(TUNE / "mxnet_multilogistic_loss_zero_sec8.log"))
+    assert [(r.step, r.loss) for r in mx][:2] == [(10, 0.100427), (20, 0.0)]
+    assert [e.rule for e in replay_file(str(TUNE / "mxnet_multilogistic_loss_zero_sec8.log")).events][:1] == \
+        ["loss_degenerate"]
+    # a CSV header of two named losses: the row's loss is their sum
+    parser = csvlog.Parser()
+    parser.feed("step,d_loss,g_loss\n")
+    assert parser.feed("3,0.5,1.25\n").loss == 1.75
+
+
+def test_a_nan_before_a_known_name_after_a_space_is_the_value():
+    # the new user's shapes (space-separated pairs, a nan/inf then the next name)
+    out = read(["step 1 loss 2.30 lr 0.1\n", "step 2 loss nan lr 0.1\n", "step 3 loss inf time 0.31\n",
+                "step 4 loss: inf lr: 0.1\n"])
+    assert [(r.step, str(r.loss)) for r in out] == [(1, "2.3"), (2, "nan"), (3, "inf"), (4, "inf")]
+    # darkflow's `step N - loss nan - moving ave loss nan` (MahmudulAlam/Automatic-Identification-and-Counting-of-
+    # Blood-Cells issue #15)
+    assert math.isnan(read(["step 1655 - loss        nan - moving ave loss        nan\n"])[0].loss)
+    # epos (thodan/epos issue #9): `total_loss: nan obj_cls: nan ..`, found at step 100
+    epos = replay_file(str(USER / "epos_tf_nan_9.log"))
+    assert (epos.events[0].rule, epos.events[0].step) == ("nan_inf", 100)
+    # English prose names no value
+    for prose in ("found inf during ShardedOptimV2 step", "loss is nan or inf", "Loss nan or inf detected"):
+        assert [f[0] for f in text.pairs(prose)] == [], prose
+
+
+def test_a_step_named_alone_is_replaced_by_the_next_record():
+    # a header `1 epoch = 330 batches` (aakashvardhan/s21-gpt2 log.md) and TF-Slim's `Recording summary at step 0.`
+    s21 = replay_file(str(USER / "s21_gpt2_tokens_sec_healthy.log"))
+    assert (s21.records, s21.events) == (50, [])
+    assert [r.step for r in read(lines(USER / "s21_gpt2_tokens_sec_healthy.log"))][:3] == [0, 1, 2]
+    tf = read(lines(USER / "tf_models_global_step_healthy_2980.log"))
+    assert [(r.step, r.loss) for r in tf][:2] == [(1, 79.3501), (1, 79.3501)]  # each line printed twice: duplicates
+    assert replay_file(str(USER / "tf_models_global_step_healthy_2980.log")).records == 8
+    # a step line whose values follow on the next lines still gets them (OLMo's metric blocks)
+    block = read(["[step=1/739328]\n", "    train/CrossEntropyLoss=11.07\n", "[step=2/739328]\n",
+                  "    train/CrossEntropyLoss=10.98\n"])
+    assert [(r.step, r.loss) for r in block] == [(1, 11.07), (2, 10.98)]
+
+
+def test_a_tqdm_bar_drawing_a_postfix_twice_is_one_record():
+    # VeOmni (ByteDance-Seed/VeOmni PR #269): each postfix drawn when set, at the old count, then at the new one
+    veomni = read(lines(USER / "veomni_npu_tqdm_healthy_269.log"))
+    assert [(r.step, r.lr) for r in veomni] == [(1, 1.12e-08), (2, 2.24e-08), (3, 3.36e-08), (4, 4.48e-08),
+                                                (5, 5.6e-08), (6, 6.72e-08)]
+    res = replay_file(str(USER / "veomni_npu_tqdm_healthy_269.log"))
+    assert (res.records, res.merged_lines, res.events) == (6, 6, [])
+
+
+def test_llamafactory_current_steps_is_the_step():
+    # LlamaFactory's trainer_log.jsonl (hiyouga/LlamaFactory issue #506)
+    lf = read(lines(TUNE / "llamafactory_json_loss_to_zero_506.log"))
+    assert [(r.step, r.loss) for r in lf] == [(4440, 2.7044), (4450, 0.0)]
