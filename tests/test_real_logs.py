@@ -46,7 +46,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_resnet50_transfer_epoch10_slow.log",
     "paddleocr_reader_cost_ips_drops_10042.log",
     # heldout3 (scored only, never tuned on)
-    "apex_o1_scale_collapse_834.log",  # 17 step-less overflows (32768 -> 0.5) read as steps 1-17: calibration
     "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
     "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read; overflows at 11-13: calibration
@@ -56,10 +55,7 @@ KNOWN_FAILING = frozenset({
     # heldout5 (scored only, never tuned on)
     "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
-    "mindspore_federated_split_wnd_indented_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
-    "mindspore_federated_tee_wide_deep_loss_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
     "mindspore_gan_loss_d_g_epochs_healthy.log",  # `loss_d:`/`loss_g:` named nothing known: not read
-    "mindspore_train_md_bracket_batches_healthy.log",  # `[  0/938]` restarts each epoch: 2 of 30 lines dropped
     "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
     "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
 })
