@@ -774,6 +774,9 @@ class LossScaleSettings(RuleSettings):
 
     calibration_steps: int = setting(24, "start-up trainer steps whose overflows may be calibration "
                                          "(2^32 -> 2^8)", min=0)
+    calibration_from: float = setting(1024.0, "calibration falls from an initial scale at least this: a run "
+                                              "whose first scale is lower is past its start-up", min=0)
+    calibration_to: float = setting(1.0, "... to this at the lowest: a scale below it ends calibration", min=0)
 
 
 class LossScaleWatch(Detector):
@@ -787,10 +790,20 @@ class LossScaleWatch(Detector):
     overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
     clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and
     so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
-    trouble."""
+    trouble.
+
+    Calibration is a fall from the scaler's initial scale (2^16 in apex, DeepSpeed and torch.amp's
+    ``GradScaler``, 2^32 in Megatron-LM, 2^24 in MindSpore's ``DynamicLossScaleManager`` examples) to no lower
+    than ``calibration_to`` (1: DeepSpeed's ``min_loss_scale``). So it ends at a record whose scale is below
+    that (a scaler fallen so far gets no finite gradient at all: apex issue #834, 32768 -> 0.5 in 17 overflows;
+    apex issue #318, down to 1e-205), and there is none when the first scale seen is below ``calibration_from``
+    (an excerpt or a resumed run that starts after its start-up, whatever its step numbers, counted by a bar or
+    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000)."""
 
     # settings (Detector.__init__ sets them from cfg.params)
     calibration_steps: int
+    calibration_from: float
+    calibration_to: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -803,6 +816,9 @@ class LossScaleWatch(Detector):
             out = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
                                                          or r.loss_scale < self.prev_scale))
+            if out and r.has_loss_scale and (r.loss_scale < self.calibration_to
+                                             or not self.has_prev and r.loss_scale < self.calibration_from):
+                out = False  # no fall from an initial scale
             if not out:
                 self.calibrated = True
                 out = r.overflow == 0 and self.has_prev

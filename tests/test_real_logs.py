@@ -49,10 +49,9 @@ KNOWN_FAILING = frozenset({
     "custom_verse_nan_scale_31.log",  # `train iter: 100` and `loss_net:` named nothing known: not read
     "tinygrad_llama_warmup_flat_13803.log",  # values printed before their names: not read
     # heldout3 (scored only, never tuned on)
-    "apex_o1_scale_collapse_834.log",  # 17 step-less overflows (32768 -> 0.5) read as steps 1-17: calibration
     "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
-    "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read; overflows at 11-13: calibration
+    "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read (a loss name of helper readnames)
     "hf_dict_gradnorm_exponential_grokfast9.log",  # grad norm x1.5 per log from 3.8e12: records 1-10 are in the warm-up
     "jax_openpi_gradnorm_loss_explosion_814.log",  # grad norm ~1e6 from the first line: no excursion from a median
     "mindspore_ascend_silent_check_nan_grep.log",  # CANN `SilentCheckV3 .. val = [nan], .. step=[5]`: not read

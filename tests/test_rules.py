@@ -366,6 +366,29 @@ def test_overflows_at_the_start_of_a_log_that_begins_late_are_not_calibration():
     assert run(fresh) == []  # a fresh run's first steps: calibration
 
 
+def test_a_start_up_fall_below_the_lowest_calibration_scale_is_a_collapse():
+    # apex amp O1 (NVIDIA/apex issue #834): 17 step-less overflows "reducing loss scale to 32768.0" ... "0.5",
+    # read as steps 1-17; calibration falls from 2^16 to no lower than 1, so the fall to 0.5 is trouble
+    recs = [StepRecord(i + 1, overflow=True, loss_scale=32768.0 / 2 ** i) for i in range(17)]
+    assert fired(recs, "loss_scale_collapse") == [(17, 17)]
+    assert run(recs[:16]) == []  # down to 1 it may be calibration
+    assert fired(recs, "overflow_storm") == []  # one overflow counted so far
+    assert run(recs, Rules({"loss_scale_collapse": {"calibration_to": 0.25}})) == []
+
+
+def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
+    # accelerate + DeepSpeed (fudan-generative-vision/hallo issue #152): the bar at 10/2000, then "Attempted
+    # loss scale: 32, reducing to 16", 16 -> 8, 8 -> 4 at steps 11-13: no fall from an initial scale
+    recs = [StepRecord(10, loss=math.nan)] + [StepRecord(11 + i, overflow=True, loss_scale=32.0 / 2 ** i)
+                                              for i in range(3)]
+    assert fired(recs, "overflow_storm") == [(13, 11)]
+    # DeepSpeed ZeRO-2's start-up (shared sample deepspeed_zero2_overflow_storm_01): 2^32 -> 2^24 is calibration
+    fresh = [StepRecord(1 + i, overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(8)]
+    assert run(fresh) == []
+    lower = Rules({"overflow_storm": {"calibration_from": 32.0}})
+    assert [e.rule for e in run(recs, lower)] == ["nan_inf"]  # from a first scale of 32 it is calibration
+
+
 def test_a_resumed_run_s_spike_with_overflows_is_a_spike_and_a_storm():
     # BigScience tr8b-104B resumed at iteration 17060: the loss 2.67 -> 4.37 as DeepSpeed's overflows begin
     # (an overflowed step's loss is its batch's real loss: it is judged)
