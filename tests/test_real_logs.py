@@ -58,7 +58,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_pix2pix_gan_dloss_gloss_healthy.log",  # `Dloss:`/`Gloss:` named nothing known: not read
     "mindspore_wide_deep_two_losses_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read
     "mxnet_multilogistic_loss_zero_sec8.log",  # MXNet `Batch[20]\t..MultiLogisticLoss=0.000000`: not read
-    "nccl_wrapped_watchdog_stuck_vlmr1_257.log",  # the watchdog message hard-wrapped at 120 columns: not read
 })
 
 

@@ -190,6 +190,43 @@ def test_a_wrapped_trainer_message_is_read_across_the_wrap():
     assert [(r.step, r.overflow) for r in out] == [(7, None), (8, True)]
 
 
+# PyTorch's NCCL heartbeat monitor, as printed in snowflakedb/ArcticTraining issue #219 (description)
+STUCK = ("[rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 7] "
+         "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+         "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "
+         "and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), "
+         "or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout "
+         "would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or "
+         "disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free "
+         "to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to "
+         "debug the hang. ")
+
+
+@pytest.mark.parametrize("width", [None, 60, 80, 120, 150])
+def test_a_stuck_nccl_watchdog_is_a_stall_of_its_rank_however_the_message_is_wrapped(width):
+    lines = [STUCK + "\n"] if width is None else wrap(STUCK, width, False)
+    (stall,) = [r for r in read(["step: 7  loss: 2.0000\n", *lines]) if isinstance(r, Report)]
+    assert (stall.rule, stall.step, stall.value, stall.rank) == ("stall", 7, 480.0, 7)
+
+
+def test_the_wrapped_watchdog_message_of_a_real_paste_is_read():
+    # om-ai-lab/VLM-R1 issue #257: the same message hard-wrapped at 120 columns, the wrap cutting
+    # "ProcessGroupNCCL'" from "s watchdog"; a log with no step line at all is read for it
+    res = replay_file(str(DATA / "reallogs" / "tune" / "nccl_wrapped_watchdog_stuck_vlmr1_257.log"))
+    assert [(a["rule"], a["value"], a["rank"]) for a in res.to_dict()["anomalies"]] == [("stall", 480.0, 6)]
+
+
+def test_a_message_split_over_three_lines_is_read_at_its_mark():
+    # huggingface/open-r1 issue #620 (turn 0): a web copy wrapped at 140 columns, the watchdog timeout over three
+    # lines; the mark "Watchdog caught" is whole on the first, the time on the second: a stall at the mark
+    lines = ["[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] "
+             "Watchdog caught collective opera\n",
+             "tion timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran "
+             "for 1800010 milliseconds before ti\n", "ming out.\n"]
+    out = read(["step: 7  loss: 2.0000\n", *lines])
+    assert [(r.rule, r.step, r.rank) for r in out if isinstance(r, Report)] == [("stall", 7, 1)]
+
+
 def test_what_is_not_a_training_step():
     assert [r.step for r in read(["step 499 | loss 2.2\n", "step 500: train loss 2.1, val loss 2.3\n",
                                   "{'eval_loss': 2.3, 'epoch': 0.3}\n",

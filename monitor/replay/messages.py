@@ -41,6 +41,11 @@ step line of their own.
 
       [rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7753, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.
 
+  - its heartbeat monitor, when the watchdog itself hangs (``ProcessGroupNCCL.cpp``, ``HeartbeatMonitor``; the
+    process is then terminated)::
+
+      [rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives. ...
+
   - Ascend HCCL error codes (CANN error-code reference): ``EI0002`` (a collective's Notify wait timed out,
     ``HCCL_EXEC_TIMEOUT``), ``EI0006`` (building the connection timed out, ``HCCL_CONNECT_TIMEOUT``), and
     the HCCL plog line ``wait socket establish timeout``::
@@ -80,6 +85,7 @@ _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already a
 _WATCHDOG = re.compile(r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: (\w+)\((.*?)\) ran for "
                        r"(\d+) milliseconds")
 _WATCHDOG_RANK = re.compile(r"Rank (\d+)\] Watchdog caught")
+_STUCK = re.compile(r"(?:Rank (\d+)\] ProcessGroupNCCL's )?watchdog got stuck for (\d+) seconds")
 _OP = re.compile(r"OpType=(\w+)")
 _HCCL = re.compile(r"\b(EI0002|EI0006)\b")
 _HCCL_RANK = re.compile(r"rank(?:Id)?\[(\d+)\]")
@@ -89,7 +95,7 @@ _HCCL_WHAT = {"EI0002": "a collective's Notify wait timed out (EI0002, HCCL_EXEC
 
 
 MARKS = ("kipping step", "verflow", "found inf", "reducing loss scale", "already at minimum", "Minimum loss scale",
-         "no valid values", "Watchdog caught", "EI000", "socket establish timeout")
+         "no valid values", "Watchdog caught", "watchdog got stuck", "EI000", "socket establish timeout")
 _MENTIONED = re.compile("|".join(MARKS))
 
 
@@ -135,6 +141,14 @@ def match(line: str, parser):
             rank, seconds, what = m.group(1) if m else None, None, "a collective timed out (watchdog)"
         return parser.once(Report("stall", parser.done, seconds, f"trainer: {what} after step {parser.done}",
                                   int(rank) if rank else parser.rank))
+    if "watchdog got stuck" in line:
+        m = _STUCK.search(line)
+        if m is not None:
+            rank, seconds = m.group(1), float(m.group(2))
+            return parser.once(Report("stall", parser.done, seconds,
+                                      f"trainer: the NCCL watchdog got stuck for {seconds:.0f} s without progress on "
+                                      f"its collectives (heartbeat monitor) after step {parser.done}",
+                                      int(rank) if rank else parser.rank))
     if "EI000" in line:
         m = _HCCL.search(line)
         if m is not None:

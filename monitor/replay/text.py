@@ -95,6 +95,7 @@ _COUNTS = (re.compile(r"\((\d+)/(\d+)\)"), re.compile(r"\[(\d+)/(\d+)\]"),
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
+WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
@@ -246,6 +247,7 @@ class Parser(base.Parser):
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
+        self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
@@ -287,6 +289,7 @@ class Parser(base.Parser):
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         if not text.strip():
+            self.heads = []
             return BLANK
         bar = _BAR.search(text) if "%" in text else None
         if bar is not None:
@@ -387,17 +390,26 @@ class Parser(base.Parser):
         return self.record(step, **fields)
 
     def _message(self, text: str, prev: str, joiner: str):
-        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
+        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none).
+        A message that begins up to two lines before this one, each of them at least :data:`WRAPPED` characters
+        long (a paste hard-wrapped at a fixed column), is read whole: the line before may hold the start of
+        its message (the rank in ``[..] [Rank 6] ProcessGroupNCCL'`` + ``s watchdog got stuck for 480
+        seconds``)."""
         mentioned, self.mentioned = self.mentioned, messages.mentioned(text)
+        heads, self.heads = self.heads, []
+        item = None
         if self.mentioned:
-            item = messages.match(text, self)
-            if item is not None:
-                return item
-        if prev:
+            if heads:
+                item = messages.match("".join(heads) + joiner + text.lstrip(), self)
+            if item is None:
+                item = messages.match(text, self)
+        if item is None and prev:
             head, tail = prev.rstrip(), text.lstrip()
             if mentioned or messages.mentioned(head[-24:] + joiner + tail[:24]):  # a mark cut by the wrap
-                return messages.match(head + joiner + tail, self)
-        return None
+                item = messages.match(head + joiner + tail, self)
+        if item is None and len(text) >= WRAPPED:
+            self.heads = [*heads[-1:], (joiner if heads else "") + text]
+        return item
 
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none."""
