@@ -657,6 +657,11 @@ class GradNormSpikeSettings(RobustSpikeSettings):
                                       "in a row", min=0)
     climb_window: int = setting(20, "a sustained climb: the median of the last climb_window norms...", min=1)
     climb_ratio: float = setting(2.0, "...over this x the window's median", min=0)
+    level: float = setting(1.0e6, "a grad norm at or over this on level_steps records in a row fires, whatever "
+                                  "came before (0: off)", min=0)
+    level_steps: int = setting(3, "records in a row at or over level that fire", min=1)
+    growth_steps: int = setting(8, "records in a row each over growth_ratio x the one before fire (0: off)", min=0)
+    growth_ratio: float = setting(1.25, "the growth of each of those records", min=1)
 
 
 class GradNormSpike(RobustSpike):
@@ -672,7 +677,18 @@ class GradNormSpike(RobustSpike):
     Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
     the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
     Noise rarely lifts both twice running; a mild LR surge does from its first step on. ``joint_ratio: 0``
-    turns this off."""
+    turns this off.
+
+    Two tests need no history, so they judge a run's first records, warm-up included, and an excerpt that
+    starts in the trouble (the median then is the trouble's own level). A grad norm at or over ``level``
+    on ``level_steps`` records in a row: the L2 norm over N parameters is about sqrt(N) times a typical
+    gradient component, so 1e6 is a component of ~3 even for a 100B-parameter model; the corpus' healthy
+    runs stay under 4e3, BLOOM tr8-104B's struggling stretches print 1e4-9e5, a diverged openpi (JAX)
+    fine-tune ~1e6 from its first line (Physical-Intelligence/openpi issue #814). And a sustained
+    exponential growth: each of ``growth_steps`` records in a row over ``growth_ratio`` times the record
+    before (the Hugging Face Trainer run of ironjr/grokfast issue #9: x1.5 per log from 3.8e12 to inf);
+    healthy norms fall, wander or creep, they do not compound that long. Each fires once per run of such
+    records; onset: its first record."""
 
     settings = GradNormSpikeSettings
     rule = "grad_norm_spike"
@@ -693,6 +709,31 @@ class GradNormSpike(RobustSpike):
         self.losses = Window(self.window, lazy=True)  # read only when the grad norm is up
         self.climb_every = max(self.climb_window // 2, 1)
         self.joint_since = NONE
+        self.level_since = self.growth_since = NONE  # the first record of the run at the level, of the growth
+        self.level_n = self.growth_n = 0  # ... and its records (the growth's: its rises)
+        self.last_norm = 0.0
+
+    def sustained(self, r, x):
+        """The level and growth tests (see the class docstring) of the finite, not overflowed ``x``."""
+        out = None
+        if self.level and x >= self.level:
+            if not self.level_n:
+                self.level_since = r.step
+            self.level_n += 1
+            if self.level_n == self.level_steps:
+                out = (x, self.level_since, f"grad norm {x:.4g} at step {r.step}: at or over {self.level:.4g} on "
+                                            f"{self.level_n} records in a row since step {self.level_since}")
+        else:
+            self.level_n = 0
+        if self.last_norm > 0 and x > self.growth_ratio * self.last_norm:
+            self.growth_n += 1
+        else:
+            self.growth_n, self.growth_since = 0, r.step
+        self.last_norm = x
+        if out is None and self.growth_steps and self.growth_n == self.growth_steps:
+            out = (x, self.growth_since, f"grad norm {x:.4g} at step {r.step} grew over {self.growth_ratio:g}x at "
+                                         f"each of {self.growth_n} records since step {self.growth_since}")
+        return out
 
     def loss_sigmas(self, r):
         """How many robust sigmas the step's loss is over the median of the last ``window`` (-1 when unknown)."""
@@ -728,6 +769,8 @@ class GradNormSpike(RobustSpike):
         RobustSpike.forget(self, step)
         self.losses.rewind(step)
         self.joint_since = NONE
+        self.level_n = self.growth_n = 0
+        self.last_norm = 0.0
 
     def update(self, r):
         x = r.grad_norm
@@ -742,6 +785,9 @@ class GradNormSpike(RobustSpike):
             out = self.spike(r, x)
             if out is None:
                 out = joint
+            sustained = self.sustained(r, x)
+            if out is None:
+                out = sustained
         else:
             self.joint_since = NONE
         if r.has_loss and finite(r.loss) and r.step > self.warmup_steps:

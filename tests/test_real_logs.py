@@ -52,8 +52,6 @@ KNOWN_FAILING = frozenset({
     "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
     "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read (a loss name of helper readnames)
-    "hf_dict_gradnorm_exponential_grokfast9.log",  # grad norm x1.5 per log from 3.8e12: records 1-10 are in the warm-up
-    "jax_openpi_gradnorm_loss_explosion_814.log",  # grad norm ~1e6 from the first line: no excursion from a median
     "mindspore_ascend_silent_check_nan_grep.log",  # CANN `SilentCheckV3 .. val = [nan], .. step=[5]`: not read
     "mindspore_pix2pix_gan_dloss_gloss_healthy.log",  # `Dloss:`/`Gloss:` named nothing known: not read
     "mindspore_wide_deep_two_losses_healthy.log",  # `wide_loss:`/`deep_loss:` named nothing known: not read

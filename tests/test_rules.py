@@ -208,6 +208,37 @@ def test_grad_norm_climb_before_a_spike():
     assert hits and "climbing" in hits[0].message and hits[0].onset_step == 201
 
 
+def test_a_grad_norm_at_a_level_no_healthy_run_reaches_fires_from_the_first_records():
+    # openpi (JAX), Physical-Intelligence/openpi issue #814: "Step 5900: grad_norm=681325.8125, ..." to 7500,
+    # logged every 100 steps; the norm is ~1e6 from the first line, so no excursion from its median
+    norms = [681325.8125, 846482.3750, 549847.8750, 775058.3750, 897108.3125, 968878.0625, 725348.6875,
+             1168754.7500, 971743.1875, 880253.2500, 900671.1250, 978040.0625, 1013011.1250, 1019747.5625,
+             1052039.1250, 1104884.8750, 1133271.8750]
+    recs = [StepRecord(5900 + 100 * i, loss=3e8, grad_norm=g) for i, g in enumerate(norms)]
+    assert fired(recs, "grad_norm_spike") == [(7300, 7100)]  # three records in a row at or over 1e6
+    # BLOOM tr8-104B's struggling iterations (tune/bigscience_tr8_104b_gradnorm_spike_11447 and _spike_7010):
+    # 1e4-3e5 is under the level; nor does a healthy run's norm in the first records fire
+    big = [StepRecord(11400 + 10 * i, loss=6.5, grad_norm=g) for i, g in enumerate((13000.0, 98300.0, 263000.0))]
+    assert fired(big, "grad_norm_spike") == []
+    off = Rules({"grad_norm_spike": {"level": 0.0}})
+    assert [e for e in run(recs, off) if e.rule == "grad_norm_spike"] == []
+
+
+def test_a_grad_norm_compounding_record_after_record_fires_whatever_its_level():
+    # the Hugging Face Trainer run of ironjr/grokfast issue #9: the norm x1.5 per log (3.8e12 -> 1.4e14, then
+    # inf), the loss flat at 11.3; the same growth at an ordinary level fires at its 8th rise in a row
+    norms = [3789384056832.0, 5675928780800.0, 8501688532992.0, 12734252974080.0, 19073997996032.0,
+             28569986138112.0, 42793548382208.0, 64098310029312.0, 96009648603136.0, 143808037650432.0]
+    assert fired([StepRecord(i + 1, loss=11.3, grad_norm=g) for i, g in enumerate(norms)],
+                 "grad_norm_spike") == [(3, 1)]  # at the level from the first record
+    low = [StepRecord(i + 1, loss=11.3, grad_norm=g / 1e12) for i, g in enumerate(norms)]
+    assert fired(low, "grad_norm_spike") == [(9, 1)]
+    assert fired(low[:8], "grad_norm_spike") == []
+    # a warm-up's rising norm that does not compound (0.5 -> 3 over 30 logs, each up ~6 %) is not growth
+    warm = [StepRecord(i + 1, loss=3.0, grad_norm=0.5 * 1.064 ** i) for i in range(30)]
+    assert fired(warm, "grad_norm_spike") == []
+
+
 def test_grad_norm_and_loss_up_together_on_two_steps_is_a_damaging_update():
     loss = noisy_losses(170)
     norms = [1.0 + 0.05 * (i % 5) for i in range(170)]
