@@ -49,7 +49,6 @@ KNOWN_FAILING = frozenset({
     "custom_verse_nan_scale_31.log",  # `train iter: 100` and `loss_net:` named nothing known: not read
     "tinygrad_llama_warmup_flat_13803.log",  # values printed before their names: not read
     # heldout3 (scored only, never tuned on)
-    "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
     "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read (a loss name of helper readnames)
     "mindspore_ascend_silent_check_nan_grep.log",  # CANN `SilentCheckV3 .. val = [nan], .. step=[5]`: not read

@@ -9,6 +9,7 @@ import pytest
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
 from training_monitor.replay.base import Report
+from training_monitor.ruleset import Rules
 
 DATA = Path(__file__).parent / "data"
 
@@ -225,6 +226,37 @@ def test_a_message_split_over_three_lines_is_read_at_its_mark():
              "for 1800010 milliseconds before ti\n", "ming out.\n"]
     out = read(["step: 7  loss: 2.0000\n", *lines])
     assert [(r.rule, r.step, r.rank) for r in out if isinstance(r, Report)] == [("stall", 7, 1)]
+
+
+def test_a_validation_loss_several_times_the_earlier_ones_is_an_eval_loss_spike():
+    # NVIDIA/apex issue #493 (a Tacotron-style loop, tune/apex_val_loss_spike_overflow_493.log): the validation
+    # loss 0.148 -> 0.712 after eight overflows; "Validation loss 8416:" names the iteration
+    res = replay_file(str(DATA / "reallogs" / "tune" / "apex_val_loss_spike_overflow_493.log"))
+    spikes = [a for a in res.to_dict()["anomalies"] if a["rule"] == "eval_loss_spike"]
+    assert [(a["step"], a["onset_step"], round(a["value"], 6)) for a in spikes] == [(8416, 8416, 0.71172)]
+    assert "4.8x the median 0.1483 of the 4 evaluations before" in spikes[0]["message"]
+
+
+def _evaluations(lines):
+    parser = text.Parser()
+    parser.evaluation = Rules().rules["eval_loss_spike"]
+    return [(r.rule, r.step) for r in read(lines, parser) if isinstance(r, Report)]
+
+
+def test_an_evaluation_loss_that_rises_slowly_or_wobbles_is_no_spike():
+    # overfitting: Megatron-LM's GPT-2 345M sample (tune/megatron_lm_gpt2_345m_normal_01.log) evaluates
+    # 6.44, 6.19, 6.83, 7.61, 8.21 while its training loss falls; here in mlx-lm's shape (tune/mlx_cuda_healthy_330)
+    rising = [f"Iter {1000 * i}: Val loss {x}, Val took 5.265s\n" for i, x in
+              enumerate((6.439, 6.189, 6.826, 7.610, 8.209), 1)]
+    assert _evaluations(rising) == []
+    # and a first evaluation far above the next ones (the start of training) is history, not a spike
+    assert _evaluations(["{'eval_loss': 9.1, 'epoch': 0.1}\n", "{'eval_loss': 2.3, 'epoch': 0.2}\n",
+                         "{'eval_loss': 2.2, 'epoch': 0.3}\n"]) == []
+    assert _evaluations(["{'eval_loss': 2.3, 'epoch': 0.2}\n", "{'eval_loss': 2.2, 'epoch': 0.3}\n",
+                         "{'eval_loss': 7.4, 'epoch': 0.4}\n"]) == [("eval_loss_spike", 0)]  # no step read: after step 0
+    # the training loss windows never see them: the step lines' loss stays the training loss
+    recs = read(["step 1 | loss 2.0\n", "step 2 | loss 2.1\n", "step 2: val loss 9.0\n", "step 3 | loss 2.0\n"])
+    assert [(r.step, r.loss) for r in recs] == [(1, 2.0), (2, 2.1), (3, 2.0)]
 
 
 def test_what_is_not_a_training_step():

@@ -96,6 +96,9 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf))", re.IGNORECASE)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
+# an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
+_EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
+                        r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
@@ -218,6 +221,7 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
 class Parser(base.Parser):
     name = NAME
     stall: Any = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
+    evaluation: Any = None  # the eval_loss_spike rule's settings (RuleConfig, set by the runner)
     fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
@@ -248,6 +252,7 @@ class Parser(base.Parser):
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
+        self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
@@ -310,6 +315,8 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
+        if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
+            return spike
         if not found:
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
@@ -388,6 +395,28 @@ class Parser(base.Parser):
         if "loss" in fields:
             self.found = True
         return self.record(step, **fields)
+
+    def _evaluation(self, text: str) -> Report | None:
+        """The ``eval_loss_spike`` report of an evaluation line's loss (``val loss 2.31``, ``'eval_loss': 2.31``,
+        ``Validation loss 8416:  0.711720``: at iteration 8416), judged against the earlier evaluation losses of
+        the log (see :class:`~training_monitor.ruleset.EvalLossSpikeSettings`), or None."""
+        m = _EVAL_LOSS.search(clean(text))
+        if m is None:
+            return None
+        x = float(m.group("val"))
+        if not math.isfinite(x):
+            return None  # a NaN is the nan_inf rule's
+        p, earlier = self.evaluation.params, sorted(self.evals)
+        self.evals = [*self.evals, x][-p["window"]:]
+        if len(earlier) < p["min_history"]:
+            return None
+        n = len(earlier)
+        m_ = (earlier[(n - 1) // 2] + earlier[n // 2]) / 2
+        if not (m_ > 0 and x > p["ratio"] * m_ and x - m_ > p["spread"] * (earlier[-1] - earlier[0])):
+            return None
+        step = int(m.group("step")) if m.group("step") else self.done
+        return Report("eval_loss_spike", step, x, f"evaluation loss {x:.4g} at step {step} is {x / m_:.3g}x the "
+                                                  f"median {m_:.4g} of the {n} evaluations before", self.rank, step)
 
     def _message(self, text: str, prev: str, joiner: str):
         """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none).
