@@ -135,7 +135,7 @@ cdef class GradNormSpike(RobustSpike):
 cdef class LossScaleWatch(Detector):
     cdef public long long calibration_steps
     cdef public double calibration_from, calibration_to
-    cdef bint calibrated, has_prev
+    cdef bint calibrated, has_prev, startup
     cdef double prev_scale
     @cython.locals(out=bint)
     cdef bint calibrating(self, Rec r) noexcept

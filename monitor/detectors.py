@@ -854,12 +854,13 @@ class LossScaleWatch(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.calibrated, self.has_prev, self.prev_scale = False, False, 0.0
+        self.startup = False  # the record just judged is a start-up one (calibration or not)
 
     def calibrating(self, r):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
-        out = False
+        out = self.startup = False
         if not self.calibrated:
-            out = r.step <= self.calibration_steps and (
+            out = self.startup = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
                                                          or r.loss_scale < self.prev_scale))
             if out and r.has_loss_scale and (r.loss_scale < self.calibration_to
@@ -958,7 +959,9 @@ class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
     steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
     falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
-    (an excerpt that starts in the collapse). A scale that never moved (static scaling, or bf16 with a scale
+    (an excerpt that starts in the collapse), and so does a start-up overflow at a scale at or below ``floor``
+    that is no calibration (:class:`LossScaleWatch`: a first scale of 1 is no fall from an initial one;
+    DeepSpeed's ``Attempted loss scale: 1, reducing to 1``). A scale that never moved (static scaling, or bf16 with a scale
     of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
     of the fall."""
 
@@ -987,7 +990,8 @@ class LossScaleCollapse(LossScaleWatch):
         if self.calibrating(r):
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
-        if scale <= self.floor < self.highest or scale < self.floor and (r.overflow == 1 or had and scale < prev):
+        if (scale <= self.floor < self.highest or scale < self.floor and (r.overflow == 1 or had and scale < prev)
+                or scale <= self.floor and r.overflow == 1 and self.startup):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

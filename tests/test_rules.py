@@ -418,6 +418,10 @@ def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
     assert run(fresh) == []
     lower = Rules({"overflow_storm": {"calibration_from": 32.0}})
     assert [e.rule for e in run(recs, lower)] == ["nan_inf"]  # from a first scale of 32 it is calibration
+    # a scaler at its minimum from its first record (huggingface/transformers issue #14531: "Attempted loss scale:
+    # 1, reducing to 1" on every step the excerpt shows, bar 98-101/24128): no calibration, a collapse
+    at_min = [StepRecord(1 + i, overflow=True, loss_scale=1.0) for i in range(3)]
+    assert fired(at_min, "loss_scale_collapse") == [(1, 1)]
 
 
 def test_a_resumed_run_s_spike_with_overflows_is_a_spike_and_a_storm():
