@@ -699,6 +699,10 @@ class GradNormSpike(RobustSpike):
     # settings (Detector.__init__ sets them from cfg.params)
     climb_window: int
     climb_ratio: float
+    level: float
+    level_steps: int
+    growth_steps: int
+    growth_ratio: float
     confirm_loss_sigma: float
     joint_ratio: float
     joint_sigma: float
@@ -961,8 +965,8 @@ class LossScaleCollapse(LossScaleWatch):
     falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
     (an excerpt that starts in the collapse), and so does a start-up overflow at a scale at or below ``floor``
     that is no calibration (:class:`LossScaleWatch`: a first scale of 1 is no fall from an initial one;
-    DeepSpeed's ``Attempted loss scale: 1, reducing to 1``). A scale that never moved (static scaling, or bf16 with a scale
-    of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
+    DeepSpeed's ``Attempted loss scale: 1, reducing to 1``). A scale that never moved (static scaling, or
+    bf16 with a scale of 1) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving
     of the fall."""
 
     settings = LossScaleCollapseSettings

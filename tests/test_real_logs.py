@@ -36,7 +36,6 @@ SHARED_SAMPLES = frozenset({
 KNOWN_FAILING = frozenset({
     "bert_dle_squad_tqdm_1107.log",
     "bigscience_tr8_104b_spike_6930.log",
-    "deepspeed_fused_min_scale_697.log",
     "litgpt_lora_healthy_1055.log",
     # min_records counts more lines than the step lines they have: 13 iteration lines (15 with the two lines
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)

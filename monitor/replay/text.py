@@ -8,7 +8,8 @@ Each physical line is read in four steps.
    printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
    Carriage-return segments are lines of their own already (:mod:`.sources`).
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
-   one joined): overflows mark their step, the others are reports.
+   one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
+   the others are reports.
 3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
@@ -46,8 +47,9 @@ What a line becomes:
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
   evaluation word: a summary, once the log has had step lines without one (until then such lines are its
-  step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
-  bar;
+  step lines: some loops print the validation loss on every step line); its evaluation loss joins the log's
+  own series of them, which the ``eval_loss_spike`` rule judges (an ``eval_loss_spike`` report when it
+  fires); a bar with nothing else: a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
