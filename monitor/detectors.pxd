@@ -117,10 +117,12 @@ cdef class LossSpike(RobustSpike):
 
 
 cdef class GradNormSpike(RobustSpike):
-    cdef public Py_ssize_t climb_window
-    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma
+    cdef public Py_ssize_t climb_window, level_steps, growth_steps
+    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma, level, growth_ratio
     cdef Window losses
-    cdef long long climb_every, joint_since
+    cdef long long climb_every, joint_since, level_since, growth_since, level_n, growth_n
+    cdef double last_norm
+    cdef object sustained(self, Rec r, double x)
     @cython.locals(losses=Window, m=double)
     cdef double loss_sigmas(self, Rec r)
     cdef bint corroborated(self, Rec r)
@@ -134,7 +136,8 @@ cdef class GradNormSpike(RobustSpike):
 
 cdef class LossScaleWatch(Detector):
     cdef public long long calibration_steps
-    cdef bint calibrated, has_prev
+    cdef public double calibration_from, calibration_to
+    cdef bint calibrated, has_prev, startup
     cdef double prev_scale
     @cython.locals(out=bint)
     cdef bint calibrating(self, Rec r) noexcept

@@ -691,6 +691,11 @@ class GradNormSpikeSettings(RobustSpikeSettings):
                                       "in a row", min=0)
     climb_window: int = setting(20, "a sustained climb: the median of the last climb_window norms...", min=1)
     climb_ratio: float = setting(2.0, "...over this x the window's median", min=0)
+    level: float = setting(1.0e6, "a grad norm at or over this on level_steps records in a row fires, whatever "
+                                  "came before (0: off)", min=0)
+    level_steps: int = setting(3, "records in a row at or over level that fire", min=1)
+    growth_steps: int = setting(8, "records in a row each over growth_ratio x the one before fire (0: off)", min=0)
+    growth_ratio: float = setting(1.25, "the growth of each of those records", min=1)
 
 
 class GradNormSpike(RobustSpike):
@@ -706,7 +711,18 @@ class GradNormSpike(RobustSpike):
     Also an update that hurts for more than one step: the grad norm over ``joint_ratio`` x its median and
     the loss ``joint_sigma`` robust sigmas over its median, both on two steps in a row (onset: the first).
     Noise rarely lifts both twice running; a mild LR surge does from its first step on. ``joint_ratio: 0``
-    turns this off."""
+    turns this off.
+
+    Two tests need no history, so they judge a run's first records, warm-up included, and an excerpt that
+    starts in the trouble (the median then is the trouble's own level). A grad norm at or over ``level``
+    on ``level_steps`` records in a row: the L2 norm over N parameters is about sqrt(N) times a typical
+    gradient component, so 1e6 is a component of ~3 even for a 100B-parameter model; the corpus' healthy
+    runs stay under 4e3, BLOOM tr8-104B's struggling stretches print 1e4-9e5, a diverged openpi (JAX)
+    fine-tune ~1e6 from its first line (Physical-Intelligence/openpi issue #814). And a sustained
+    exponential growth: each of ``growth_steps`` records in a row over ``growth_ratio`` times the record
+    before (the Hugging Face Trainer run of ironjr/grokfast issue #9: x1.5 per log from 3.8e12 to inf);
+    healthy norms fall, wander or creep, they do not compound that long. Each fires once per run of such
+    records; onset: its first record."""
 
     settings = GradNormSpikeSettings
     rule = "grad_norm_spike"
@@ -717,6 +733,10 @@ class GradNormSpike(RobustSpike):
     # settings (Detector.__init__ sets them from cfg.params)
     climb_window: int
     climb_ratio: float
+    level: float
+    level_steps: int
+    growth_steps: int
+    growth_ratio: float
     confirm_loss_sigma: float
     joint_ratio: float
     joint_sigma: float
@@ -727,6 +747,31 @@ class GradNormSpike(RobustSpike):
         self.losses = Window(self.window, lazy=True)  # read only when the grad norm is up
         self.climb_every = max(self.climb_window // 2, 1)
         self.joint_since = NONE
+        self.level_since = self.growth_since = NONE  # the first record of the run at the level, of the growth
+        self.level_n = self.growth_n = 0  # ... and its records (the growth's: its rises)
+        self.last_norm = 0.0
+
+    def sustained(self, r, x):
+        """The level and growth tests (see the class docstring) of the finite, not overflowed ``x``."""
+        out = None
+        if self.level and x >= self.level:
+            if not self.level_n:
+                self.level_since = r.step
+            self.level_n += 1
+            if self.level_n == self.level_steps:
+                out = (x, self.level_since, f"grad norm {x:.4g} at step {r.step}: at or over {self.level:.4g} on "
+                                            f"{self.level_n} records in a row since step {self.level_since}")
+        else:
+            self.level_n = 0
+        if self.last_norm > 0 and x > self.growth_ratio * self.last_norm:
+            self.growth_n += 1
+        else:
+            self.growth_n, self.growth_since = 0, r.step
+        self.last_norm = x
+        if out is None and self.growth_steps and self.growth_n == self.growth_steps:
+            out = (x, self.growth_since, f"grad norm {x:.4g} at step {r.step} grew over {self.growth_ratio:g}x at "
+                                         f"each of {self.growth_n} records since step {self.growth_since}")
+        return out
 
     def loss_sigmas(self, r):
         """How many robust sigmas the step's loss is over the median of the last ``window`` (-1 when unknown)."""
@@ -762,6 +807,8 @@ class GradNormSpike(RobustSpike):
         RobustSpike.forget(self, step)
         self.losses.rewind(step)
         self.joint_since = NONE
+        self.level_n = self.growth_n = 0
+        self.last_norm = 0.0
 
     def update(self, r):
         x = r.grad_norm
@@ -776,6 +823,9 @@ class GradNormSpike(RobustSpike):
             out = self.spike(r, x)
             if out is None:
                 out = joint
+            sustained = self.sustained(r, x)
+            if out is None:
+                out = sustained
         else:
             self.joint_since = NONE
         if r.has_loss and finite(r.loss) and r.step > self.warmup_steps:
@@ -808,6 +858,9 @@ class LossScaleSettings(RuleSettings):
 
     calibration_steps: int = setting(24, "start-up trainer steps whose overflows may be calibration "
                                          "(2^32 -> 2^8)", min=0)
+    calibration_from: float = setting(1024.0, "calibration falls from an initial scale at least this: a run "
+                                              "whose first scale is lower is past its start-up", min=0)
+    calibration_to: float = setting(1.0, "... to this at the lowest: a scale below it ends calibration", min=0)
 
 
 class LossScaleWatch(Detector):
@@ -821,22 +874,36 @@ class LossScaleWatch(Detector):
     overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
     clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and
     so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
-    trouble."""
+    trouble.
+
+    Calibration is a fall from the scaler's initial scale (2^16 in apex, DeepSpeed and torch.amp's
+    ``GradScaler``, 2^32 in Megatron-LM, 2^24 in MindSpore's ``DynamicLossScaleManager`` examples) to no lower
+    than ``calibration_to`` (1: DeepSpeed's ``min_loss_scale``). So it ends at a record whose scale is below
+    that (a scaler fallen so far gets no finite gradient at all: apex issue #834, 32768 -> 0.5 in 17 overflows;
+    apex issue #318, down to 1e-205), and there is none when the first scale seen is below ``calibration_from``
+    (an excerpt or a resumed run that starts after its start-up, whatever its step numbers, counted by a bar or
+    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000)."""
 
     # settings (Detector.__init__ sets them from cfg.params)
     calibration_steps: int
+    calibration_from: float
+    calibration_to: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.calibrated, self.has_prev, self.prev_scale = False, False, 0.0
+        self.startup = False  # the record just judged is a start-up one (calibration or not)
 
     def calibrating(self, r):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
-        out = False
+        out = self.startup = False
         if not self.calibrated:
-            out = r.step <= self.calibration_steps and (
+            out = self.startup = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
                                                          or r.loss_scale < self.prev_scale))
+            if out and r.has_loss_scale and (r.loss_scale < self.calibration_to
+                                             or not self.has_prev and r.loss_scale < self.calibration_from):
+                out = False  # no fall from an initial scale
             if not out:
                 self.calibrated = True
                 out = r.overflow == 0 and self.has_prev
@@ -932,12 +999,13 @@ class LossScaleCollapse(LossScaleWatch):
     steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
     falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
     (an excerpt that starts in the collapse), and so does a scale of 0 (a dynamic scale fallen below the
-    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). An overflow that
-    would be calibration fires at once when its scale is at or below ``floor``: calibration falls from a
-    high initial scale (2^16 to 2^32), and a scaler at its minimum from the start cannot answer an overflow
-    any more (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of
-    1). A scale that never moved (static scaling, or bf16 with a scale of 1, a skipped step among clean
-    ones) is not judged. A fall counts :func:`halvings` halvings. Onset: the first halving of the fall."""
+    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). A start-up
+    overflow at a scale at or below ``floor`` fires at once, in calibration or not (:class:`LossScaleWatch`:
+    a first scale of 1 is no fall from an initial one): calibration falls from a high initial scale (2^16
+    to 2^32), and a scaler at its minimum cannot answer an overflow any more (DeepSpeed's ``Attempted loss
+    scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). A scale that never moved (static
+    scaling, or bf16 with a scale of 1, a skipped step among clean ones) is not judged. A fall counts
+    :func:`halvings` halvings. Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -966,8 +1034,9 @@ class LossScaleCollapse(LossScaleWatch):
                 return None
             return scale, r.step, f"overflow at loss scale {scale:g}, at its floor {self.floor:g}, at start-up"
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
-        if scale <= self.floor < self.highest or scale == 0.0 or scale < self.floor and (r.overflow == 1
-                                                                                        or had and scale < prev):
+        if (scale <= self.floor < self.highest or scale == 0.0
+                or scale < self.floor and (r.overflow == 1 or had and scale < prev)
+                or scale <= self.floor and r.overflow == 1 and self.startup):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

@@ -37,7 +37,23 @@ class StallSettings(RuleSettings):
     startup_steps: int = setting(3, "steps that get startup_seconds", min=0)
 
 
-SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings}  # rule id -> settings
+@dataclass(frozen=True)
+class EvalLossSpikeSettings(RuleSettings):
+    """An evaluation loss over `ratio` x the median of the earlier ones (at least `min_history` of the last
+    `window`) and above it by more than `spread` x their range. Judged by the replay reader on its own series
+    of evaluation losses, never mixed with the training loss: an average over a fixed set, it moves little
+    between evaluations; overfitting raises it slowly, a broken model at once."""
+
+    severity: str = override(RuleSettings, "severity", "critical")
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 0)
+    window: int = setting(20, "earlier evaluation losses the median and range are taken over", min=1)
+    min_history: int = setting(2, "earlier evaluation losses needed", min=1)
+    ratio: float = setting(3.0, "an evaluation loss over this x their median fires...", min=1)
+    spread: float = setting(3.0, "...when above it by more than this x their range", min=0)
+
+
+SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings,
+            "eval_loss_spike": EvalLossSpikeSettings}  # rule id -> settings
 
 _HEADER = """\
 # Default rules, generated from the rules' settings classes (training_monitor.ruleset.default_rules_yaml).

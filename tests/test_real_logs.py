@@ -46,12 +46,7 @@ KNOWN_FAILING = frozenset({
     "mindspore_resnet50_transfer_epoch10_slow.log",
     "paddleocr_reader_cost_ips_drops_10042.log",
     # heldout3 (scored only, never tuned on)
-    "apex_val_loss_spike_overflow_493.log",  # `Validation loss 8416:  0.711720` is read as no loss: its spike missed
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
-    "deepspeed_tqdm_step_loss_nan_hallo152.log",  # bar's `step_loss=nan` not read; overflows at 11-13: calibration
-    "hf_dict_gradnorm_exponential_grokfast9.log",  # grad norm x1.5 per log from 3.8e12: records 1-10 are in the warm-up
-    "jax_openpi_gradnorm_loss_explosion_814.log",  # grad norm ~1e6 from the first line: no excursion from a median
-    # heldout4 (scored only, never tuned on)
     # heldout5 (scored only, never tuned on)
     "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read

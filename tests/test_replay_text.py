@@ -9,6 +9,7 @@ import pytest
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
 from training_monitor.replay.base import Report
+from training_monitor.ruleset import Rules
 
 DATA = Path(__file__).parent / "data"
 
@@ -188,6 +189,74 @@ def test_a_wrapped_trainer_message_is_read_across_the_wrap():
     out = read(["step: 7  loss: 2.0000\n", "WARNING  colossalai - ShardedOptimizerV2 - WARNING: found   \n",
                 "                             inf during ShardedOptimV2 step   \n", "step: 8  loss: nan\n"])
     assert [(r.step, r.overflow) for r in out] == [(7, None), (8, True)]
+
+
+# PyTorch's NCCL heartbeat monitor, as printed in snowflakedb/ArcticTraining issue #219 (description)
+STUCK = ("[rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 7] "
+         "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+         "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "
+         "and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), "
+         "or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout "
+         "would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or "
+         "disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free "
+         "to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to "
+         "debug the hang. ")
+
+
+@pytest.mark.parametrize("width", [None, 60, 80, 120, 150])
+def test_a_stuck_nccl_watchdog_is_a_stall_of_its_rank_however_the_message_is_wrapped(width):
+    lines = [STUCK + "\n"] if width is None else wrap(STUCK, width, False)
+    (stall,) = [r for r in read(["step: 7  loss: 2.0000\n", *lines]) if isinstance(r, Report)]
+    assert (stall.rule, stall.step, stall.value, stall.rank) == ("stall", 7, 480.0, 7)
+
+
+def test_the_wrapped_watchdog_message_of_a_real_paste_is_read():
+    # om-ai-lab/VLM-R1 issue #257: the same message hard-wrapped at 120 columns, the wrap cutting
+    # "ProcessGroupNCCL'" from "s watchdog"; a log with no step line at all is read for it
+    res = replay_file(str(DATA / "reallogs" / "tune" / "nccl_wrapped_watchdog_stuck_vlmr1_257.log"))
+    assert [(a["rule"], a["value"], a["rank"]) for a in res.to_dict()["anomalies"]] == [("stall", 480.0, 6)]
+
+
+def test_a_message_split_over_three_lines_is_read_at_its_mark():
+    # huggingface/open-r1 issue #620 (turn 0): a web copy wrapped at 140 columns, the watchdog timeout over three
+    # lines; the mark "Watchdog caught" is whole on the first, the time on the second: a stall at the mark
+    lines = ["[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] "
+             "Watchdog caught collective opera\n",
+             "tion timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran "
+             "for 1800010 milliseconds before ti\n", "ming out.\n"]
+    out = read(["step: 7  loss: 2.0000\n", *lines])
+    assert [(r.rule, r.step, r.rank) for r in out if isinstance(r, Report)] == [("stall", 7, 1)]
+
+
+def test_a_validation_loss_several_times_the_earlier_ones_is_an_eval_loss_spike():
+    # NVIDIA/apex issue #493 (a Tacotron-style loop, tune/apex_val_loss_spike_overflow_493.log): the validation
+    # loss 0.148 -> 0.712 after eight overflows; "Validation loss 8416:" names the iteration
+    res = replay_file(str(DATA / "reallogs" / "tune" / "apex_val_loss_spike_overflow_493.log"))
+    spikes = [a for a in res.to_dict()["anomalies"] if a["rule"] == "eval_loss_spike"]
+    assert [(a["step"], a["onset_step"], round(a["value"], 6)) for a in spikes] == [(8416, 8416, 0.71172)]
+    assert "4.8x the median 0.1483 of the 4 evaluations before" in spikes[0]["message"]
+
+
+def _evaluations(lines):
+    parser = text.Parser()
+    parser.evaluation = Rules().rules["eval_loss_spike"]
+    return [(r.rule, r.step) for r in read(lines, parser) if isinstance(r, Report)]
+
+
+def test_an_evaluation_loss_that_rises_slowly_or_wobbles_is_no_spike():
+    # overfitting: Megatron-LM's GPT-2 345M sample (tune/megatron_lm_gpt2_345m_normal_01.log) evaluates
+    # 6.44, 6.19, 6.83, 7.61, 8.21 while its training loss falls; here in mlx-lm's shape (tune/mlx_cuda_healthy_330)
+    rising = [f"Iter {1000 * i}: Val loss {x}, Val took 5.265s\n" for i, x in
+              enumerate((6.439, 6.189, 6.826, 7.610, 8.209), 1)]
+    assert _evaluations(rising) == []
+    # and a first evaluation far above the next ones (the start of training) is history, not a spike
+    assert _evaluations(["{'eval_loss': 9.1, 'epoch': 0.1}\n", "{'eval_loss': 2.3, 'epoch': 0.2}\n",
+                         "{'eval_loss': 2.2, 'epoch': 0.3}\n"]) == []
+    assert _evaluations(["{'eval_loss': 2.3, 'epoch': 0.2}\n", "{'eval_loss': 2.2, 'epoch': 0.3}\n",
+                         "{'eval_loss': 7.4, 'epoch': 0.4}\n"]) == [("eval_loss_spike", 0)]  # no step read: after step 0
+    # the training loss windows never see them: the step lines' loss stays the training loss
+    recs = read(["step 1 | loss 2.0\n", "step 2 | loss 2.1\n", "step 2: val loss 9.0\n", "step 3 | loss 2.0\n"])
+    assert [(r.step, r.loss) for r in recs] == [(1, 2.0), (2, 2.1), (3, 2.0)]
 
 
 def test_what_is_not_a_training_step():

@@ -221,6 +221,37 @@ def test_grad_norm_climb_before_a_spike():
     assert hits and "climbing" in hits[0].message and hits[0].onset_step == 201
 
 
+def test_a_grad_norm_at_a_level_no_healthy_run_reaches_fires_from_the_first_records():
+    # openpi (JAX), Physical-Intelligence/openpi issue #814: "Step 5900: grad_norm=681325.8125, ..." to 7500,
+    # logged every 100 steps; the norm is ~1e6 from the first line, so no excursion from its median
+    norms = [681325.8125, 846482.3750, 549847.8750, 775058.3750, 897108.3125, 968878.0625, 725348.6875,
+             1168754.7500, 971743.1875, 880253.2500, 900671.1250, 978040.0625, 1013011.1250, 1019747.5625,
+             1052039.1250, 1104884.8750, 1133271.8750]
+    recs = [StepRecord(5900 + 100 * i, loss=3e8, grad_norm=g) for i, g in enumerate(norms)]
+    assert fired(recs, "grad_norm_spike") == [(7300, 7100)]  # three records in a row at or over 1e6
+    # BLOOM tr8-104B's struggling iterations (tune/bigscience_tr8_104b_gradnorm_spike_11447 and _spike_7010):
+    # 1e4-3e5 is under the level; nor does a healthy run's norm in the first records fire
+    big = [StepRecord(11400 + 10 * i, loss=6.5, grad_norm=g) for i, g in enumerate((13000.0, 98300.0, 263000.0))]
+    assert fired(big, "grad_norm_spike") == []
+    off = Rules({"grad_norm_spike": {"level": 0.0}})
+    assert [e for e in run(recs, off) if e.rule == "grad_norm_spike"] == []
+
+
+def test_a_grad_norm_compounding_record_after_record_fires_whatever_its_level():
+    # the Hugging Face Trainer run of ironjr/grokfast issue #9: the norm x1.5 per log (3.8e12 -> 1.4e14, then
+    # inf), the loss flat at 11.3; the same growth at an ordinary level fires at its 8th rise in a row
+    norms = [3789384056832.0, 5675928780800.0, 8501688532992.0, 12734252974080.0, 19073997996032.0,
+             28569986138112.0, 42793548382208.0, 64098310029312.0, 96009648603136.0, 143808037650432.0]
+    assert fired([StepRecord(i + 1, loss=11.3, grad_norm=g) for i, g in enumerate(norms)],
+                 "grad_norm_spike") == [(3, 1)]  # at the level from the first record
+    low = [StepRecord(i + 1, loss=11.3, grad_norm=g / 1e12) for i, g in enumerate(norms)]
+    assert fired(low, "grad_norm_spike") == [(9, 1)]
+    assert fired(low[:8], "grad_norm_spike") == []
+    # a warm-up's rising norm that does not compound (0.5 -> 3 over 30 logs, each up ~6 %) is not growth
+    warm = [StepRecord(i + 1, loss=3.0, grad_norm=0.5 * 1.064 ** i) for i in range(30)]
+    assert fired(warm, "grad_norm_spike") == []
+
+
 def test_grad_norm_and_loss_up_together_on_two_steps_is_a_damaging_update():
     loss = noisy_losses(170)
     norms = [1.0 + 0.05 * (i % 5) for i in range(170)]
@@ -405,6 +436,33 @@ def test_overflows_at_the_start_of_a_log_that_begins_late_are_not_calibration():
     assert run(fresh) == []  # a fresh run's first steps: calibration
 
 
+def test_a_start_up_fall_below_the_lowest_calibration_scale_is_a_collapse():
+    # apex amp O1 (NVIDIA/apex issue #834): 17 step-less overflows "reducing loss scale to 32768.0" ... "0.5",
+    # read as steps 1-17; calibration falls from 2^16 to no lower than 1, so the fall to 0.5 is trouble
+    recs = [StepRecord(i + 1, overflow=True, loss_scale=32768.0 / 2 ** i) for i in range(17)]
+    assert fired(recs, "loss_scale_collapse") == [(17, 17)]
+    assert run(recs[:16]) == []  # down to 1 it may be calibration
+    assert fired(recs, "overflow_storm") == []  # one overflow counted so far
+    assert run(recs, Rules({"loss_scale_collapse": {"calibration_to": 0.25}})) == []
+
+
+def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
+    # accelerate + DeepSpeed (fudan-generative-vision/hallo issue #152): the bar at 10/2000, then "Attempted
+    # loss scale: 32, reducing to 16", 16 -> 8, 8 -> 4 at steps 11-13: no fall from an initial scale
+    recs = [StepRecord(10, loss=math.nan)] + [StepRecord(11 + i, overflow=True, loss_scale=32.0 / 2 ** i)
+                                              for i in range(3)]
+    assert fired(recs, "overflow_storm") == [(13, 11)]
+    # DeepSpeed ZeRO-2's start-up (shared sample deepspeed_zero2_overflow_storm_01): 2^32 -> 2^24 is calibration
+    fresh = [StepRecord(1 + i, overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(8)]
+    assert run(fresh) == []
+    lower = Rules({"overflow_storm": {"calibration_from": 32.0}})
+    assert [e.rule for e in run(recs, lower)] == ["nan_inf"]  # from a first scale of 32 it is calibration
+    # a scaler at its minimum from its first record (huggingface/transformers issue #14531: "Attempted loss scale:
+    # 1, reducing to 1" on every step the excerpt shows, bar 98-101/24128): no calibration, a collapse
+    at_min = [StepRecord(1 + i, overflow=True, loss_scale=1.0) for i in range(3)]
+    assert fired(at_min, "loss_scale_collapse") == [(1, 1)]
+
+
 def test_a_resumed_run_s_spike_with_overflows_is_a_spike_and_a_storm():
     # BigScience tr8b-104B resumed at iteration 17060: the loss 2.67 -> 4.37 as DeepSpeed's overflows begin
     # (an overflowed step's loss is its batch's real loss: it is judged)
@@ -508,7 +566,7 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
 
     record_fields = {f.name for f in fields(StepRecord)}
     common = {f.name for f in fields(detectors.RuleSettings)}
-    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall"}
+    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall", "eval_loss_spike"}
     for rule, cls in detectors.DETECTORS.items():
         assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
         assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule

@@ -208,6 +208,8 @@ class _Run:
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
+            ev = self.rules.rules.get("eval_loss_spike")
+            slot[0].evaluation = ev if ev is not None and ev.enabled else None  # the evaluation losses' rule
             slot[0].fast = self.options.fast  # the text reader's recipes for plain step lines
         return slot
 

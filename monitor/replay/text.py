@@ -8,9 +8,10 @@ Each physical line is read in four steps.
    printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
    Carriage-return segments are lines of their own already (:mod:`.sources`).
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
-   one joined): overflows mark their step, the others are reports. A report glued after a progress bar whose
-   postfix holds a step line's values (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes
-   after that line's record (:attr:`.base.Parser.after`).
+   one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
+   the others are reports. A report glued after a progress bar whose postfix holds a step line's values
+   (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes after that line's record
+   (:attr:`.base.Parser.after`).
 3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
@@ -68,8 +69,9 @@ What a line becomes:
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
   evaluation word: a summary, once the log has had step lines without one (until then such lines are its
-  step lines: some loops print the validation loss on every step line); a bar with nothing else: a progress
-  bar;
+  step lines: some loops print the validation loss on every step line); its evaluation loss joins the log's
+  own series of them, which the ``eval_loss_spike`` rule judges (an ``eval_loss_spike`` report when it
+  fires); a bar with nothing else: a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
@@ -131,6 +133,10 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
+WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
+# an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
+_EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
+                        r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
@@ -290,6 +296,7 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
 class Parser(base.Parser):
     name = NAME
     stall: Any = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
+    evaluation: Any = None  # the eval_loss_spike rule's settings (RuleConfig, set by the runner)
     fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
@@ -321,6 +328,8 @@ class Parser(base.Parser):
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
+        self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
+        self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
@@ -366,6 +375,7 @@ class Parser(base.Parser):
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         if not text.strip():
+            self.heads = []
             return BLANK
         bar = _BAR.search(text) if "%" in text else None
         if bar is not None:
@@ -396,6 +406,8 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
+        if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
+            return spike
         if not found:
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
@@ -555,18 +567,49 @@ class Parser(base.Parser):
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
+    def _evaluation(self, text: str) -> Report | None:
+        """The ``eval_loss_spike`` report of an evaluation line's loss (``val loss 2.31``, ``'eval_loss': 2.31``,
+        ``Validation loss 8416:  0.711720``: at iteration 8416), judged against the earlier evaluation losses of
+        the log (see :class:`~training_monitor.ruleset.EvalLossSpikeSettings`), or None."""
+        m = _EVAL_LOSS.search(clean(text))
+        if m is None:
+            return None
+        x = float(m.group("val"))
+        if not math.isfinite(x):
+            return None  # a NaN is the nan_inf rule's
+        p, earlier = self.evaluation.params, sorted(self.evals)
+        self.evals = [*self.evals, x][-p["window"]:]
+        if len(earlier) < p["min_history"]:
+            return None
+        n = len(earlier)
+        m_ = (earlier[(n - 1) // 2] + earlier[n // 2]) / 2
+        if not (m_ > 0 and x > p["ratio"] * m_ and x - m_ > p["spread"] * (earlier[-1] - earlier[0])):
+            return None
+        step = int(m.group("step")) if m.group("step") else self.done
+        return Report("eval_loss_spike", step, x, f"evaluation loss {x:.4g} at step {step} is {x / m_:.3g}x the "
+                                                  f"median {m_:.4g} of the {n} evaluations before", self.rank, step)
+
     def _message(self, text: str, prev: str, joiner: str):
-        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none)."""
+        """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none).
+        A message that begins up to two lines before this one, each of them at least :data:`WRAPPED` characters
+        long (a paste hard-wrapped at a fixed column), is read whole: the line before may hold the start of
+        its message (the rank in ``[..] [Rank 6] ProcessGroupNCCL'`` + ``s watchdog got stuck for 480
+        seconds``)."""
         mentioned, self.mentioned = self.mentioned, messages.mentioned(text)
+        heads, self.heads = self.heads, []
+        item = None
         if self.mentioned:
-            item = messages.match(text, self)
-            if item is not None:
-                return item
-        if prev:
+            if heads:
+                item = messages.match("".join(heads) + joiner + text.lstrip(), self)
+            if item is None:
+                item = messages.match(text, self)
+        if item is None and prev:
             head, tail = prev.rstrip(), text.lstrip()
             if mentioned or messages.mentioned(head[-24:] + joiner + tail[:24]):  # a mark cut by the wrap
-                return messages.match(head + joiner + tail, self)
-        return None
+                item = messages.match(head + joiner + tail, self)
+        if item is None and len(text) >= WRAPPED:
+            self.heads = [*heads[-1:], (joiner if heads else "") + text]
+        return item
 
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none."""
