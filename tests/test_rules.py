@@ -438,12 +438,13 @@ def test_overflows_at_the_start_of_a_log_that_begins_late_are_not_calibration():
 
 def test_a_start_up_fall_below_the_lowest_calibration_scale_is_a_collapse():
     # apex amp O1 (NVIDIA/apex issue #834): 17 step-less overflows "reducing loss scale to 32768.0" ... "0.5",
-    # read as steps 1-17; calibration falls from 2^16 to no lower than 1, so the fall to 0.5 is trouble
+    # read as steps 1-17; calibration falls from 2^16 to no lower than 1, and an overflow at the floor (1, step
+    # 16) is no calibration: the scaler at its minimum cannot answer it
     recs = [StepRecord(i + 1, overflow=True, loss_scale=32768.0 / 2 ** i) for i in range(17)]
-    assert fired(recs, "loss_scale_collapse") == [(17, 17)]
-    assert run(recs[:16]) == []  # down to 1 it may be calibration
+    assert fired(recs, "loss_scale_collapse") == [(16, 16)]
+    assert run(recs[:15]) == []  # down to 2 it may be calibration
     assert fired(recs, "overflow_storm") == []  # one overflow counted so far
-    assert run(recs, Rules({"loss_scale_collapse": {"calibration_to": 0.25}})) == []
+    assert run(recs, Rules({"loss_scale_collapse": {"calibration_to": 0.25, "floor": 0.25}})) == []
 
 
 def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
