@@ -50,7 +50,6 @@ KNOWN_FAILING = frozenset({
     # heldout5 (scored only, never tuned on)
     "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
-    "mindspore_gan_loss_d_g_epochs_healthy.log",  # `loss_d:`/`loss_g:` named nothing known: not read
     "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
     "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
 })

@@ -495,3 +495,17 @@ def test_the_fast_path_reads_every_decimal_as_python_does(text):
             f"False, loss_scale: {text}, global_norm: [{text}], train_throughput_per_npu: 2.896T")
     rec = fast_record(line, None, 0)
     assert [repr(v) for v in (rec.loss, rec.lr, rec.loss_scale, rec.grad_norm)] == [repr(float(text))] * 4
+
+
+def test_a_log_the_vote_gives_a_trainer_s_format_but_its_reader_cannot_read_is_read_as_text(tmp_path):
+    # MindSpore's GAN tutorial (mindspore-ai/docs @9e844dc6 tutorials/source_en/generative/gan.md lines 360-379):
+    # MFLossMonitor-like `Epoch:[..], step:[..]` lines, with the losses of two networks
+    log = tmp_path / "gan.log"
+    log.write_text("Epoch:[  0/200], step:[   0/ 468], loss_d:1.383930 , loss_g:0.693423 , time:0.864688s, lr:0.000200\n"
+                   "Epoch:[  0/200], step:[  10/ 468], loss_d:1.356453 , loss_g:0.548430 , time:0.122673s, lr:0.000200\n"
+                   "Epoch:[  0/200], step:[  20/ 468], loss_d:1.386923 , loss_g:0.628228 , time:0.120677s, lr:0.000200\n")
+    res = replay_file(str(log))
+    assert res.format == "text" and res.records == 3
+    with pytest.raises(ReplayError, match="no mindformers step lines"):
+        replay_file(str(log), fmt="mindformers")  # a format asked for is not second-guessed
+

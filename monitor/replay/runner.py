@@ -473,8 +473,9 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
     ``options`` asks besides (default :class:`ReplayOptions`: the would-be policy with the live defaults).
 
     Raises:
-        ReplayError: missing, empty, binary or unreadable file; no known format (``fmt="auto"``); unknown
-            ``fmt``; a line that breaks a parser (named by file and line).
+        ReplayError: missing, empty, binary or unreadable file; no known format (``fmt="auto"``; a file the
+            vote gives a trainer's format whose reader finds no step in it is read by the generic text reader);
+            unknown ``fmt``; a line that breaks a parser (named by file and line).
     """
     if fmt != "auto" and fmt not in PARSERS:
         raise ReplayError(f"unknown format {fmt!r} (known: auto, {', '.join(PARSERS)})")
@@ -496,7 +497,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             raise ReplayError(str(exc)) from None
         except (EOFError, OSError, zlib.error) as exc:
             raise ReplayError(f"{shown(first)}: cannot read: {exc}") from None
-        if fmt == "auto":
+        voted = fmt == "auto"
+        if voted:
             fmt = detect(t for b in head for t in text_lines(b))
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
@@ -518,6 +520,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         raise ReplayError(f"{source.name}: no known training-log format: no step with a loss, and no trainer "
                           f"message, in its {result.lines} lines")
     if result.records == 0 and result.reports == 0:
+        if voted and fmt != generic.NAME and first != STDIN:  # lines like a trainer's, read as any text log's
+            return replay_source(source, rules, generic.NAME, options)
         raise ReplayError(f"{source.name}: no {fmt} step lines found in {result.lines} lines")
     return result
 
