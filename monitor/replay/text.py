@@ -92,6 +92,7 @@ import math
 import re
 from typing import Any
 
+from ..detectors import median
 from ..record import StepRecord
 from . import base, messages
 from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
@@ -581,8 +582,7 @@ class Parser(base.Parser):
         self.evals = [*self.evals, x][-p["window"]:]
         if len(earlier) < p["min_history"]:
             return None
-        n = len(earlier)
-        m_ = (earlier[(n - 1) // 2] + earlier[n // 2]) / 2
+        n, m_ = len(earlier), median(earlier)
         if not (m_ > 0 and x > p["ratio"] * m_ and x - m_ > p["spread"] * (earlier[-1] - earlier[0])):
             return None
         step = int(m.group("step")) if m.group("step") else self.done
