@@ -224,6 +224,13 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
     return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
 
 
+def _heads(heads: list, text: str, joiner: str) -> list:
+    """The lines kept after ``text`` (a line holding no trainer message, ``joiner`` before it when it continues
+    a wrap) for a message hard-wrapped into the next ones (see :meth:`Parser._message`): with ``heads``, those
+    kept before it, the last of them and ``text`` when ``text`` is at least :data:`WRAPPED` long, else none."""
+    return [*heads[-1:], (joiner if heads else "") + text] if len(text) >= WRAPPED else []
+
+
 def _summed(found: list) -> list:
     """``found`` (``(field, value, total, unit)`` pairs) with the line's named losses (:data:`.fields.LOSS_PART`)
     summed into one ``loss`` pair at the first one's place."""
@@ -563,7 +570,13 @@ class Parser(base.Parser):
         self.line_step, self.scale = step, scale
         total, first, _, _, offset = self.restarts
         self.restarts = (total, first, 0, step, offset)  # the count's last value (its stride is the next line's)
-        text = _undecorated(line(count - 1)).rstrip("\r\n")
+        first = max(0, count - 3)  # the heads after the last line depend on its two lines before, no more
+        text = self.prev if first == 0 else _undecorated(line(first - 1)).rstrip("\r\n")
+        heads = self.heads if first == 0 else _heads([], text, "")
+        for i in range(first, count):
+            before, text = text, _undecorated(line(i)).rstrip("\r\n")
+            heads = _heads(heads, text, " " if before[-1:].isspace() else "")
+        self.heads = heads
         self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
@@ -607,8 +620,8 @@ class Parser(base.Parser):
             head, tail = prev.rstrip(), text.lstrip()
             if mentioned or messages.mentioned(head[-24:] + joiner + tail[:24]):  # a mark cut by the wrap
                 item = messages.match(head + joiner + tail, self)
-        if item is None and len(text) >= WRAPPED:
-            self.heads = [*heads[-1:], (joiner if heads else "") + text]
+        if item is None:
+            self.heads = _heads(heads, text, joiner)
         return item
 
     def _step(self, values: dict, text: str, bar) -> int | None:
