@@ -1,6 +1,7 @@
 """``TrainingMonitor``: the MindSpore callback that feeds the engine, exports metrics and rolls back."""
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -42,6 +43,7 @@ from .rollback import global_step, restore_train_state, save_train_state, train_
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
 _NOTHING = nullcontext()
+_INSTANCES = itertools.count(1)  # the monitors of this process, for each one's own ledger and checkpoint folder
 
 
 class MonitorFailure(RuntimeError):
@@ -169,9 +171,10 @@ class TrainingMonitor(Callback):
         self.engine = Engine(rules, [s for s in sinks if overrides(s, "on_event")])
         self._on_record = [s.on_record for s in sinks if overrides(s, "on_record")]
         self._on_action = [s.on_action for s in sinks if overrides(s, "on_action")]
-        # A new process starts a new ledger and checkpoint folder: the previous process's checkpoints hold
-        # another trajectory (perhaps another run) and must never be rolled back to by step number.
-        self.instance = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+        # A new process (or a new monitor in this one) starts a new ledger and checkpoint folder: the previous
+        # one's checkpoints hold another trajectory (perhaps another run) and must never be rolled back to by
+        # step number.
+        self.instance = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_INSTANCES)}"
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
