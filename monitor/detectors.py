@@ -473,7 +473,8 @@ class RobustSpikeSettings(RuleSettings):
     confirm_steps: int = setting(1, "2: the next value must stay over half the margin", min=1, max=2)
     excursion_ratio: float = setting(1.5, "with fewer than min_history values: fire over this x their median "
                                           "(0: wait for min_history)", min=0)
-    excursion_min: float = setting(1.0, "... at least this far above it (the field's units)", min=0)
+    excursion_min: float = setting(1.0, "... at least this far above it (the field's units) x (1 + 1/n), "
+                                           "n the earlier values", min=0)
     excursion_spread: float = setting(3.0, "... and above it by more than this x the range of those values", min=0)
 
 
@@ -493,8 +494,10 @@ class RobustSpike(Detector):
     back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once, from
     the second value on (warm-up included; Megatron-LM's rerun check, loss >= 10x the max of its first 100
     values, also judges from the first value on): with ``m > 0`` the median of the earlier values,
-    ``x > excursion_ratio * m``, ``x - m >= excursion_min`` and ``x - m > excursion_spread`` times the
-    range of the earlier values (a noisy excerpt is judged against its own noise). Onset: the earliest
+    ``x > excursion_ratio * m``, ``x - m >= excursion_min * (1 + 1 / n)`` with ``n`` the earlier values (one
+    value says little about the level: the margin is twice as large against one as against many), and ``x -
+    m > excursion_spread`` times the range of the earlier values (a noisy excerpt is judged against its own
+    noise). Onset: the earliest
     step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
     ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
@@ -548,7 +551,7 @@ class RobustSpike(Detector):
         if not hist.n or not self.excursion_ratio:
             return None
         m = hist.median()
-        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min
+        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min * (1.0 + 1.0 / hist.n)
                 and x - m > self.excursion_spread * (hist.ordered[hist.n - 1] - hist.ordered[0])):
             return None
         return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "

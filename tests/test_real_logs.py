@@ -35,8 +35,6 @@ SHARED_SAMPLES = frozenset({
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
-    # read; the noisy fine-tune step loss 0.82 -> 2.28 (1 earlier record) passes the spike rules' short-excerpt test
-    "bert_dle_squad_tqdm_1107.log",
     # min_records counts more lines than the step lines they have: 13 iteration lines (15 with the two lines
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
