@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -50,6 +50,16 @@ KNOWN_FAILING = frozenset({
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
     "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
     "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
+    # heldout6 (scored only, never tuned on)
+    "deepspeech_pytorch_epoch21_running_avg_healthy_485.log",  # loss 2.57 -> 4.36 after 1 record: loss_spike
+    "dle_bert_tf_model_diverged_loss_nan_529.log",  # only TF `Model diverged with loss = NaN.` lines: not read
+    "llamafactory_ascend_ej0001_hccp_init_barrier_3839.log",  # HCCL traceback + CANN `EJ0001`, no step: not read
+    "mindyolo_mpirun_hcom_segfault_backtrace_238.log",  # a segfault backtrace through libhcom, no step: not read
+    "paddlenlp_lora_optimizer_not_run_scale_halving_7537.log",  # `optimizer not run, scale_before/after`: no overflow
+    "pytorch_tutorial_chinese_fullwidth_loss_epochs_healthy_1.log",  # `训练次数：100, Loss：1.98`: only 2 test-set losses
+    "speech_primer_ctc_loss_nan_epoch8_2.log",  # `Epoch    :  8` / `LOSS     :  nan` on two lines: nan at record 4
+    "stablesr_lightning_csv_metrics_healthy_161.log",  # Lightning CSV metrics rows under their header: not read
+    "yanmtt_bart_pretrain_bare_step_loss_nan_7.log",  # bare `76980 nan` step/loss pairs: not read
 })
 
 
@@ -76,7 +86,7 @@ def test_corpus_files_labels_and_sources_agree():
     tuned = gathered.count("tune") + gathered.count("heldout")
     assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / tuned <= 0.5
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
-    assert gathered.count("heldout5") >= 30
+    assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30
     assert KNOWN_FAILING <= set(on_disk)
 
 
