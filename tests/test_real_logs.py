@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -58,6 +58,14 @@ KNOWN_FAILING = frozenset({
     "speech_primer_ctc_loss_nan_epoch8_2.log",  # `Epoch    :  8` / `LOSS     :  nan` on two lines: nan at record 4
     "stablesr_lightning_csv_metrics_healthy_161.log",  # Lightning CSV metrics rows under their header: not read
     "yanmtt_bart_pretrain_bare_step_loss_nan_7.log",  # bare `76980 nan` step/loss pairs: not read
+    # heldout7 (scored only, never tuned on)
+    "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
+    "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike
+    "mindspore_albert_bert_outputs_tuple_two_ranks.log",  # BERT `outputs are (Tensor(.., [ 1.08e+01]), ..)`: not read
+    "mindspore_dgu_bert_outputs_tuple_epoch_time.log",  # `outputs are (Tensor(.., value= 0.714172), ..)`: not read
+    "mindspore_faster_rcnn_ssod_overflow_rate_scaling_sens_collapse.log",  # `overflow: 0.11`, `scaling_sens`: none
+    "mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log",  # throughput_drop@166 (epoch 20 got faster)
+    "msrun_deepseek_distill_910a_time_out_nodes_1983.log",  # msrun `Time out nodes are ['3']`, no step: not read
 })
 
 
@@ -84,7 +92,7 @@ def test_corpus_files_labels_and_sources_agree():
     tuned = gathered.count("tune") + gathered.count("heldout")
     assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / tuned <= 0.5
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
-    assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30
+    assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
     assert KNOWN_FAILING <= set(on_disk)
 
 
