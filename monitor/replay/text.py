@@ -63,6 +63,9 @@ What a line becomes:
   record's count are the next step's;
 * a step line naming the step of the record before it, with only values that record lacks (a step's time on a
   line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
+* a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
+  (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
+  step line at that epoch when the log counts nothing finer;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -339,6 +342,7 @@ class Parser(base.Parser):
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
+        self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
 
     @property
     def done(self) -> int:
@@ -435,6 +439,12 @@ class Parser(base.Parser):
         except ValueError:
             return NUMBER
         step = self._step(values, text, bar)
+        counter, self.counter = self.counter, None
+        if step is None and "loss" in values and counter is not None and counter[0] == prev and (
+                self.last is None or counter[1] > self.last.step):
+            return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
+        if step is None and values.keys() == {"epoch"}:
+            self.counter = (text, int(values["epoch"][0]))
         low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
             self.found = True
