@@ -92,9 +92,8 @@ def test_a_segmentation_fault_after_steps_is_a_crash_after_the_last_step():
         "  [m2301007135:374576] Failing at address: 0x55d64a257900",
         "  [m2301007135:374576] [ 0] /lib/x86_64-linux-gnu/libpthread.so.0(+0x14420)[0x7fcd5a700420]",
     ]
-    items = read(lines)
-    crashes = [r for r in items if isinstance(r, Report)]
-    assert [r.step for r in items if isinstance(r, StepRecord)] == [1524]  # epoch 2 of 924 steps, step 600
+    assert [r.step for r in read(lines) if isinstance(r, StepRecord)] == [1524]
+    crashes = reports(lines)  # epoch 2 of 924 steps, step 600
     assert [(r.rule, r.step) for r in crashes] == [("trainer_crash", 1524)]  # once for the handler's lines
     assert "Process received signal" in crashes[0].message
 
@@ -125,6 +124,10 @@ def test_what_is_no_crash():
         "the SIGNAL handler was installed; segmentation of the data: faulty rows 0",
     ]
     assert reports(lines) == []
+    # the CANN code line of a runtime timeout's error block (torch_npu, tests/test_replay_formats.py's EH9999)
+    timeout = reports(["worker-1: EH9999: Inner Error!",
+                       "worker-1:         rtDeviceSynchronize execute failed, reason=[task timeout][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]"])  # noqa: E501
+    assert [r.rule for r in timeout] == ["stall"]
     hccl = reports(["EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times out. Reason: Remote Rank did not send the data in time."])  # noqa: E501
     assert [r.rule for r in hccl] == ["stall"]
 

@@ -103,7 +103,9 @@ step line of their own.
   (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
   reads it as that step's ``nan_inf``.)
 
-* The process crashing, a ``trainer_crash`` report after the last step done: an Ascend CANN error code (the
+* The process crashing, a ``trainer_crash`` report after the last step done (published at the next record's
+  step, or at the end; none when a timeout, a ``stall`` above, is reported at its step: the crash is the
+  timeout's end, the CANN code line before or after its ``[task timeout]`` line its error block): an Ascend CANN error code (the
   documented shape ``E`` + a module character + 4 digits and a colon, CANN ``ReportPredefinedErrMsg``: level
   ``E`` error, ``W`` warning, ``I`` info; only errors are read, after the HCCL timeouts above), a fatal signal
   (the shell's ``Segmentation fault (core dumped)``, Python's ``Fatal Python error: ..``, OpenMPI's handler
@@ -122,7 +124,9 @@ from __future__ import annotations
 import math
 import re
 
-from .base import MERGED, Report
+from .base import MERGED, REPEATED, Report
+
+CRASH = "trainer_crash"
 
 
 def _float(text: str | None) -> float | None:
@@ -188,7 +192,16 @@ def mentioned(line: str) -> bool:
 
 
 def match(line: str, parser):
-    """The record or report ``line`` carries for ``parser`` (its state gives the step), or None."""
+    """The record or report ``line`` carries for ``parser`` (its state gives the step), or None. A crash is held
+    (:meth:`~.base.Parser.hold`: published at the next record's step, or at the end) and dropped when a timeout
+    of the same error block follows (the CANN code line before its ``[task timeout]`` line: a stall)."""
+    item = _match(line, parser)
+    if item.__class__ is Report and item.rule == "stall" and parser.held:
+        parser.held = [r for r in parser.held if r.rule != CRASH]
+    return item
+
+
+def _match(line: str, parser):
     m = _OVERFLOW.search(line) if "verflow" in line or "kipping step" in line or "found inf" in line else None
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
@@ -297,5 +310,9 @@ def _failure(line: str, parser):
         return None
     what = (f"Ascend CANN error {m.group(1)}: {m.group(2).strip()[:120]}" if m.group(1) else
             f"the process crashed: {line[m.start():].strip()[:120]}")
-    return parser.hold(Report("trainer_crash", parser.done, None, f"trainer: {what} after step {parser.done}",
-                              parser.rank))
+    step, seen = parser._reported
+    if any(r.rule == CRASH and r.rank == parser.rank for r in parser.held) or (
+            step == parser.done and ("stall", parser.rank) in seen):
+        return REPEATED  # a crash told already, or the end of a timeout (a stall) at this step
+    parser.held.append(Report(CRASH, parser.done, None, f"trainer: {what} after step {parser.done}", parser.rank))
+    return MERGED
