@@ -50,8 +50,6 @@ KNOWN_FAILING = frozenset({
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
     "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
     "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
-    # promoted from heldout6: bare `76980 nan` lines (a count and a value, no names) are read as nothing
-    "yanmtt_bart_pretrain_bare_step_loss_nan_7.log",
 })
 
 

@@ -162,3 +162,17 @@ def test_lightning_step_and_epoch_suffixed_losses_are_the_step_loss_and_its_aver
     res = replay_file("tests/data/reallogs/tune/stablesr_lightning_csv_metrics_healthy_161.log")
     assert res.format == "csv" and res.records == 13 and res.events == []
     assert text.detect("train_loss_step: 0.25 global_step: 49")
+
+
+def test_bare_step_loss_pairs_are_read_only_in_a_log_of_them():
+    # prajdabre/yanmtt issue #7, description (tests/data/reallogs/tune/yanmtt_bart_pretrain_bare_step_loss_nan_7.log)
+    res = replay_file("tests/data/reallogs/tune/yanmtt_bart_pretrain_bare_step_loss_nan_7.log")
+    assert res.records == 9 and [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 76980)
+    recs = read(["...", "76930 2.6496577", "76940 2.59109", "Saving the model", "76980 nan"])
+    assert [(r.step, r.loss) for r in recs if isinstance(r, StepRecord)][:2] == [(76930, 2.6496577), (76940, 2.59109)]
+    # no such pair: two counts (an image size), a count that does not rise, anything more on the line, and any
+    # bare pair in a log that names its steps
+    assert [r for r in read(["640 480", "1000 0.5", "999 0.4", "12 0.5 0.7", "13 0.5 ms"]) if isinstance(r, StepRecord)
+            ] == [StepRecord(1000, loss=0.5)]
+    named = read(["step 1 loss 2.5", "step 2 loss 2.4", "   3 0.25", "   4 0.5"])
+    assert [r.step for r in named] == [1, 2]

@@ -40,7 +40,10 @@ Each physical line is read in four steps.
    [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
    (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
-   before it the epoch); else, when
+   before it the epoch); else, in a log that has read no named step line, a line of nothing but a count and a
+   value with a fraction (or NaN/Inf), the count higher than the last record's (``76930 2.6496577``, ``76980
+   nan``: ``print(step, loss)``): the step and its loss (``640 480``, a count that does not rise, a line with
+   anything else is no such pair); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
    ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
    before are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that
@@ -135,6 +138,8 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
+# a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
+_BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
@@ -421,6 +426,9 @@ class Parser(base.Parser):
         if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
             return spike
         if not found:
+            if bar is None and not self.plain and (m := _BARE.match(text)) is not None and int(m[1]) > self.step:
+                self.numbered = self.found = True  # a log of bare (step, loss) pairs
+                return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
             if bar is not None:
