@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 from test_replay_text import read
-
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
 from training_monitor.replay.base import Report
