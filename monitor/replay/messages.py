@@ -180,15 +180,15 @@ _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\
 MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
          "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
-         "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
-         r"E[0-9A-Z]\d{4}: ", "Segmentation fault", "Fatal Python", "Process received signal", "Failing at address",
-         "core dumped", "SIG(?:SEGV|BUS|ABRT|ILL|FPE)", "Bus error")
+         "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its")
 _MENTIONED = re.compile("|".join(MARKS))
+_FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
+                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error")  # a crash's marks (:data:`_CRASH`)
 
 
 def mentioned(line: str) -> bool:
     """True when ``line`` may hold one of these messages (a cheap test; :func:`match` reads it)."""
-    return _MENTIONED.search(line) is not None
+    return _MENTIONED.search(line) is not None or _FAILED.search(line) is not None
 
 
 def match(line: str, parser):
@@ -305,7 +305,7 @@ def _failure(line: str, parser):
                 "the loss is not finite (its NaN check stopped training)")
         return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
                                   parser.rank))
-    m = _CRASH.search(line)
+    m = _CRASH.search(line) if _FAILED.search(line) is not None else None
     if m is None:
         return None
     what = (f"Ascend CANN error {m.group(1)}: {m.group(2).strip()[:120]}" if m.group(1) else
