@@ -52,8 +52,18 @@ class EvalLossSpikeSettings(RuleSettings):
     spread: float = setting(3.0, "...when above it by more than this x their range", min=0)
 
 
+@dataclass(frozen=True)
+class TrainerCrashSettings(RuleSettings):
+    """The trainer's process crashed, as its log says: an Ascend CANN error code (`E` + module + 4 digits), a
+    fatal signal (segmentation fault, `Fatal Python error`, OpenMPI's signal handler). Read by replay from the
+    log (a crashed process cannot report itself live)."""
+
+    severity: str = override(RuleSettings, "severity", "critical")
+
+
 SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings,
-            "eval_loss_spike": EvalLossSpikeSettings}  # rule id -> settings
+            "eval_loss_spike": EvalLossSpikeSettings,
+            "trainer_crash": TrainerCrashSettings}  # rule id -> settings
 
 _HEADER = """\
 # Default rules, generated from the rules' settings classes (training_monitor.ruleset.default_rules_yaml).

@@ -50,14 +50,6 @@ KNOWN_FAILING = frozenset({
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
     "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
     "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
-    # heldout6 (scored only, never tuned on)
-    "dle_bert_tf_model_diverged_loss_nan_529.log",  # only TF `Model diverged with loss = NaN.` lines: not read
-    "llamafactory_ascend_ej0001_hccp_init_barrier_3839.log",  # HCCL traceback + CANN `EJ0001`, no step: not read
-    "mindyolo_mpirun_hcom_segfault_backtrace_238.log",  # a segfault backtrace through libhcom, no step: not read
-    "paddlenlp_lora_optimizer_not_run_scale_halving_7537.log",  # `optimizer not run, scale_before/after`: no overflow
-    "speech_primer_ctc_loss_nan_epoch8_2.log",  # `Epoch    :  8` / `LOSS     :  nan` on two lines: nan at record 4
-    "stablesr_lightning_csv_metrics_healthy_161.log",  # Lightning CSV metrics rows under their header: not read
-    "yanmtt_bart_pretrain_bare_step_loss_nan_7.log",  # bare `76980 nan` step/loss pairs: not read
     # heldout7 (scored only, never tuned on)
     "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
     "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike

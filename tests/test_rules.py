@@ -567,7 +567,8 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
 
     record_fields = {f.name for f in fields(StepRecord)}
     common = {f.name for f in fields(detectors.RuleSettings)}
-    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall", "eval_loss_spike"}
+    assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall", "eval_loss_spike",
+                                                                                             "trainer_crash"}
     for rule, cls in detectors.DETECTORS.items():
         assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
         assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule

@@ -9,7 +9,9 @@ name is not there:
   nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
 
   - with ``scale``, ``scaler`` or ``scaling``: the loss scale (``dynamic_loss_scale``);
-  - with a known name after ``loss`` (``loss at step 500``): a phrase, no name;
+  - with a known name after ``loss`` in words apart (``loss at step 500``): a phrase, no name (in one
+    identifier, Lightning's ``train/loss_step``, the suffix is a qualifier: ``step`` the step's value,
+    ``epoch`` its epoch average);
   - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
     ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
     darkflow's ``moving ave loss``);
@@ -130,8 +132,9 @@ def _named(tokens: list[str]) -> bool:
     return any(t.endswith("loss") or t == "norm" for t in tokens)
 
 
-def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
-    """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring)."""
+def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring);
+    ``phrase``: the name has words apart (an identifier, ``loss_step``, is never a phrase)."""
     tokens = [p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha() else (t,))]
     if len(tokens) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
@@ -140,7 +143,7 @@ def _qualified(tokens: list[str]) -> tuple[str, str | None] | None:
         qualifiers = tokens[:i] + tokens[i + 1:]
         if _SCALE_WORDS.intersection(qualifiers):
             return "loss_scale", None
-        if any(t in NAMES for t in tokens[i + 1:]):
+        if phrase and any(t in NAMES for t in tokens[i + 1:]):
             return None  # 'loss at step': a phrase, not a name
         if _AVERAGE_WORDS.intersection(qualifiers):
             return LOSS_AVERAGE, None
@@ -167,7 +170,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
-        hit = _qualified([t for t in tokens if t])
+        hit = _qualified([t for t in tokens if t], len(words) > 1)
     else:
         for i in range(len(words)):
             key = "_".join(words[i:])

@@ -86,6 +86,36 @@ step line of their own.
 
       [WARNING] MD(2637547,7f5fbdffb700,python):2023-06-01-09:14:29.052.845 [mindspore/ccsrc/minddata/dataset/engine/datasetops/data_queue_op.cc:809] DetectPerBatchTime] Bad performance attention, it takes more than 25 seconds to fetch a batch of data from dataset pipeline, which might result `GetNext` timeout problem. ...
 
+* PaddlePaddle's AMP step in PaddleNLP's ``Trainer`` (``paddlenlp/trainer/trainer.py``, ``optimizer_was_run``
+  False after ``scaler.step``): the step found an Inf/NaN gradient, its update was skipped and the scale fell
+  (an overflow marking its step, like DeepSpeed's, with the scale it ran with)::
+
+      [2023-11-28 14:31:29,583] [ WARNING] - optimizer not run, scale_before: 0.25, scale_after: 0.125
+
+* A trainer's own check of its loss finding it not finite, a ``nan_inf`` report at the last step done:
+  TensorFlow's ``NanTensorHook`` (``basic_session_run_hooks.py``, raising ``NanLossDuringTrainingError``),
+  PyTorch's anomaly detection (``torch.autograd.set_detect_anomaly``, Lightning's ``detect_anomaly``)::
+
+      ERROR:tensorflow:Model diverged with loss = NaN.
+      tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: NaN loss during training.
+      RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.
+
+  (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
+  reads it as that step's ``nan_inf``.)
+
+* The process crashing, a ``trainer_crash`` report after the last step done (published at the next record's
+  step, or at the end; none when a timeout, a ``stall`` above, is reported at its step: the crash is the
+  timeout's end, the CANN code line before or after its ``[task timeout]`` line its error block): an Ascend CANN error code (the
+  documented shape ``E`` + a module character + 4 digits and a colon, CANN ``ReportPredefinedErrMsg``: level
+  ``E`` error, ``W`` warning, ``I`` info; only errors are read, after the HCCL timeouts above), a fatal signal
+  (the shell's ``Segmentation fault (core dumped)``, Python's ``Fatal Python error: ..``, OpenMPI's handler
+  ``*** Process received signal ***`` / ``Failing at address: ..``, ``SIGSEGV``/``SIGBUS``/``SIGABRT``)::
+
+      EJ0001: 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training process is running.
+      EZ9999: Inner Error!
+      [notebook-2a7f..:3436928] Failing at address: 0xb8
+      Fatal Python error: Segmentation fault
+
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
 """
@@ -94,7 +124,9 @@ from __future__ import annotations
 import math
 import re
 
-from .base import MERGED, Report
+from .base import MERGED, REPEATED, Report
+
+CRASH = "trainer_crash"
 
 
 def _float(text: str | None) -> float | None:
@@ -134,22 +166,42 @@ _RANK = re.compile(r"Rank (\d+)\]")
 _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
                      re.IGNORECASE)
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
+# PaddleNLP's skipped AMP step: (scale run with, scale fallen to)
+_NOT_RUN = re.compile(r"optimizer not run, scale_before: " + _NUM + r", scale_after: " + _NUM)
+# a trainer's own non-finite loss check: TensorFlow's NanTensorHook, PyTorch's anomaly detection
+_NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during training"
+                        r"|Function '(\w+)' returned (nan|inf) values in its")
+# a crash: a CANN error code (E, a module character, 4 digits: code, text), or a fatal signal
+_CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\d-\d\d-[\d:.]+ )?(.*)"
+                    r"|Segmentation fault|Fatal Python error: [\w ]+|Process received signal|Failing at address"
+                    r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error")
 
 
 MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
          "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
-         "Bad performance")
+         "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its")
 _MENTIONED = re.compile("|".join(MARKS))
+_FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
+                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error")  # a crash's marks (:data:`_CRASH`)
 
 
 def mentioned(line: str) -> bool:
     """True when ``line`` may hold one of these messages (a cheap test; :func:`match` reads it)."""
-    return _MENTIONED.search(line) is not None
+    return _MENTIONED.search(line) is not None or _FAILED.search(line) is not None
 
 
 def match(line: str, parser):
-    """The record or report ``line`` carries for ``parser`` (its state gives the step), or None."""
+    """The record or report ``line`` carries for ``parser`` (its state gives the step), or None. A crash is held
+    (:meth:`~.base.Parser.hold`: published at the next record's step, or at the end) and dropped when a timeout
+    of the same error block follows (the CANN code line before its ``[task timeout]`` line: a stall)."""
+    item = _match(line, parser)
+    if item.__class__ is Report and item.rule == "stall" and parser.held:
+        parser.held = [r for r in parser.held if r.rule != CRASH]
+    return item
+
+
+def _match(line: str, parser):
     m = _OVERFLOW.search(line) if "verflow" in line or "kipping step" in line or "found inf" in line else None
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
@@ -238,4 +290,29 @@ def _hang(line: str, parser):
             return parser.once(Report("throughput_drop", parser.done, float(m.group(1)),
                                       f"trainer: MindData: more than {m.group(1)} s to {m.group(2).strip()} (the data "
                                       f"pipeline is slower than the steps) after step {parser.done}", parser.rank))
-    return None
+    return _failure(line, parser)
+
+
+def _failure(line: str, parser):
+    """A skipped AMP step, a trainer's non-finite loss check or a crash in ``line`` (see the module), or None."""
+    if "optimizer not run" in line:
+        m = _NOT_RUN.search(line)
+        if m is not None:
+            return parser.overflowed(_float(m.group(1)), _float(m.group(2)))
+    m = _NONFINITE.search(line) if "Model diverged" in line or "NaN loss" in line or "values in its" in line else None
+    if m is not None:
+        what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
+                "the loss is not finite (its NaN check stopped training)")
+        return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
+                                  parser.rank))
+    m = _CRASH.search(line) if _FAILED.search(line) is not None else None
+    if m is None:
+        return None
+    what = (f"Ascend CANN error {m.group(1)}: {m.group(2).strip()[:120]}" if m.group(1) else
+            f"the process crashed: {line[m.start():].strip()[:120]}")
+    step, seen = parser._reported
+    if any(r.rule == CRASH and r.rank == parser.rank for r in parser.held) or (
+            step == parser.done and ("stall", parser.rank) in seen):
+        return REPEATED  # a crash told already, or the end of a timeout (a stall) at this step
+    parser.held.append(Report(CRASH, parser.done, None, f"trainer: {what} after step {parser.done}", parser.rank))
+    return MERGED

@@ -40,7 +40,10 @@ Each physical line is read in four steps.
    [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
    (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
-   before it the epoch); else, when
+   before it the epoch); else, in a log that has read no named step line, a line of nothing but a count and a
+   value with a fraction (or NaN/Inf), the count higher than the last record's (``76930 2.6496577``, ``76980
+   nan``: ``print(step, loss)``): the step and its loss (``640 480``, a count that does not rise, a line with
+   anything else is no such pair); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
    ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
    before are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that
@@ -63,6 +66,9 @@ What a line becomes:
   record's count are the next step's;
 * a step line naming the step of the record before it, with only values that record lacks (a step's time on a
   line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
+* a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
+  (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
+  step line at that epoch when the log counts nothing finer;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -132,6 +138,8 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
+# a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
+_BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
@@ -339,6 +347,7 @@ class Parser(base.Parser):
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
+        self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
 
     @property
     def done(self) -> int:
@@ -417,6 +426,9 @@ class Parser(base.Parser):
         if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
             return spike
         if not found:
+            if bar is None and not self.plain and (m := _BARE.match(text)) is not None and int(m[1]) > self.step:
+                self.numbered = self.found = True  # a log of bare (step, loss) pairs
+                return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
             if bar is not None:
@@ -435,6 +447,12 @@ class Parser(base.Parser):
         except ValueError:
             return NUMBER
         step = self._step(values, text, bar)
+        counter, self.counter = self.counter, None
+        if step is None and "loss" in values and counter is not None and counter[0] == prev and (
+                self.last is None or counter[1] > self.last.step):
+            return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
+        if step is None and values.keys() == {"epoch"}:
+            self.counter = (text, int(values["epoch"][0]))
         low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
             self.found = True
