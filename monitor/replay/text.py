@@ -42,7 +42,8 @@ Each physical line is read in four steps.
    (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
    before it the epoch); else, in a log that has read no named step line, a line of nothing but a count and a
    value with a fraction (or NaN/Inf), the count higher than the last record's (``76930 2.6496577``, ``76980
-   nan``: ``print(step, loss)``): the step and its loss (``640 480``, a count that does not rise, a line with
+   nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples" tutorial and the many loops
+   copied from it print): the step and its loss (``640 480``, a count that does not rise, a line with
    anything else is no such pair); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
    ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
