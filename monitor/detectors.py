@@ -687,7 +687,7 @@ class GradNormSpikeSettings(RobustSpikeSettings):
     confirm_steps: int = override(RobustSpikeSettings, "confirm_steps", 2)
     excursion_ratio: float = override(RobustSpikeSettings, "excursion_ratio", 10.0)
     excursion_min: float = override(RobustSpikeSettings, "excursion_min", 0.0)
-    confirm_loss_sigma: float = setting(2.0, "no confirmation needed when the same step's loss is this many "
+    confirm_loss_sigma: float = setting(3.0, "no confirmation needed when the same step's loss is this many "
                                              "robust sigmas over its median (0: off)", min=0)
     joint_ratio: float = setting(1.5, "also fire when the norm is over this x its median... (0: off)", min=0)
     joint_sigma: float = setting(1.2, "...and the loss this many robust sigmas over its median, two steps "
