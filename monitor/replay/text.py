@@ -55,7 +55,9 @@ What a line becomes:
   what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
-  running token totals give the record's tokens; a printed TPS gives them with the step time;
+  running token totals give the record's tokens; a printed TPS gives them with the step time (a printed
+  samples/s its samples); a printed step time holds the data time printed with it, when not shorter (the
+  record's step time is the rest); an epoch's line (epoch time and per-step time) stands for their ratio's steps;
 * a record holding nothing but its step (a line naming a step alone, ``Recording summary at step 0.``, a header's
   ``1 epoch = 330 batches``), when the next record has values: replaced by it (the line merged);
 * a tqdm bar's line after the record's own (tqdm draws a postfix when it is set, then again when the bar counts
