@@ -108,3 +108,12 @@ def test_a_loss_named_by_its_function_is_the_lines_loss_when_it_names_no_other()
     assert [(r.step, r.loss) for r in srgan][:2] == [(0, 0.587), (1, 0.473)]  # `time: 41.505s, mse: 0.587`
     # SRGAN's GAN lines: the `mse` inside `g_loss(..)` is no pair; `d_loss`, the only named loss, is the line's
     assert [(r.step, r.loss, r.step_time_s) for r in read(SRGAN_GAN)] == [(11579, 1.387, 2.377)]
+
+
+def test_a_record_log_with_samples_is_judged_in_samples_per_second(tmp_path):
+    rows = [f"{1000 + i},3.0,{2.0 + 0.1 * (i % 3):.1f},{210.0 if i == 8 else 0.05},64" for i in range(12)]
+    path = tmp_path / "records.csv"
+    path.write_text("step,loss,step_time_s,data_wait_s,samples\n" + "\n".join(rows) + "\n")
+    (ev,) = replay_file(str(path)).events
+    assert (ev.rule, ev.step, ev.onset_step) == ("throughput_drop", 1008, 1008)
+    assert ev.message.startswith("samples_per_second 0.3") and "waiting for data" in ev.message

@@ -235,7 +235,7 @@ def _integer(v) -> int:
 
 
 KINDS: dict[str, Callable] = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer,
-                              "overflow": _truth, "slow_reason": str}
+                              "samples": _integer, "overflow": _truth, "slow_reason": str}
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:
