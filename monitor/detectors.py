@@ -1238,9 +1238,9 @@ class ThroughputDrop(Detector):
     m`` (several times slower) whose time is the run's own: at least ``data_share`` of the time it lost,
     ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median wait (judged only when
     the first step seen was after the warm-up: a log excerpt or a resumed run, not a run's own start on
-    prefetched batches), or the record standing for at
-    least ``min_seconds`` (an epoch's line: its ``span``). A checkpoint save, an evaluation or a profiler dump
-    inside one step is neither. ``excursion_ratio: 0`` waits for ``min_history`` steps.
+    prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's line: its ``span``).
+    A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
+    waits for ``min_history`` steps.
 
     Onset: the first low step of the stretch (the step itself for an excursion). A throughput that is not a
     number (a NaN step time) and a step known to be slow (``StepRecord.slow_reason``) are not judged.
