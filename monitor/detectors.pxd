@@ -196,7 +196,7 @@ cdef class SustainedLow(Detector):
 
 cdef class ThroughputDrop(Detector):
     cdef public Py_ssize_t window, min_history, min_steps, excursion_history
-    cdef public double ratio, data_share, min_seconds, excursion_ratio
+    cdef public double ratio, data_share, min_seconds, excursion_ratio, excursion_seconds
     cdef Window values, waits  # the medians of the rate and data wait of each min_steps steps (a block)
     cdef Window early, early_waits  # the rates and data waits of the steps before min_history (excursions)
     cdef long long[::1] steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...

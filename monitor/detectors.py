@@ -1190,8 +1190,8 @@ class ThroughputDropSettings(RuleSettings):
     steps, when the time lost is the run's own: at least `data_share` of it waiting for data (a slow pipeline,
     a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
-    times slower than the earlier steps' median, its lost time mostly waiting for data or its record lasting
-    `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends: StepRecord.slow_reason)
+    times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
+    whose record lasts `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends: StepRecord.slow_reason)
     are not judged."""
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
@@ -1207,6 +1207,7 @@ class ThroughputDropSettings(RuleSettings):
     excursion_ratio: float = setting(3.0, "with fewer than min_history steps: a step this many times slower than "
                                           "the earlier ones' median (0: wait for min_history)...", min=0)
     excursion_history: int = setting(2, "...judged against at least this many earlier steps", min=1)
+    excursion_seconds: float = setting(1.0, "...that lost at least this long (wall seconds)", min=0)
 
 
 class ThroughputDrop(Detector):
@@ -1235,10 +1236,12 @@ class ThroughputDrop(Detector):
     With fewer than ``min_history`` steps (a short excerpt, a run's first steps, the steps after going back)
     only an unambiguous drop fires, at once, after the warm-up: with ``m`` the median of at least
     ``excursion_history`` earlier steps' throughputs (the warm-up's too), a step's ``rate * excursion_ratio <
-    m`` (several times slower) whose time is the run's own: at least ``data_share`` of the time it lost,
-    ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median wait (judged only when
-    the first step seen was after the warm-up: a log excerpt or a resumed run, not a run's own start on
-    prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's line: its ``span``).
+    m`` (several times slower) that lost ``excursion_seconds`` or more (the record's ``span * (1 - rate /
+    m)``: a millisecond step's jitter is no event) and whose time is the run's own: at least ``data_share`` of
+    the time it lost, ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median
+    wait (judged only when the first step seen was after the warm-up: a log excerpt or a resumed run, not a
+    run's own start on prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's
+    line: its ``span``).
     A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
     waits for ``min_history`` steps.
 
@@ -1260,6 +1263,7 @@ class ThroughputDrop(Detector):
     min_seconds: float
     excursion_ratio: float
     excursion_history: int
+    excursion_seconds: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1348,6 +1352,8 @@ class ThroughputDrop(Detector):
         if not x * self.excursion_ratio < m:
             return None
         lost = r.period * (1.0 - x / m)
+        if r.span * (1.0 - x / m) < self.excursion_seconds:
+            return None
         waited = r.wait - self.early_waits.median()
         if self.first > self.warmup_steps and waited >= self.data_share * lost:
             why = f"{waited:.3g} s of the {lost:.3g} s lost waiting for data"

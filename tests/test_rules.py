@@ -362,6 +362,12 @@ def test_a_short_excerpt_reports_only_an_unambiguous_drop():
     save = excerpt(1000)
     save[8].step_time_s = 20.0
     assert fired(save, "throughput_drop") == []
+    # a 0.1-ms step (the hot-path benchmark's) whose data wait jitters 2 ms -> 20 ms: 10x slower, losing 18 ms
+    jitter = excerpt(1000, step_time=0.0001, wait=0.002)
+    for r in jitter:
+        r.step_time_s = 0.0001
+    jitter[8].data_wait_s = 0.02
+    assert fired(jitter, "throughput_drop") == []
     # 2.5x slower, all of it waiting for data: not several times slower
     mild = excerpt(1000)
     mild[8].data_wait_s = 3.0
