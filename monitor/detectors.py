@@ -1191,8 +1191,8 @@ class ThroughputDropSettings(RuleSettings):
     a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
     times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
-    whose record lasts `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends: StepRecord.slow_reason)
-    are not judged."""
+    whose record lasts `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends:
+    StepRecord.slow_reason) are not judged."""
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
