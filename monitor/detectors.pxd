@@ -8,11 +8,13 @@ cdef double NAN
 
 cdef class Rec:
     cdef long long step
-    cdef double loss, grad_norm, loss_scale, tps, mfu, lr, period, wait
-    cdef bint has_loss, has_grad_norm, has_loss_scale, has_tps, has_mfu, has_lr
-    cdef int overflow
+    cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span
+    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr
+    cdef int overflow, unit
 
 
+cdef void throughput(Rec r, double work, int unit, double step_time, double wait, double steps) noexcept
+@cython.locals(wait=double)
 cdef int rec_from(Rec r, object rec) except -1
 cdef object opt(bint has, double x)
 cdef bint finite(double x) noexcept
@@ -193,20 +195,24 @@ cdef class SustainedLow(Detector):
 
 
 cdef class ThroughputDrop(Detector):
-    cdef public Py_ssize_t window, min_history, min_steps
-    cdef public double ratio, data_share, min_seconds
-    cdef Window values, waits  # the medians of tps and data wait of each min_steps steps (a block)
+    cdef public Py_ssize_t window, min_history, min_steps, excursion_history
+    cdef public double ratio, data_share, min_seconds, excursion_ratio, excursion_seconds
+    cdef Window values, waits  # the medians of the rate and data wait of each min_steps steps (a block)
+    cdef Window early, early_waits  # the rates and data waits of the steps before min_history (excursions)
     cdef long long[::1] steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
-    cdef double[::1] ring  # ... and their tps, period, data wait, its part beyond the median, time lost
+    cdef double[::1] ring  # ... and their rate, period, data wait, its part beyond the median, time lost
     cdef double[::1] scratch  # ring_median's
     cdef Py_ssize_t n, k
-    cdef long long low_since
+    cdef long long low_since, first  # first: the first step judged
+    cdef int unit  # the series' RATE_UNITS index (len(RATE_UNITS): none yet)
     cdef double seconds
     @cython.locals(v="double[::1]", j=Py_ssize_t)
     cdef double ring_median(self, Py_ssize_t slot) noexcept
     @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, c=Py_ssize_t,
                    i=Py_ssize_t, j=Py_ssize_t, onset=cython.longlong)
     cdef object update(self, Rec r)
+    @cython.locals(e=Window, m=double, lost=double, waited=double)
+    cdef object excursion(self, Rec r, double x)
     cdef void forget(self, long long step) noexcept
 
 

@@ -24,17 +24,33 @@ NAN = math.nan
 
 
 class Rec:
-    """What the detectors read of a StepRecord; ``has_*``: the field is not None. ``period`` and ``wait``
-    (with ``has_tps``): the step's seconds (step time + data wait) and its data wait. ``overflow``: -1 unknown
-    (None), 0 False, 1 True. One is filled per record (:func:`rec_from`, or the compiled reader)."""
+    """What the detectors read of a StepRecord; ``has_*``: the field is not None. With ``has_rate`` (see
+    :func:`throughput`): ``rate``, the step's throughput in ``unit`` (:data:`RATE_UNITS`) per second of its
+    ``period`` (step time + data wait), ``wait`` its data wait, ``span`` the seconds the record stands for
+    (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True. One is filled per record
+    (:func:`rec_from`, or the compiled reader)."""
 
     def __init__(self):
         self.step = 0
-        self.loss = self.grad_norm = self.loss_scale = self.tps = self.mfu = self.lr = 0.0
-        self.period = self.wait = 0.0
-        self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_tps = self.has_mfu = False
+        self.loss = self.grad_norm = self.loss_scale = self.rate = self.mfu = self.lr = 0.0
+        self.period = self.wait = self.span = 0.0
+        self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
         self.has_lr = False
         self.overflow = -1
+        self.unit = 0
+
+
+RATE_UNITS = ("tokens", "samples", "steps")  # Rec.unit: what a throughput counts, finest first
+
+
+def throughput(r, work, unit, step_time, wait, steps):
+    """Set ``r``'s throughput: ``work`` (tokens, samples, or 1 step: ``unit`` 0, 1, 2) per second of the step's
+    whole period, ``step_time + wait`` (the host time between the steps counts), the record standing for
+    ``steps`` such steps."""
+    r.has_rate, r.unit, r.wait = True, unit, wait
+    r.period = step_time + wait
+    r.rate = work / r.period
+    r.span = r.period * steps
 
 
 def rec_from(r, rec):
@@ -65,12 +81,16 @@ def rec_from(r, rec):
     if r.has_mfu:
         r.mfu = v
     v = rec.step_time_s
-    r.has_tps = bool(rec.tokens) and bool(v) and not known_slow
-    if r.has_tps:  # throughput over the step's whole period: the host time between steps counts
+    r.has_rate = False
+    if v and not known_slow:  # tokens/s when the record has tokens, else samples/s, else steps/s
         w, c = rec.data_wait_s, rec.callbacks_s
-        r.wait = (w if w is not None and w > 0 else 0.0) + (c if c is not None and c > 0 else 0.0)
-        r.period = v + r.wait
-        r.tps = rec.tokens / r.period
+        wait = (w if w is not None and w > 0 else 0.0) + (c if c is not None and c > 0 else 0.0)
+        if rec.tokens:
+            throughput(r, rec.tokens, 0, v, wait, rec.steps)
+        elif rec.samples:
+            throughput(r, rec.samples, 1, v, wait, rec.steps)
+        else:
+            throughput(r, 1.0, 2, v, wait, rec.steps)
     return 0
 
 
@@ -1168,34 +1188,45 @@ class SustainedLow(Detector):
 
 @dataclass(frozen=True)
 class ThroughputDropSettings(RuleSettings):
-    """Throughput over the step's whole period (tokens / (step time + data wait)): its median over the
-    last `min_steps` (at most 64) steps below `ratio` x its median over the last `window` steps, when the
-    time lost is the run's own: at least `data_share` of it waiting for data (a slow pipeline, a sleeping
-    callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy shared
-    host does). Steps known to be slow (checkpoint saves, rollbacks, epoch ends: StepRecord.slow_reason)
-    are not judged."""
+    """Throughput over the step's whole period (tokens, else samples, else steps / (step time + data wait)):
+    its median over the last `min_steps` (at most 64) steps below `ratio` x its median over the last `window`
+    steps, when the time lost is the run's own: at least `data_share` of it waiting for data (a slow pipeline,
+    a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
+    shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
+    times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
+    whose record lasts `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends:
+    StepRecord.slow_reason) are not judged."""
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
     window: int = setting(1000, "steps of the reference median; a lasting new level is the normal one after "
                                 "window / 2 steps", min=1)
     min_history: int = setting(100, "steps that only set the reference (the first ones run on prefetched "
-                                    "batches)", min=0)
+                                    "batches); fewer: excursions only", min=0)
     ratio: float = setting(0.7, "a stretch below this x the reference is low", min=0, max=1)
     min_steps: int = setting(10, "steps of the stretch's median (at most 64)", min=1)
     data_share: float = setting(0.5, "share of the lost time spent waiting for data that fires at once", min=0)
     min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
+    excursion_ratio: float = setting(3.0, "with fewer than min_history steps: a step this many times slower than "
+                                          "the earlier ones' median (0: wait for min_history)...", min=0)
+    excursion_history: int = setting(2, "...judged against at least this many earlier steps", min=1)
+    excursion_seconds: float = setting(1.0, "...that lost at least this long (wall seconds)", min=0)
 
 
 class ThroughputDrop(Detector):
-    """Throughput (tokens / (step time + data wait)) low for a stretch: the median of the last ``min_steps``
-    steps below ``ratio`` x the median of the last ``window`` steps, when the time lost is the run's own: at
-    least ``data_share`` of the time the last ``min_steps`` steps lost spent waiting for data (a slow
-    pipeline, a sleeping callback or thread between the steps), or the stretch lasting ``min_seconds`` of
-    wall time. A slower compute alone, for less than that, is what other processes do to a step on a shared
-    host: on the CPU runs of the test suite and the detection benchmark the step's compute swings up to 10x
-    with the machine's load for a minute at a time while the data wait stays under a millisecond. A step
-    loses ``period * (1 - tps / median)``; the data wait of a low step counts beyond the median wait.
+    """Throughput low for a stretch: the median of the last ``min_steps`` steps below ``ratio`` x the median
+    of the last ``window`` steps, when the time lost is the run's own: at least ``data_share`` of the time the
+    last ``min_steps`` steps lost spent waiting for data (a slow pipeline, a sleeping callback or thread
+    between the steps), or the stretch lasting ``min_seconds`` of wall time. A slower compute alone, for less
+    than that, is what other processes do to a step on a shared host: on the CPU runs of the test suite and
+    the detection benchmark the step's compute swings up to 10x with the machine's load for a minute at a time
+    while the data wait stays under a millisecond. A step loses ``period * (1 - rate / median)``; the data wait
+    of a low step counts beyond the median wait.
+
+    The throughput is the one the record gives (:func:`throughput`): tokens/s when it has tokens, else
+    samples/s, else steps/s, over the step's period (step time + data wait). A run is one series: a record
+    counting finer than the series (tokens after samples or steps) starts it again; a coarser one is not
+    judged.
 
     The reference is the median of the medians of each ``min_steps`` steps (at most 64) over the last
     ``window`` steps (cheaper per step than a median of ``window`` values, and as robust). It is over every
@@ -1205,13 +1236,25 @@ class ThroughputDrop(Detector):
     steps after the warm-up only set it: a run's first steps after compiling are fed from the batches its
     data pipeline prefetched meanwhile, faster than the pipeline's own pace.
 
-    Onset: the first low step of the stretch. A TPS that is not a number (a NaN step time) and a step known
-    to be slow (``StepRecord.slow_reason``) are not judged.
+    With fewer than ``min_history`` steps (a short excerpt, a run's first steps, the steps after going back)
+    only an unambiguous drop fires, at once, after the warm-up: with ``m`` the median of at least
+    ``excursion_history`` earlier steps' throughputs (the warm-up's too), a step's ``rate * excursion_ratio <
+    m`` (several times slower) that lost ``excursion_seconds`` or more (the record's ``span * (1 - rate /
+    m)``: a millisecond step's jitter is no event) and whose time is the run's own: at least ``data_share`` of
+    the time it lost, ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median
+    wait (judged only when the first step seen was after the warm-up: a log excerpt or a resumed run, not a
+    run's own start on prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's
+    line: its ``span``).
+    A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
+    waits for ``min_history`` steps.
+
+    Onset: the first low step of the stretch (the step itself for an excursion). A throughput that is not a
+    number (a NaN step time) and a step known to be slow (``StepRecord.slow_reason``) are not judged.
     """
 
     settings = ThroughputDropSettings
     rule = "throughput_drop"
-    reads = ('tokens', 'step_time_s', 'data_wait_s', 'callbacks_s', 'slow_reason')
+    reads = ('tokens', 'samples', 'step_time_s', 'data_wait_s', 'callbacks_s', 'steps', 'slow_reason')
     plots = "tokens_per_second"
 
     # settings (Detector.__init__ sets them from cfg.params)
@@ -1221,16 +1264,21 @@ class ThroughputDrop(Detector):
     ratio: float
     data_share: float
     min_seconds: float
+    excursion_ratio: float
+    excursion_history: int
+    excursion_seconds: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.min_steps = min(max(self.min_steps, 1), 64)
         blocks = max(self.window // self.min_steps, 1)
         self.values, self.waits = Window(blocks), Window(blocks, lazy=True)  # waits: read on low steps only
+        self.early, self.early_waits = Window(self.min_history), Window(self.min_history, lazy=True)
         self.steps, self.ring = step_array(self.min_steps), double_array(5 * self.min_steps)
         self.scratch = double_array(self.min_steps)
         self.n = self.k = 0
         self.low_since, self.seconds = NONE, 0.0
+        self.unit, self.first = len(RATE_UNITS), NONE
 
     def ring_median(self, slot):
         v = self.scratch
@@ -1240,11 +1288,24 @@ class ThroughputDrop(Detector):
         return sorted_median(v, self.n)
 
     def update(self, r):
-        x, m, lost, waited = r.tps, NAN, 0.0, 0.0
+        x, m, lost, waited = r.rate, NAN, 0.0, 0.0
         c = self.min_steps
-        if not r.has_tps or x != x or r.step <= self.warmup_steps:
+        if not r.has_rate or x != x or r.unit > self.unit:
             return None
+        if r.unit < self.unit:  # a finer count than the series': the series starts again on it
+            self.forget(NONE)
+            self.unit = r.unit
+        if self.first == NONE:
+            self.first = r.step
         known = self.values.n * c >= self.min_history
+        early = None
+        if not known:  # an excursion's history: the warm-up's steps too
+            if r.step > self.warmup_steps:
+                early = self.excursion(r, x)
+            self.early.add(r.step, x)
+            self.early_waits.add(r.step, r.wait)
+        if r.step <= self.warmup_steps:
+            return None
         if known:
             m = self.values.median()
         i = self.k
@@ -1254,14 +1315,14 @@ class ThroughputDrop(Detector):
         self.ring[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
-            return None
+            return early
         med = self.ring_median(0)
         if self.k == 0:  # a block is complete: its medians join the reference
             self.values.add(r.step, med)
             self.waits.add(r.step, self.ring_median(2))
         if not known or med >= self.ratio * m:
             self.low_since = NONE
-            return None
+            return early
         for j in range(c):
             waited += self.ring[5 * j + 3]
             lost += self.ring[5 * j + 4]
@@ -1282,12 +1343,35 @@ class ThroughputDrop(Detector):
             why = f"for {self.seconds:.0f} s"
         else:
             return None
-        return (med, onset, f"tokens_per_second {med:.4g} (median of the last {c} steps) below {self.ratio:.0%} "
-                            f"of its median {m:.4g} since step {onset}, {why}")
+        return (med, onset, f"{RATE_UNITS[self.unit]}_per_second {med:.4g} (median of the last {c} steps) below "
+                            f"{self.ratio:.0%} of its median {m:.4g} since step {onset}, {why}")
+
+    def excursion(self, r, x):
+        """The few-steps test (see the class docstring) of ``x``, the rate of ``r``, against the steps held."""
+        e = self.early
+        if not self.excursion_ratio or e.n < self.excursion_history:
+            return None
+        m = e.median()
+        if not x * self.excursion_ratio < m:
+            return None
+        lost = r.period * (1.0 - x / m)
+        if r.span * (1.0 - x / m) < self.excursion_seconds:
+            return None
+        waited = r.wait - self.early_waits.median()
+        if self.first > self.warmup_steps and waited >= self.data_share * lost:
+            why = f"{waited:.3g} s of the {lost:.3g} s lost waiting for data"
+        elif r.span >= self.min_seconds:
+            why = f"for {r.span:.0f} s"
+        else:
+            return None
+        return (x, r.step, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is {m / x:.3g}x below "
+                           f"the median {m:.4g} of the {e.n} earlier steps, {why}")
 
     def forget(self, step):
         self.values.rewind(step)
         self.waits.rewind(step)
+        self.early.rewind(step)
+        self.early_waits.rewind(step)
         self.n = self.k = 0
         self.low_since = NONE
 

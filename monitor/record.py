@@ -29,6 +29,8 @@ class StepRecord:
         callbacks_s: seconds the callbacks listed after the monitor took at the end of the previous step
             (host time between the steps that is not waiting for data); None when unknown. The throughput
             rule counts it in the step's period, as it counts the data wait.
+        samples: samples (sequences, images) consumed by this step over all data-parallel ranks; None when
+            unknown (the throughput rule judges samples/s when the record has no tokens).
     """
 
     # the order of the fields is relied upon: training_monitor.callbacks.TrainingMonitor and the MindFormers log reader
@@ -48,6 +50,7 @@ class StepRecord:
     mfu: float | None = None
     slow_reason: str | None = None
     callbacks_s: float | None = None
+    samples: int | None = None
 
     @property
     def tokens_per_second(self) -> float | None:

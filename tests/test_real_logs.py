@@ -39,17 +39,11 @@ KNOWN_FAILING = frozenset({
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
     "mindformers_glm6b_finetune_overflow_01.log",
-    # promoted from heldout4: records without tokens (no TPS): the step time 14 s -> 96 s at epoch 10 of 4 records,
-    # and PaddleOCR's `avg_batch_cost`/`ips` (samples/s) are not throughput fields, so throughput_drop never judges them
-    "mindspore_resnet50_transfer_epoch10_slow.log",
-    "paddleocr_reader_cost_ips_drops_10042.log",
     # heldout3 (scored only, never tuned on)
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
     # heldout5 (scored only, never tuned on)
     "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
     "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
-    "pips_rtime_210s_data_stall_step32_17.log",  # step 32's `rtime 210.16; itime 212.36` (100x): no drop reported
-    "srgan_tensorlayer_step_time_mse_healthy_185.log",  # `mse: 0.587` named nothing known: not read
     # heldout7 (scored only, never tuned on)
     "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
     "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike

@@ -118,6 +118,19 @@ def test_the_fast_path_gives_the_line_by_line_results(tmp_path, seed):
         assert got == slow
 
 
+def test_a_slower_step_time_is_judged_in_steps_per_second_both_ways(tmp_path):
+    # MindFormers step lines give no tokens: the compiled reader judges their steps/s as the record's rec_from does
+    lines = [PREFIX + STEP.format(epoch=1, epochs=1, step=i, per=400, loss=f"{2.5 + 0.01 * (i % 7):.3f}",
+                                  ms=1750 if i <= 200 else 9000,
+                                  lr="1e-05", overflow=False, scale=65536.0, norm="1.0") for i in range(1, 261)]
+    path = tmp_path / "rank_0.log"
+    path.write_text("\n".join(lines) + "\n")
+    fast, slow = both(path)
+    assert fast == slow
+    assert [(e["rule"], e["onset_step"]) for e in fast["anomalies"]] == [("throughput_drop", 201)]
+    assert fast["anomalies"][0]["message"].startswith("steps_per_second")
+
+
 NOT_BUILT = """
 import importlib.util, json, os, sys
 

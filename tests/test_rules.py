@@ -322,6 +322,66 @@ def test_a_slower_compute_is_a_drop_only_when_it_lasts():
     assert fired(slow, "throughput_drop") == [(180, 151), (281, 151)]  # and again after the cooldown
 
 
+def test_records_without_tokens_are_judged_in_samples_then_steps_per_second():
+    for extra, unit in (({"samples": 64}, "samples"), ({}, "steps")):
+        recs = [StepRecord(r.step, loss=r.loss, step_time_s=r.step_time_s, data_wait_s=r.data_wait_s, **extra)
+                for r in steady(260)]
+        for r in recs[150:200]:
+            r.data_wait_s = 0.5  # the pipeline is 2x slower for steps 151-200
+        (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
+        assert (ev.step, ev.onset_step) == (156, 151) and ev.message.startswith(f"{unit}_per_second")
+    # one series per run: from the first record with tokens on, records without them are not judged
+    mixed = steady(400)
+    for r in mixed[:100]:
+        r.tokens = None
+    for r in mixed[300:350]:
+        r.data_wait_s = 0.5
+    assert fired(mixed, "throughput_drop") == [(306, 301)]
+    for r in mixed[300:350]:
+        r.tokens = None
+    assert fired(mixed, "throughput_drop") == []
+
+
+def excerpt(start, n=12, step_time=2.0, wait=0.05, steps=1):
+    return [StepRecord(start + i, loss=3.0, step_time_s=step_time + 0.1 * (i % 3), data_wait_s=wait, steps=steps)
+            for i in range(n)]
+
+
+def test_a_short_excerpt_reports_only_an_unambiguous_drop():
+    # one step 100x slower, all of it waiting for data, in an excerpt from step 1000: at once
+    recs = excerpt(1000)
+    recs[8].data_wait_s = 210.0
+    (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
+    assert (ev.step, ev.onset_step) == (1008, 1008) and "waiting for data" in ev.message
+    assert run(recs, Rules({"throughput_drop": {"excursion_ratio": 0.0}})) == []
+    # the same at a run's own start: its first steps run on prefetched batches, the pipeline's pace comes later
+    start = excerpt(1)
+    start[8].data_wait_s = 210.0
+    assert fired(start, "throughput_drop") == []
+    # a step 10x slower with no more data wait (a checkpoint saved, an evaluation, a profiler dump inside it)
+    save = excerpt(1000)
+    save[8].step_time_s = 20.0
+    assert fired(save, "throughput_drop") == []
+    # a 0.1-ms step (the hot-path benchmark's) whose data wait jitters 2 ms -> 20 ms: 10x slower, losing 18 ms
+    jitter = excerpt(1000, step_time=0.0001, wait=0.002)
+    for r in jitter:
+        r.step_time_s = 0.0001
+    jitter[8].data_wait_s = 0.02
+    assert fired(jitter, "throughput_drop") == []
+    # 2.5x slower, all of it waiting for data: not several times slower
+    mild = excerpt(1000)
+    mild[8].data_wait_s = 3.0
+    assert fired(mild, "throughput_drop") == []
+    # epoch lines (each for 14 steps; epochs 1-3 are the warm-up's, learned, not judged): epoch 10 is 6.6x slower
+    # and lasts 22 minutes (MindSpore's transfer-learning tutorial); 2 steps of it (191 s) would not
+    epochs = excerpt(1, n=4, step_time=14.4, wait=0.0, steps=14)
+    epochs[3].step, epochs[3].step_time_s = 10, 95.6
+    assert fired(epochs, "throughput_drop") == [(10, 10)]
+    for r in epochs:
+        r.steps = 2
+    assert fired(epochs, "throughput_drop") == []
+
+
 def test_low_mfu_only_when_known_and_sustained():
     loss = noisy_losses(200)
     assert fired([StepRecord(i + 1, loss=loss[i]) for i in range(200)], "low_mfu") == []

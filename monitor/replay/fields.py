@@ -28,6 +28,10 @@ name is not there:
   ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or
   Inf in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
   TensorBoard tags are read one by one: only a step loss name there is the loss;
+* a name made of a loss function's name and at most step words (:data:`LOSS_FUNCTIONS`: ``mse``, ``mae``,
+  ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``; TensorLayer's SRGAN prints
+  ``time: 41.505s, mse: 0.587``) is a loss named for its objective, as ``mse_loss`` is (:data:`LOSS_OTHER`): the
+  line's loss when it names no other. With any other word it is no loss (``kl_coef``, ``kl_weight``: settings);
 * a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
   (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
   ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
@@ -56,11 +60,21 @@ field                  names
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens
 ``lr``                 lr, learning_rate
 ``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
-                       batch_time, time_per_step, iter_time, dt (unit from the value: ``ms``, ``s``, ``min``; seconds
-                       when it has none)
-``data_wait_s``        data_time, data_wait, data_load_time
+                       batch_time, time_per_step, iter_time, dt, batch_cost and avg_batch_cost (PaddlePaddle's
+                       suites), itime (PIPs and the trackers built on its loop) (unit from the value: ``ms``, ``s``,
+                       ``min``; seconds when it has none)
+``data_wait_s``        data_time, data_wait, data_load_time, reader_cost and avg_reader_cost (PaddleOCR, PaddleSeg,
+                       PaddleNLP), data_cost (PaddleDetection), rtime (PIPs). A step time printed with a data time
+                       includes it (mmcv/mmengine's ``time`` and ``data_time``, PaddlePaddle's ``batch_cost`` and
+                       ``reader_cost``, PIPs' ``itime`` and ``rtime``): when the data time is not longer, the
+                       record's step time is the difference
+``span_s``             epoch_time (MindSpore's ``TimeMonitor``: ``epoch time: 201648.793 ms, per step time: 14403.485
+                       ms``): in a log of one line per epoch, the record stands for ``epoch time / per step time``
+                       steps (its ``steps``)
 ``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
 ``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
+``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
+                       unit), samples_per_second, samples_per_sec, samples/s (samples = samples/s x step time)
 ``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
 ``overflow``           overflow, overflow_cond, is_overflow (``True``/``False``, 1/0)
 ``skipped``            number_of_skipped_iterations (skipped steps in the logged interval, Megatron)
@@ -94,11 +108,15 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "lr": ("lr", None), "learning_rate": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
                                         "time_per_step", "time_per_iteration", "iter_time", "dt",
-                                        "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)")},
+                                        "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)", "batch_cost",
+                                        "avg_batch_cost", "itime")},
     "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
-    **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time")},
+    **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time", "reader_cost", "avg_reader_cost",
+                                        "data_cost", "rtime")},
+    "epoch_time": ("span_s", _S),
     "mfu": ("mfu", None),
     **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s")},
+    **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s")},
     "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
     **{n: ("overflow", None) for n in ("overflow", "overflow_cond", "is_overflow")},
     "number_of_skipped_iterations": ("skipped", None),
@@ -116,6 +134,7 @@ _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving"
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
+LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _WORDS = re.compile(r"[\s_]+")
@@ -124,7 +143,7 @@ _cache: dict[str, tuple[str, str | None] | None] = {}
 
 def _words(name: str) -> list[str]:
     n = name.strip().strip("'\"").lower().replace("-", "_")
-    return [w.rsplit("/", 1)[-1] if "/" in w and w != "tokens/s" else w for w in n.split()] if n else []
+    return [w.rsplit("/", 1)[-1] if "/" in w and not w.endswith("/s") else w for w in n.split()] if n else []
 
 
 def _named(tokens: list[str]) -> bool:
@@ -171,6 +190,9 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = NAMES["_".join(words)]
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
+    elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
+            parts <= LOSS_FUNCTIONS | _STEP_WORDS):
+        hit = (LOSS_OTHER, None)  # 'mse', 'train_mse': a loss named for its function
     else:
         for i in range(len(words)):
             key = "_".join(words[i:])
@@ -216,7 +238,7 @@ def _integer(v) -> int:
 
 
 KINDS: dict[str, Callable] = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer,
-                              "overflow": _truth, "slow_reason": str}
+                              "samples": _integer, "overflow": _truth, "slow_reason": str}
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:

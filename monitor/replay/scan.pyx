@@ -27,7 +27,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.math cimport INFINITY as INF, floor
 from libc.string cimport memchr, memcmp, memset
 
-from ..detectors cimport Judge, Rec, opt
+from ..detectors cimport Judge, Rec, opt, throughput
 from .sample cimport Sample
 
 from ..record import StepRecord
@@ -357,13 +357,16 @@ cdef class Batch:
         cdef Line* line
         hits = None
         self.stopped = False
-        r.has_tps = r.has_mfu = False
+        r.has_mfu = False
         while self.next < self.end:
             line = &self.lines[self.next]
             self.next += 1
             r.step, r.loss, r.grad_norm, r.has_grad_norm = line.step, line.loss, line.grad_norm, line.has_grad_norm
             r.loss_scale, r.overflow, r.lr = line.loss_scale, line.overflow, line.lr
             r.has_loss, r.has_loss_scale, r.has_lr = line.has_loss, line.has_loss_scale, line.has_lr
+            r.has_rate = False
+            if line.has_time and line.time != 0.0:  # steps/s: these lines give no tokens or samples (rec_from)
+                throughput(r, 1.0, 2, line.time, line.wait if line.has_wait and line.wait > 0 else 0.0, line.steps)
             hits = judge.judge(r)
             self.step = line.step
             if hits is not None or judge.went_back or line.step >= due:

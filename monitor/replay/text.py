@@ -59,7 +59,9 @@ What a line becomes:
   what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
   loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
   a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
-  running token totals give the record's tokens; a printed TPS gives them with the step time;
+  running token totals give the record's tokens; a printed TPS gives them with the step time (a printed
+  samples/s its samples); a printed step time holds the data time printed with it, when not shorter (the
+  record's step time is the rest); an epoch's line (epoch time and per-step time) stands for their ratio's steps;
 * a record holding nothing but its step (a line naming a step alone, ``Recording summary at step 0.``, a header's
   ``1 epoch = 330 batches``), when the next record has values: replaced by it (the line merged);
 * a tqdm bar's line after the record's own (tqdm draws a postfix when it is set, then again when the bar counts
@@ -150,9 +152,12 @@ _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
-_RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens")
+_RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
+             "samples")
+_RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
-                   "tps", "tokens_total", "skipped", "skipped_total", "nan_iterations"))  # what completes a record
+                   "tps", "sps", "tokens_total", "skipped", "skipped_total",
+                   "nan_iterations"))  # what completes a record
 
 
 def _empty(rec: StepRecord) -> bool:
@@ -287,13 +292,14 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
 def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
     """How a line of the shape ``key`` (read as ``summary`` and ``shape``, see :func:`_reading`) becomes its
     record when it is a plain step line: a step and values the record takes as they are (a time in its printed
-    unit), no word values but NaN and Inf, no field twice, nothing read against other lines (no epoch, no
-    running totals, no tokens or MFU); ``(slots, units)``, each slot ``(field, value slice or None, the word
+    unit), no word values but NaN and Inf, no field twice, not both a step time and a data time (the one holds
+    the other: :meth:`Parser._fields`), nothing read against other lines (no epoch, no running totals, no
+    tokens or MFU); ``(slots, units)``, each slot ``(field, value slice or None, the word
     value's float, total slice or None, unit, seconds per unit or None)``, ``units`` the time units the line
     prints. None for any other shape."""
     fields = [f for f, *_ in shape]
     if (summary or "step" not in fields or len(fields) < 2 or len(set(fields)) < len(fields)
-            or not _PLAIN.issuperset(fields)
+            or not _PLAIN.issuperset(fields) or all(t in fields for t in _TIMES)
             or "%" in key or "erminat" in key or "{'" in key or '{"' in key):
         return None
     slots, units = [], {}
@@ -741,7 +747,7 @@ class Parser(base.Parser):
         values = {}
         try:
             for field, val, tot, unit in best[1]:
-                if field in _READ:
+                if field in _READ or field == "span_s":  # (an epoch's time: the steps of its record, _derive)
                     values[field] = (_value(val), tot, unit)
         except ValueError:
             return NUMBER
@@ -793,18 +799,22 @@ class Parser(base.Parser):
             elif key == "mfu":
                 v = v / 100.0 if unit == "%" or v > 1 else v
                 v = v if v >= 0 else None  # nanoGPT prints -100% until it has measured
-            elif key == "tokens":
+            elif key in ("tokens", "samples"):
                 v = int(v) if 0 <= v < math.inf else None
             out[key] = v
         rank = values.get("rank", (None,))[0]
         if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
             out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
-        if "tps" in values and not isinstance(values["tps"][0], bool):
-            time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
-                           self.last.step == step else None)
-            tokens = values["tps"][0] * time if time else math.nan
-            if 0 <= tokens < math.inf:
-                out["tokens"] = int(tokens)
+        time = out.get("step_time_s", self.last.step_time_s if self.last is not None and
+                       self.last.step == step else None)
+        for rate, count in _RATES:
+            if rate in values and not isinstance(values[rate][0], bool):
+                n = values[rate][0] * time if time else math.nan
+                if 0 <= n < math.inf:
+                    out[count] = round(n)  # (the printed rate is rounded: 288.92134 samples/s x 5.39939 s)
+        wait = out.get("data_wait_s")
+        if "step_time_s" in values and wait is not None and time is not None and 0 <= wait <= time:
+            out["step_time_s"] = time - wait  # the printed step time includes its data time (see .fields)
         return out
 
     def _step_line(self, step: int, values: dict):
@@ -851,6 +861,9 @@ class Parser(base.Parser):
         fell = scale is not None and scale_before is not None and scale < scale_before
         self.scale = scale if scale is not None else scale_before
         steps = 1
+        span, time = values.get("span_s"), fields.get("step_time_s")
+        if self.by_epoch and span is not None and span[2] in _UNITS and time and span[0].__class__ is float:
+            steps = max(1, round(span[0] * _UNITS[span[2]] / time))  # an epoch's line: its time / the per-step time
         if "skipped" in values or "nan_iterations" in values:  # the line stands for its interval
             steps = gap or 1
             nan = values.get("nan_iterations", (0,))[0]
