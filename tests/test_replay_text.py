@@ -355,6 +355,32 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
     assert read([NEMO_BAR.replace("3.2e+4", "3.1e+4") + "\n"])[0].step == 31000
 
 
+# fudan-generative-vision/hallo issue #152, description (accelerate's bar, DeepSpeed ZeRO): DeepSpeed prints its
+# OVERFLOW message during the optimizer step, then the bar counts the step, so each message is glued after the
+# bar of the step before the one it is about; the first comes before any bar
+HALLO = [
+    '[2024-07-10 15:50:45,798] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 262144, reducing to 131072',
+    'Steps:   0%|                                                                                                                                         | 1/2000 [00:14<8:16:07, 14.89s/it, lr=1e-5, step_loss=nan, td=2.85s][2024-07-10 15:50:50,576] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 131072, reducing to 65536',
+    'Steps:   0%|▏                                                                                                                                        | 2/2000 [00:19<4:57:47,  8.94s/it, lr=1e-5, step_loss=nan, td=0.11s][2024-07-10 15:50:55,602] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768',
+]
+
+
+def test_a_bar_keeps_its_record_before_a_glued_overflow_message_which_is_the_next_step_s(tmp_path):
+    from test_replay_formats import write
+
+    res = replay_file(write(tmp_path, "hallo.log", "\n".join(HALLO) + "\n"))
+    # steps 1 and 2: the bar's step_loss=nan, each step's record taking over the message before its bar (its
+    # scale); step 3: the last message's record
+    assert res.records == 3 and res.merged_lines == 2
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 1), ("nan_inf", 2)]
+    assert (res.last.step, res.last.overflow, res.last.loss_scale, res.last.loss) == (3, True, 65536.0, None)
+    parser = text.Parser()
+    parser.feed(HALLO[0])
+    second = parser.feed(HALLO[1])
+    assert rows([second]) == [(1, "nan", None, 262144.0, True, 1e-5, None, None)] and parser.absorbs
+    assert rows(parser.after) == [(2, None, None, 131072.0, True, None, None, None)] and parser.last is parser.after[0]
+
+
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
 # rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
 # summary on rank 0

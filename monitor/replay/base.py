@@ -16,8 +16,9 @@ runner after each line:
 * :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
   :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
   its line from merged into a report.
-* :attr:`Parser.after`, set with a record: reports of the same line, after the record (a trainer message
-  glued after a progress bar's values); the runner publishes them right after taking the record.
+* :attr:`Parser.after`, set with a record: what the same line said after the record (a trainer message
+  glued after a progress bar's values): reports, which the runner publishes right after taking the record,
+  or an overflow message's record, which it takes next (:attr:`Parser.last` is that record).
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
-        self.after: list[Report] = []  # reports of the line of the record just returned, after it
+        self.after: list = []  # reports (or an overflow record) of the line of the record just returned, after it
         self._reported: tuple[int, set] = (-1, set())
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)

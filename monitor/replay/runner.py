@@ -250,10 +250,13 @@ class _Run:
             r.records += 1
         if parser.held:
             self._release(parser, slot, key, item.step)
-        if parser.after:  # reports the record's own line made, after it
+        if parser.after:  # what the record's own line said after it: reports, an overflow message's record
             after, parser.after = parser.after, []
             for rep in after:
-                self._report(rep, slot, key)
+                if rep.__class__ is StepRecord:
+                    self._took(rep, slot, key)
+                else:
+                    self._report(rep, slot, key)
 
     def take(self, batch) -> None:
         """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of
