@@ -26,7 +26,8 @@ NAN = math.nan
 class Rec:
     """What the detectors read of a StepRecord; ``has_*``: the field is not None. ``period`` and ``wait``
     (with ``has_tps``): the step's seconds (step time + data wait) and its data wait. ``overflow``: -1 unknown
-    (None), 0 False, 1 True. One is filled per record (:func:`rec_from`, or the compiled reader)."""
+    (None), 0 False, 1 True. ``positional``: the step is the record's position in a log that numbers no steps
+    (:meth:`Judge.by_position`). One is filled per record (:func:`rec_from`, or the compiled reader)."""
 
     def __init__(self):
         self.step = 0
@@ -34,6 +35,7 @@ class Rec:
         self.period = self.wait = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_tps = self.has_mfu = False
         self.has_lr = False
+        self.positional = False
         self.overflow = -1
 
 
@@ -882,7 +884,11 @@ class LossScaleWatch(Detector):
     that (a scaler fallen so far gets no finite gradient at all: apex issue #834, 32768 -> 0.5 in 17 overflows;
     apex issue #318, down to 1e-205), and there is none when the first scale seen is below ``calibration_from``
     (an excerpt or a resumed run that starts after its start-up, whatever its step numbers, counted by a bar or
-    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000)."""
+    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000).
+
+    A record whose step is its position in a log that numbers no steps (``Rec.positional``: DeepSpeed's
+    ``OVERFLOW!`` lines alone, no step line) is not known to be at start-up: it is no calibration, and it
+    ends calibration; it may be a start-up one all the same (:attr:`startup`)."""
 
     # settings (Detector.__init__ sets them from cfg.params)
     calibration_steps: int
@@ -897,7 +903,9 @@ class LossScaleWatch(Detector):
     def calibrating(self, r):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
         out = self.startup = False
-        if not self.calibrated:
+        if r.positional:
+            self.calibrated = self.startup = True
+        elif not self.calibrated:
             out = self.startup = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
                                                          or r.loss_scale < self.prev_scale))
@@ -1337,14 +1345,21 @@ class Judge:
     def __init__(self, detectors):
         self.detectors = list(detectors)
         self.has_last, self.went_back, self.last = False, False, 0
+        self.positional = False  # the next record's step is a position (by_position)
         self.rec = Rec()  # observe's
 
     @property
     def last_step(self):
         return self.last if self.has_last else None
 
+    def by_position(self):
+        """The next record judged is numbered by its position in a log that numbers no steps, not by the trainer's
+        step count: none of the detectors takes it to be at start-up (:class:`LossScaleWatch`)."""
+        self.positional = True
+
     def judge(self, r):
         hits = None
+        r.positional, self.positional = self.positional, False
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
             self.forget(r.step - 1)

@@ -16,6 +16,9 @@ runner after each line:
 * :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
   :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
   its line from merged into a report.
+* :attr:`Parser.named`: False while the log has named no step (a step line's, a progress bar's count): the
+  records until then are numbered by their position in the log (overflow messages before any step line),
+  and the runner tells the rules so (they are not known to be at start-up).
 * :attr:`Parser.after`, set with a record: what the same line said after the record (a trainer message
   glued after a progress bar's values): reports, which the runner publishes right after taking the record,
   or an overflow message's record, which it takes next (:attr:`Parser.last` is that record).
@@ -91,6 +94,8 @@ class Parser(abc.ABC):
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
         self.after: list = []  # reports (or an overflow record) of the line of the record just returned, after it
+        self.named = False  # the log named a step (a step line's, a bar's count): the records before it are not
+        self.placing: StepRecord | None = None  # ... numbered by their position, as the line read numbers this one
         self._reported: tuple[int, set] = (-1, set())
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
@@ -110,6 +115,7 @@ class Parser(abc.ABC):
         return self.step + 1
 
     def feed(self, line):
+        self.placing = None
         item = self.parse(line)
         if item is None and self.messages:
             item = messages.match(line, self)
@@ -121,6 +127,10 @@ class Parser(abc.ABC):
             return None
         if cls is StepRecord:
             self.last = item
+            if item is not self.placing:
+                self.named = True
+            if self.after and self.after[-1].__class__ is StepRecord:
+                self.last = self.after[-1]  # an overflow message's record after the line's own: the last
             if self.times and item.timestamp is None and line.__class__ is str:
                 item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
@@ -132,7 +142,8 @@ class Parser(abc.ABC):
     def overflowed(self, attempted: float | None, new: float | None, iteration: int | None = None):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
         loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed).
-        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one."""
+        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one; before any step the
+        log names, numbered by its position (:attr:`named`)."""
         scale = attempted if attempted is not None else new
         repeat = self.repeats(iteration, scale)
         if repeat is not None:
@@ -140,6 +151,8 @@ class Parser(abc.ABC):
         self.overflow_lines += 1
         rec = self.record(self.next_step(), overflow=True, loss_scale=scale)
         self._named = (iteration, rec)
+        if not self.named and self.done == self.step:
+            self.placing = rec
         return rec
 
     def repeats(self, iteration: int | None, scale: float | None) -> str | None:

@@ -366,8 +366,6 @@ class Parser(base.Parser):
 
     def feed(self, line):
         item = super().feed(line)
-        if self.after and self.after[-1].__class__ is StepRecord:
-            self.last = self.after[-1]  # an overflow message glued after a bar's record: its record is the last
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
@@ -400,7 +398,7 @@ class Parser(base.Parser):
             if bar.group(4) and messages.mentioned(tail):  # a message glued after a bar's postfix
                 rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
                 if rec.__class__ is StepRecord:  # the postfix values: the record of the bar's count, then the message's
-                    self.last = rec
+                    self.last, self.named = rec, True
                     item = self._message(tail, "", "")
                     if item is not None:
                         self.prev_message = self.found = True
@@ -702,8 +700,10 @@ class Parser(base.Parser):
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
-            step = self.bar if self.bar > self.step else self.step + 1
-            return self._step_line(step, values)
+            rec = self._step_line(self.bar if self.bar > self.step else self.step + 1, values)
+            if not self.named and self.bar <= self.step:
+                self.placing = rec  # numbered by its position: the log names no step
+            return rec
         if last is None:
             return NO_STEP
         if "loss" in values and last.loss is not None:
