@@ -381,6 +381,37 @@ def test_a_bar_keeps_its_record_before_a_glued_overflow_message_which_is_the_nex
     assert rows(parser.after) == [(2, None, None, 131072.0, True, None, None, None)] and parser.last is parser.after[0]
 
 
+# EleutherAI/gpt-neox issue #482, description: GPT-NeoX's OverflowMonitor (megatron/utils.py) ends the run
+NEOX_IN_A_ROW = "Exception: Skipped 50 iterations in a row due to Overflow - Exiting training."
+# epfLLM/Megatron-LLM issue #11, turn 3 (a Megatron fork's iteration lines, as GPT-NeoX's fork prints them)
+MEGATRON_LLM = [
+    " iteration      122/  250000 | consumed samples:       124928 | elapsed time per iteration (ms): 86545.2 | "
+    "learning rate: 9.150E-06 | global batch size:  1024 | lm loss: 2.504220E+00 | loss scale: 1.0 | grad norm: "
+    "0.231 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    " iteration      123/  250000 | consumed samples:       125952 | elapsed time per iteration (ms): 87871.6 | "
+    "learning rate: 9.225E-06 | global batch size:  1024 | lm loss: 2.493043E+00 | loss scale: 1.0 | grad norm: "
+    "0.236 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+]
+
+
+def test_a_trainer_s_count_of_overflows_in_a_row_is_that_many_overflowed_steps_the_rules_judge(tmp_path):
+    from test_replay_formats import write
+
+    # the issue's traceback alone (the corpus file): 50 overflowed steps that no step number places, so not
+    # known to be at start-up: a storm at the third
+    res = replay_file(str(DATA / "reallogs" / "tune" / "gptneox_skipped_50_overflow_exception_482.log"))
+    assert res.records == 50 and (res.last.step, res.last.overflow) == (50, True)
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("overflow_storm", 3, 1, 3.0)]
+    # after the log's own iterations: the 50 steps after the last one seen, past start-up
+    res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"))
+    assert res.records == 52 and res.last.step == 173
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("overflow_storm", 126, 124)]
+    # the same count through a rules file whose storm needs more than 50 overflows: the rules decide
+    res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"),
+                      Rules({"overflow_storm": {"max_overflows": 51}}))
+    assert res.events == []
+
+
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
 # rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
 # summary on rank 0

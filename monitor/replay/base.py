@@ -46,6 +46,7 @@ UNKNOWN_RULE = "unknown rule"           # a report (an event log line) of a rule
 RULE_DISABLED = "rule disabled"          # a report of a rule the rules file turns off
 OTHER_TAG = "other tag"
 MERGED = "merged"                        # not a skip: the line completed the record before it
+MAX_IN_A_ROW = 1000  # records made of a trainer's count of overflowed steps in a row (Parser.overflowed_in_a_row)
 
 
 class Report(NamedTuple):
@@ -154,6 +155,17 @@ class Parser(abc.ABC):
         if not self.named and self.done == self.step:
             self.placing = rec
         return rec
+
+    def overflowed_in_a_row(self, count: int):
+        """A trainer's message that its last ``count`` steps all overflowed (:mod:`.messages`): the record of each,
+        at the steps after the last one seen (at most :data:`MAX_IN_A_ROW`), the first returned, the others after
+        it (:attr:`after`); before any step the log names, numbered by their position (:attr:`named`)."""
+        first = self.next_step()
+        recs = [self.record(first + i, overflow=True) for i in range(max(1, min(count, MAX_IN_A_ROW)))]
+        if not self.named and self.done == self.step:
+            self.placing = recs[0]
+        self.after.extend(recs[1:])
+        return recs[0]
 
     def repeats(self, iteration: int | None, scale: float | None) -> str | None:
         """Whether an overflow message naming ``iteration`` (None: none) at ``scale`` is about the overflow the

@@ -32,6 +32,12 @@ step line of their own.
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
   Colossal-AI's ``zero/sharded_optim/sharded_optim_v2.py``.
 
+* A trainer's own count of steps that overflowed in a row, GPT-NeoX's ``OverflowMonitor``
+  (``megatron/utils.py``; the run exits): that many overflowed steps after the last one seen, a record each
+  (:meth:`~.base.Parser.overflowed_in_a_row`), which the rules judge as any overflowed steps::
+
+      Exception: Skipped 50 iterations in a row due to Overflow - Exiting training.
+
 * The scaler giving up, a ``loss_scale_collapse`` report::
 
       Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.   (DeepSpeed)
@@ -113,6 +119,7 @@ _OVERFLOW = re.compile(
     r"|overflow, still update, loss scale adjust to " + _NUM +
     r"|found inf during \w+ step", re.IGNORECASE)
 _ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
+_IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
 # the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
 _SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
@@ -151,6 +158,8 @@ def mentioned(line: str) -> bool:
 def match(line: str, parser):
     """The record or report ``line`` carries for ``parser`` (its state gives the step), or None."""
     m = _OVERFLOW.search(line) if "verflow" in line or "kipping step" in line or "found inf" in line else None
+    if m is None and "in a row" in line and (m := _IN_A_ROW.search(line)) is not None:
+        return parser.overflowed_in_a_row(int(m.group(1)))
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
         attempted, reduced = numbers[0], numbers[1]
