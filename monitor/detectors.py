@@ -927,7 +927,8 @@ class LossScaleWatch(Detector):
 class OverflowStormSettings(LossScaleSettings):
     """At least `max_overflows` overflowed steps within the last `window` steps, after calibration: the
     overflows of a fresh run's first `calibration_steps` trainer steps before its first clean step, while
-    the loss scale settles, never count (a log or process that starts later is not at start-up). A
+    the loss scale settles, never count (a log or process that starts later is not at start-up, nor is a
+    log that numbers no steps: its records' steps are their positions). A
     healthy dynamic scale overflows about once per scale window when it grows; three in 50 steps is
     trouble. A step that does not say whether it overflowed counts one overflow per halving of the scale.
     Also, at once: an overflow at a loss scale over `max_growth` x the previous step's (a dynamic scaler
