@@ -157,6 +157,8 @@ MESSAGES = [  # each trainer's own words, as printed (see monitor/replay/message
     ("| WARNING: overflow detected, setting loss scale to: 512.0", 512.0),
     ("overflow, still update, loss scale adjust to 512.0", 512.0),
     ("WARNING: found inf during ShardedOptimV2 step", None),
+    # hpcaitech/ColossalAI issue #3069, description (zero_optimizer.py:218 step, rich's logging columns)
+    ("INFO     colossalai - colossalai - INFO: Found overflow. Skip step", None),
 ]
 PLACES = {
     "alone": lambda m: m,
