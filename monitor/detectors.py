@@ -991,10 +991,9 @@ class OverflowStorm(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
-    """Loss scale at or below `floor` (or below it and falling, when no higher scale was seen), or halved
-    `max_halvings` times within `window` steps, after calibration (as for overflow_storm); a start-up overflow
-    at a scale at or below `floor` is no calibration. Healthy fp16 runs halve now and then; a collapse means
-    the gradients are broken."""
+    """Loss scale fallen to `floor` or below, or at or below it and overflowing or falling (below it, or at
+    start-up: no calibration then), or halved `max_halvings` times within `window` steps, after calibration
+    (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1005,16 +1004,16 @@ class LossScaleCollapseSettings(LossScaleSettings):
 
 class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
-    steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
-    falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
-    (an excerpt that starts in the collapse), and so does a scale of 0 (a dynamic scale fallen below the
-    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). A start-up
-    overflow at a scale at or below ``floor`` fires at once, in calibration or not (:class:`LossScaleWatch`:
-    a first scale of 1 is no fall from an initial one): calibration falls from a high initial scale (2^16
-    to 2^32), and a scaler at its minimum cannot answer an overflow any more (DeepSpeed's ``Attempted loss
-    scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). A scale that never moved (static
-    scaling, or bf16 with a scale of 1, a skipped step among clean ones) is not judged. A fall counts
-    :func:`halvings` halvings. Onset: the first halving of the fall."""
+    steps, after calibration (see :class:`LossScaleWatch`). A scale at or below ``floor`` that is in trouble
+    (an overflowed step, or a scale lower than the previous record's) fires though no higher one was seen
+    when it is below ``floor`` (an excerpt that starts in the collapse) or at start-up, in calibration or not
+    (:class:`LossScaleWatch`: a first scale of 1 is no fall from an initial one): calibration falls from a
+    high initial scale (2^16 to 2^32), and a scaler at its minimum cannot answer an overflow any more
+    (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). So does a
+    scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
+    0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
+    skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings.
+    Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -1038,14 +1037,12 @@ class LossScaleCollapse(LossScaleWatch):
             return None
         if scale > self.highest:
             self.highest = scale
-        if self.calibrating(r):
-            if r.overflow != 1 or scale > self.floor:
-                return None
-            return scale, r.step, f"overflow at loss scale {scale:g}, at its floor {self.floor:g}, at start-up"
+        if self.calibrating(r) and (r.overflow != 1 or scale > self.floor):
+            return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if (scale <= self.floor < self.highest or scale == 0.0
-                or scale < self.floor and (r.overflow == 1 or had and scale < prev)
-                or scale <= self.floor and r.overflow == 1 and self.startup):
+                or scale <= self.floor and (r.overflow == 1 or had and scale < prev)
+                and (scale < self.floor or self.startup)):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"
