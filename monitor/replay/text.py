@@ -402,7 +402,8 @@ class Parser(base.Parser):
                     item = self._message(tail, "", "")
                     if item is not None:
                         self.prev_message = self.found = True
-                        self.after.append(item)
+                        if item.__class__ is not str:  # (a repeated message, or one merged into the bar's record)
+                            self.after.append(item)
                     return rec
         item = self._message(text, prev if not prev_message else "", joiner)
         if item is not None:
