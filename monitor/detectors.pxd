@@ -9,7 +9,7 @@ cdef double NAN
 cdef class Rec:
     cdef long long step
     cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span
-    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr
+    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional
     cdef int overflow, unit
 
 
@@ -227,6 +227,7 @@ cdef class Judge:
     cdef bint has_last
     cdef long long last
     cdef readonly bint went_back
+    cdef bint positional
     cdef Rec rec  # observe's
     @cython.locals(det=Detector, i=Py_ssize_t)
     cdef object judge(self, Rec r)

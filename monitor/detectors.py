@@ -27,7 +27,8 @@ class Rec:
     """What the detectors read of a StepRecord; ``has_*``: the field is not None. With ``has_rate`` (see
     :func:`throughput`): ``rate``, the step's throughput in ``unit`` (:data:`RATE_UNITS`) per second of its
     ``period`` (step time + data wait), ``wait`` its data wait, ``span`` the seconds the record stands for
-    (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True. One is filled per record
+    (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True. ``positional``: the step is the
+    record's position in a log that numbers no steps (:meth:`Judge.by_position`). One is filled per record
     (:func:`rec_from`, or the compiled reader)."""
 
     def __init__(self):
@@ -36,6 +37,7 @@ class Rec:
         self.period = self.wait = self.span = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
         self.has_lr = False
+        self.positional = False
         self.overflow = -1
         self.unit = 0
 
@@ -905,7 +907,11 @@ class LossScaleWatch(Detector):
     that (a scaler fallen so far gets no finite gradient at all: apex issue #834, 32768 -> 0.5 in 17 overflows;
     apex issue #318, down to 1e-205), and there is none when the first scale seen is below ``calibration_from``
     (an excerpt or a resumed run that starts after its start-up, whatever its step numbers, counted by a bar or
-    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000)."""
+    guessed: hallo issue #152, overflows at 32 -> 4 at steps 11-13 of 2000).
+
+    A record whose step is its position in a log that numbers no steps (``Rec.positional``: DeepSpeed's
+    ``OVERFLOW!`` lines alone, no step line) is not known to be at start-up: it is no calibration, and it
+    ends calibration; it may be a start-up one all the same (:attr:`startup`)."""
 
     # settings (Detector.__init__ sets them from cfg.params)
     calibration_steps: int
@@ -920,7 +926,9 @@ class LossScaleWatch(Detector):
     def calibrating(self, r):
         """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
         out = self.startup = False
-        if not self.calibrated:
+        if r.positional:
+            self.calibrated = self.startup = True
+        elif not self.calibrated:
             out = self.startup = r.step <= self.calibration_steps and (
                 r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
                                                          or r.loss_scale < self.prev_scale))
@@ -942,7 +950,8 @@ class LossScaleWatch(Detector):
 class OverflowStormSettings(LossScaleSettings):
     """At least `max_overflows` overflowed steps within the last `window` steps, after calibration: the
     overflows of a fresh run's first `calibration_steps` trainer steps before its first clean step, while
-    the loss scale settles, never count (a log or process that starts later is not at start-up). A
+    the loss scale settles, never count (a log or process that starts later is not at start-up, nor is a
+    log that numbers no steps: its records' steps are their positions). A
     healthy dynamic scale overflows about once per scale window when it grows; three in 50 steps is
     trouble. A step that does not say whether it overflowed counts one overflow per halving of the scale.
     Also, at once: an overflow at a loss scale over `max_growth` x the previous step's (a dynamic scaler
@@ -1005,10 +1014,9 @@ class OverflowStorm(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
-    """Loss scale at or below `floor` (or below it and falling, when no higher scale was seen), or halved
-    `max_halvings` times within `window` steps, after calibration (as for overflow_storm); a start-up overflow
-    at a scale at or below `floor` is no calibration. Healthy fp16 runs halve now and then; a collapse means
-    the gradients are broken."""
+    """Loss scale fallen to `floor` or below, or at or below it and overflowing or falling (below it, or at
+    start-up: no calibration then), or halved `max_halvings` times within `window` steps, after calibration
+    (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1019,16 +1027,16 @@ class LossScaleCollapseSettings(LossScaleSettings):
 
 class LossScaleCollapse(LossScaleWatch):
     """Loss scale fallen to ``floor`` or below, or halved at least ``max_halvings`` times within ``window``
-    steps, after calibration (see :class:`LossScaleWatch`). A scale below ``floor`` fires too when it is
-    falling (an overflowed step, or a scale lower than the previous record's) though no higher one was seen
-    (an excerpt that starts in the collapse), and so does a scale of 0 (a dynamic scale fallen below the
-    trainer's print precision, e.g. fairseq's ``loss_scale 0.000``: no scaler runs at 0). A start-up
-    overflow at a scale at or below ``floor`` fires at once, in calibration or not (:class:`LossScaleWatch`:
-    a first scale of 1 is no fall from an initial one): calibration falls from a high initial scale (2^16
-    to 2^32), and a scaler at its minimum cannot answer an overflow any more (DeepSpeed's ``Attempted loss
-    scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). A scale that never moved (static
-    scaling, or bf16 with a scale of 1, a skipped step among clean ones) is not judged. A fall counts
-    :func:`halvings` halvings. Onset: the first halving of the fall."""
+    steps, after calibration (see :class:`LossScaleWatch`). A scale at or below ``floor`` that is in trouble
+    (an overflowed step, or a scale lower than the previous record's) fires though no higher one was seen
+    when it is below ``floor`` (an excerpt that starts in the collapse) or at start-up, in calibration or not
+    (:class:`LossScaleWatch`: a first scale of 1 is no fall from an initial one): calibration falls from a
+    high initial scale (2^16 to 2^32), and a scaler at its minimum cannot answer an overflow any more
+    (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). So does a
+    scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
+    0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
+    skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings.
+    Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -1052,14 +1060,12 @@ class LossScaleCollapse(LossScaleWatch):
             return None
         if scale > self.highest:
             self.highest = scale
-        if self.calibrating(r):
-            if r.overflow != 1 or scale > self.floor:
-                return None
-            return scale, r.step, f"overflow at loss scale {scale:g}, at its floor {self.floor:g}, at start-up"
+        if self.calibrating(r) and (r.overflow != 1 or scale > self.floor):
+            return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if (scale <= self.floor < self.highest or scale == 0.0
-                or scale < self.floor and (r.overflow == 1 or had and scale < prev)
-                or scale <= self.floor and r.overflow == 1 and self.startup):
+                or scale <= self.floor and (r.overflow == 1 or had and scale < prev)
+                and (scale < self.floor or self.startup)):
             return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"
@@ -1424,14 +1430,21 @@ class Judge:
     def __init__(self, detectors):
         self.detectors = list(detectors)
         self.has_last, self.went_back, self.last = False, False, 0
+        self.positional = False  # the next record's step is a position (by_position)
         self.rec = Rec()  # observe's
 
     @property
     def last_step(self):
         return self.last if self.has_last else None
 
+    def by_position(self):
+        """The next record judged is numbered by its position in a log that numbers no steps, not by the trainer's
+        step count: none of the detectors takes it to be at start-up (:class:`LossScaleWatch`)."""
+        self.positional = True
+
     def judge(self, r):
         hits = None
+        r.positional, self.positional = self.positional, False
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
             self.forget(r.step - 1)

@@ -39,11 +39,8 @@ KNOWN_FAILING = frozenset({
     # saving the checkpoint at iteration 5000); 5 step lines, each a sink of 4 steps (10 with their epoch_end lines)
     "megatron_lm_gpt2_345m_normal_01.log",
     "mindformers_glm6b_finetune_overflow_01.log",
-    # heldout3 (scored only, never tuned on)
-    "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",  # bar's `noise_step_loss=nan` not read; two overflows only
-    # heldout5 (scored only, never tuned on)
-    "deepspeed_overflow_cascade_65536_to_512_5779.log",  # 8 step-less overflows (65536 -> 512) as steps 1-8: none
-    "gptneox_skipped_50_overflow_exception_482.log",  # `Skipped 50 iterations in a row due to Overflow`: not read
+    # promoted from heldout3: two overflows (scale 4 and 2) as records; the scale reaches 1 only in `reducing to 1`
+    "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",
     # heldout7 (scored only, never tuned on)
     "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
     "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike

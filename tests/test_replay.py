@@ -164,12 +164,14 @@ def test_hf_deepspeed_normal_fine_tune_has_no_events():
     assert res.last.step == 8 and res.last.loss == 0.9321 and res.last.lr == 1e-05
 
 
-def test_deepspeed_startup_overflows_are_read_as_calibration():
-    """The excerpt: 8 overflows in 5 s at start-up, the scale 2^32 -> 2^24, no loss lines. It is DeepSpeed's
-    initial scale (then 2^32) halving down to a usable one: the rule's calibration (overflows before the
-    first clean step never count). The healthy Megatron-LM run above skips 16 iterations the same way."""
+def test_deepspeed_overflows_that_no_step_number_places_are_not_taken_for_start_up():
+    """The excerpt: 8 overflows in 5 s, the scale 2^32 -> 2^24, no step or loss line. Their steps are their
+    positions in the log (1-8), not the trainer's: nothing says the run is at start-up, where overflows while
+    the scale halves down from DeepSpeed's initial one are calibration (the healthy Megatron-LM run above skips
+    16 iterations that way, by its iteration numbers). So they are overflowed steps like any: a storm."""
     res = replay_file(str(DATA / "deepspeed_zero2_overflow_storm_01.log"))
-    assert res.format == "text" and res.records == 8 and res.events == []
+    assert res.format == "text" and res.records == 8
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("overflow_storm", 3, 1, 3.0)]
     assert res.last.step == 8 and res.last.overflow is True and res.last.loss_scale == 2.0 ** 25
 
 

@@ -157,6 +157,8 @@ MESSAGES = [  # each trainer's own words, as printed (see monitor/replay/message
     ("| WARNING: overflow detected, setting loss scale to: 512.0", 512.0),
     ("overflow, still update, loss scale adjust to 512.0", 512.0),
     ("WARNING: found inf during ShardedOptimV2 step", None),
+    # hpcaitech/ColossalAI issue #3069, description (zero_optimizer.py:218 step, rich's logging columns)
+    ("INFO     colossalai - colossalai - INFO: Found overflow. Skip step", None),
 ]
 PLACES = {
     "alone": lambda m: m,
@@ -355,6 +357,63 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
     # is the postfix's own
     assert rows(read([NEMO_BAR + "\n"])) == rows([rec])
     assert read([NEMO_BAR.replace("3.2e+4", "3.1e+4") + "\n"])[0].step == 31000
+
+
+# fudan-generative-vision/hallo issue #152, description (accelerate's bar, DeepSpeed ZeRO): DeepSpeed prints its
+# OVERFLOW message during the optimizer step, then the bar counts the step, so each message is glued after the
+# bar of the step before the one it is about; the first comes before any bar
+HALLO = [
+    '[2024-07-10 15:50:45,798] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 262144, reducing to 131072',
+    'Steps:   0%|                                                                                                                                         | 1/2000 [00:14<8:16:07, 14.89s/it, lr=1e-5, step_loss=nan, td=2.85s][2024-07-10 15:50:50,576] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 131072, reducing to 65536',
+    'Steps:   0%|▏                                                                                                                                        | 2/2000 [00:19<4:57:47,  8.94s/it, lr=1e-5, step_loss=nan, td=0.11s][2024-07-10 15:50:55,602] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768',
+]
+
+
+def test_a_bar_keeps_its_record_before_a_glued_overflow_message_which_is_the_next_step_s(tmp_path):
+    from test_replay_formats import write
+
+    res = replay_file(write(tmp_path, "hallo.log", "\n".join(HALLO) + "\n"))
+    # steps 1 and 2: the bar's step_loss=nan, each step's record taking over the message before its bar (its
+    # scale); step 3: the last message's record
+    assert res.records == 3 and res.merged_lines == 2
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 1), ("nan_inf", 2)]
+    assert (res.last.step, res.last.overflow, res.last.loss_scale, res.last.loss) == (3, True, 65536.0, None)
+    parser = text.Parser()
+    parser.feed(HALLO[0])
+    second = parser.feed(HALLO[1])
+    assert rows([second]) == [(1, "nan", None, 262144.0, True, 1e-5, None, None)] and parser.absorbs
+    assert rows(parser.after) == [(2, None, None, 131072.0, True, None, None, None)] and parser.last is parser.after[0]
+
+
+# EleutherAI/gpt-neox issue #482, description: GPT-NeoX's OverflowMonitor (megatron/utils.py) ends the run
+NEOX_IN_A_ROW = "Exception: Skipped 50 iterations in a row due to Overflow - Exiting training."
+# epfLLM/Megatron-LLM issue #11, turn 3 (a Megatron fork's iteration lines, as GPT-NeoX's fork prints them)
+MEGATRON_LLM = [
+    " iteration      122/  250000 | consumed samples:       124928 | elapsed time per iteration (ms): 86545.2 | "
+    "learning rate: 9.150E-06 | global batch size:  1024 | lm loss: 2.504220E+00 | loss scale: 1.0 | grad norm: "
+    "0.231 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    " iteration      123/  250000 | consumed samples:       125952 | elapsed time per iteration (ms): 87871.6 | "
+    "learning rate: 9.225E-06 | global batch size:  1024 | lm loss: 2.493043E+00 | loss scale: 1.0 | grad norm: "
+    "0.236 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+]
+
+
+def test_a_trainer_s_count_of_overflows_in_a_row_is_that_many_overflowed_steps_the_rules_judge(tmp_path):
+    from test_replay_formats import write
+
+    # the issue's traceback alone (the corpus file): 50 overflowed steps that no step number places, so not
+    # known to be at start-up: a storm at the third
+    res = replay_file(str(DATA / "reallogs" / "tune" / "gptneox_skipped_50_overflow_exception_482.log"))
+    assert res.records == 50 and (res.last.step, res.last.overflow) == (50, True)
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("overflow_storm", 3, 1, 3.0)]
+    # after the log's own iterations: the 50 steps after the last one seen, past start-up
+    res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"))
+    assert res.records == 52 and res.last.step == 173
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("overflow_storm", 126, 124)]
+    # the same count through a rules file whose storm needs more than 50 overflows: the rules decide
+    res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"),
+                      Rules({"overflow_storm": {"max_overflows": 51}}))
+    assert res.events == []
 
 
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each

@@ -107,6 +107,24 @@ def test_a_start_up_that_never_stops_overflowing_is_a_storm_not_calibration():
     assert run(endless[:24]) == []
 
 
+def test_records_numbered_by_their_position_are_not_known_to_be_at_start_up():
+    # the start-up halving from 2^32, by the trainer's step numbers: calibration
+    startup = [StepRecord(i + 1, overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(8)]
+    assert run(startup) == []
+    # the same records numbered by their position (a log that names no step): nothing says they are at start-up
+    engine = Engine(Rules())
+    events = []
+    for rec in startup:
+        engine.judge.by_position()
+        events += engine.observe(rec)
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in events] == [("overflow_storm", 3, 1, 3.0)]
+    # by_position marks the next record only, and that record ends calibration: the ones after it count too
+    engine = Engine(Rules())
+    engine.judge.by_position()
+    events = engine.observe(startup[0]) + [e for rec in startup[1:] for e in engine.observe(rec)]
+    assert [(e.rule, e.step) for e in events] == [("overflow_storm", 3)]
+
+
 def test_overflow_at_a_loss_scale_the_dynamic_scaler_cannot_reach_fires_at_once():
     loss = noisy_losses(60)
     calib = [StepRecord(i + 1, loss=loss[i], overflow=True, loss_scale=2.0 ** (32 - i)) for i in range(10)]

@@ -16,8 +16,12 @@ runner after each line:
 * :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
   :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
   its line from merged into a report.
-* :attr:`Parser.after`, set with a record: reports of the same line, after the record (a trainer message
-  glued after a progress bar's values); the runner publishes them right after taking the record.
+* :attr:`Parser.named`: False while the log has named no step (a step line's, a progress bar's count): the
+  records until then are numbered by their position in the log (overflow messages before any step line),
+  and the runner tells the rules so (they are not known to be at start-up).
+* :attr:`Parser.after`, set with a record: what the same line said after the record (a trainer message
+  glued after a progress bar's values): reports, which the runner publishes right after taking the record,
+  or an overflow message's record, which it takes next (:attr:`Parser.last` is that record).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ UNKNOWN_RULE = "unknown rule"           # a report (an event log line) of a rule
 RULE_DISABLED = "rule disabled"          # a report of a rule the rules file turns off
 OTHER_TAG = "other tag"
 MERGED = "merged"                        # not a skip: the line completed the record before it
+MAX_IN_A_ROW = 1000  # records made of a trainer's count of overflowed steps in a row (Parser.overflowed_in_a_row)
 
 
 class Report(NamedTuple):
@@ -89,7 +94,9 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
-        self.after: list[Report] = []  # reports of the line of the record just returned, after it
+        self.after: list = []  # reports (or an overflow record) of the line of the record just returned, after it
+        self.named = False  # the log named a step (a step line's, a bar's count): the records before it are not
+        self.placing: StepRecord | None = None  # ... numbered by their position, as the line read numbers this one
         self._reported: tuple[int, set] = (-1, set())
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
@@ -109,6 +116,7 @@ class Parser(abc.ABC):
         return self.step + 1
 
     def feed(self, line):
+        self.placing = None
         item = self.parse(line)
         if item is None and self.messages:
             item = messages.match(line, self)
@@ -120,6 +128,10 @@ class Parser(abc.ABC):
             return None
         if cls is StepRecord:
             self.last = item
+            if item is not self.placing:
+                self.named = True
+            if self.after and self.after[-1].__class__ is StepRecord:
+                self.last = self.after[-1]  # an overflow message's record after the line's own: the last
             if self.times and item.timestamp is None and line.__class__ is str:
                 item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
@@ -131,7 +143,8 @@ class Parser(abc.ABC):
     def overflowed(self, attempted: float | None, new: float | None, iteration: int | None = None):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
         loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed).
-        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one."""
+        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one; before any step the
+        log names, numbered by its position (:attr:`named`)."""
         scale = attempted if attempted is not None else new
         repeat = self.repeats(iteration, scale)
         if repeat is not None:
@@ -139,7 +152,20 @@ class Parser(abc.ABC):
         self.overflow_lines += 1
         rec = self.record(self.next_step(), overflow=True, loss_scale=scale)
         self._named = (iteration, rec)
+        if not self.named and self.done == self.step:
+            self.placing = rec
         return rec
+
+    def overflowed_in_a_row(self, count: int):
+        """A trainer's message that its last ``count`` steps all overflowed (:mod:`.messages`): the record of each,
+        at the steps after the last one seen (at most :data:`MAX_IN_A_ROW`), the first returned, the others after
+        it (:attr:`after`); before any step the log names, numbered by their position (:attr:`named`)."""
+        first = self.next_step()
+        recs = [self.record(first + i, overflow=True) for i in range(max(1, min(count, MAX_IN_A_ROW)))]
+        if not self.named and self.done == self.step:
+            self.placing = recs[0]
+        self.after.extend(recs[1:])
+        return recs[0]
 
     def repeats(self, iteration: int | None, scale: float | None) -> str | None:
         """Whether an overflow message naming ``iteration`` (None: none) at ``scale`` is about the overflow the

@@ -14,6 +14,7 @@ step line of their own.
       | WARNING: overflow detected, setting loss scale to: 0.25                                           (fairseq)
       overflow, still update, loss scale adjust to 512.0                         (MindSpore model suites)
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
+      colossalai - colossalai - INFO: Found overflow. Skip step                     (Colossal-AI, ZeRO / Gemini)
 
   DeepSpeed's fp16 optimizers (``fused_optimizer.py``, ``unfused_optimizer.py``) name the iteration, on
   every rank (the message begins with a newline, so it is a line of its own after the logger's prefix)::
@@ -30,7 +31,14 @@ step line of their own.
 
   DeepSpeed's and apex's files (``deepspeed/runtime/fp16/loss_scaler.py``, ``fused_optimizer.py``,
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
-  Colossal-AI's ``zero/sharded_optim/sharded_optim_v2.py``.
+  Colossal-AI's ``zero/sharded_optim/sharded_optim_v2.py``, ``zero/low_level/low_level_optim.py`` and
+  ``zero/gemini/gemini_optimizer.py``.
+
+* A trainer's own count of steps that overflowed in a row, GPT-NeoX's ``OverflowMonitor``
+  (``megatron/utils.py``; the run exits): that many overflowed steps after the last one seen, a record each
+  (:meth:`~.base.Parser.overflowed_in_a_row`), which the rules judge as any overflowed steps::
+
+      Exception: Skipped 50 iterations in a row due to Overflow - Exiting training.
 
 * The scaler giving up, a ``loss_scale_collapse`` report::
 
@@ -136,15 +144,16 @@ def _float(text: str | None) -> float | None:
         return None
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-# (attempted scale, new scale) groups: DeepSpeed's two shapes, apex, fairseq, MindSpore's model suites, Colossal-AI
+# (attempted scale, new scale) groups: DeepSpeed's two shapes, apex, fairseq, MindSpore's model suites, Colossal-AI's two
 _OVERFLOW = re.compile(
     r"(?:OVERFLOW! Rank \d+ Skipping step|overflow! Skipping step|Overflow detected\. Skipping step)"
     r"\.?(?: Attempted loss scale: " + _NUM + r"(?:, reducing to " + _NUM + r")?)?"
     r"|Gradient overflow\.\s+Skipping step(?:, loss scaler \d+ reducing loss scale to " + _NUM + r")?"
     r"|overflow detected, setting loss scale to:? " + _NUM +
     r"|overflow, still update, loss scale adjust to " + _NUM +
-    r"|found inf during \w+ step", re.IGNORECASE)
+    r"|found inf during \w+ step|Found overflow\. Skip step", re.IGNORECASE)
 _ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
+_IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
 # the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
 _SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
@@ -203,6 +212,8 @@ def match(line: str, parser):
 
 def _match(line: str, parser):
     m = _OVERFLOW.search(line) if "verflow" in line or "kipping step" in line or "found inf" in line else None
+    if m is None and "in a row" in line and (m := _IN_A_ROW.search(line)) is not None:
+        return parser.overflowed_in_a_row(int(m.group(1)))
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
         attempted, reduced = numbers[0], numbers[1]

@@ -189,7 +189,7 @@ class _Run:
     def __init__(self, result: ReplayResult, module, rules: Rules, rank: int, options: ReplayOptions | None = None):
         self.result, self.module, self.rules, self.rank = result, module, rules, rank
         self.options = options or ReplayOptions()
-        self.parsers: dict[int, list] = {}  # line rank -> [parser, pending record]
+        self.parsers: dict[int, list] = {}  # line rank -> [parser, pending record, it is numbered by position]
         self.ranks: dict[int, _Rank] = {}
         self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
         self.progress = self.options.progress
@@ -205,7 +205,8 @@ class _Run:
         slot = self.parsers.get(key)
         if slot is None:
             self._bound(self.parsers)
-            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None]
+            # [parser, pending record, the pending record's step is its position in the log (Parser.named)]
+            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
             ev = self.rules.rules.get("eval_loss_spike")
@@ -245,15 +246,19 @@ class _Run:
                     r.skipped_lines += 1
                     r.skipped[DUPLICATE] += 1
                     return
-                self._observe(pending)
+                self._observe(pending, slot[2])
             slot[1] = item
             r.records += 1
+        slot[2] = not parser.named
         if parser.held:
             self._release(parser, slot, key, item.step)
-        if parser.after:  # reports the record's own line made, after it
+        if parser.after:  # what the record's own line said after it: reports, an overflow message's record
             after, parser.after = parser.after, []
             for rep in after:
-                self._report(rep, slot, key)
+                if rep.__class__ is StepRecord:
+                    self._took(rep, slot, key)
+                else:
+                    self._report(rep, slot, key)
 
     def take(self, batch) -> None:
         """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of
@@ -277,6 +282,7 @@ class _Run:
         slot[1] = None
         self._observe_batch(batch, start, n - 1)
         slot[1] = slot[0].last = batch.record(n - 1)
+        slot[2] = False
         r.records += n - 1
 
     def _rank(self, rank: int) -> _Rank:
@@ -298,8 +304,10 @@ class _Run:
             r.ranks.add(rank)
         return st
 
-    def _observe(self, rec: StepRecord) -> None:
+    def _observe(self, rec: StepRecord, positional: bool = False) -> None:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
+        if positional:  # its step is its position in a log that numbers none: not known to be at start-up
+            st.engine.judge.by_position()
         self._judged(st, rec, st.engine.observe(rec))
 
     def _observe_batch(self, batch, start: int, end: int) -> None:
@@ -347,7 +355,7 @@ class _Run:
             r.skipped[UNKNOWN_RULE if cfg is None else RULE_DISABLED] += 1
             return
         if slot[1] is not None:  # the record before the report is judged first
-            self._observe(slot[1])
+            self._observe(slot[1], slot[2])
             slot[1] = None
         rank = key if rep.rank is None else rep.rank
         st = self._rank(rank)
@@ -368,7 +376,7 @@ class _Run:
             if slot[0].held:
                 self._release(slot[0], slot, key, slot[0].step)
             if slot[1] is not None:
-                self._observe(slot[1])
+                self._observe(slot[1], slot[2])
                 slot[1] = None
 
 

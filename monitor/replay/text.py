@@ -9,9 +9,10 @@ Each physical line is read in four steps.
    Carriage-return segments are lines of their own already (:mod:`.sources`).
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
    one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
-   the others are reports. A report glued after a progress bar whose postfix holds a step line's values
+   the others are reports. A message glued after a progress bar whose postfix holds a step line's values
    (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes after that line's record
-   (:attr:`.base.Parser.after`).
+   (:attr:`.base.Parser.after`): a report, or an overflow, which is the next step's (DeepSpeed prints it
+   during the optimizer step, then the bar counts the step).
 3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
@@ -402,21 +403,27 @@ class Parser(base.Parser):
             self.heads = []
             return BLANK
         bar = _BAR.search(text) if "%" in text else None
+        joiner = " " if prev_space else ""
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
             self.bar_total = self.bar_total or total
             if total == self.bar_total:
                 self.bar = n
-            text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + text[bar.end():]
-        joiner = " " if prev_space else ""
+            tail = text[bar.end():]
+            text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
+            if bar.group(4) and messages.mentioned(tail):  # a message glued after a bar's postfix
+                rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
+                if rec.__class__ is StepRecord:  # the postfix values: the record of the bar's count, then the message's
+                    self.last, self.named = rec, True
+                    item = self._message(tail, "", "")
+                    if item is not None:
+                        self.prev_message = self.found = True
+                        if item.__class__ is not str:  # (a repeated message, or one merged into the bar's record)
+                            self.after.append(item)
+                    return rec
         item = self._message(text, prev if not prev_message else "", joiner)
         if item is not None:
             self.prev_message = self.found = True
-            if item.__class__ is Report and bar is not None and bar.group(4):  # a message glued after a bar
-                rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
-                if rec.__class__ is StepRecord:  # the bar's postfix values: the record of its count, then the report
-                    self.after.append(item)
-                    return rec
             return item
         return self._line(text, bar, prev, joiner, prev_part)
 
@@ -719,8 +726,10 @@ class Parser(base.Parser):
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
-            step = self.bar if self.bar > self.step else self.step + 1
-            return self._step_line(step, values)
+            rec = self._step_line(self.bar if self.bar > self.step else self.step + 1, values)
+            if not self.named and self.bar <= self.step:
+                self.placing = rec  # numbered by its position: the log names no step
+            return rec
         if last is None:
             return NO_STEP
         if "loss" in values and last.loss is not None:
