@@ -186,6 +186,20 @@ def test_deepspeed_overflows_after_a_clean_step_are_an_overflow_storm(tmp_path):
     assert [(e.step, e.onset_step, e.value) for e in storms] == [(103, 101, 3.0)]
 
 
+
+@pytest.mark.parametrize("step, storm", [(10, []), (17060, [(17055, 17053, 3.0)])])
+def test_step_less_overflows_before_the_first_step_line_are_the_steps_just_before_it(tmp_path, step, storm):
+    """The same 8 overflow messages, then DeepSpeed's progress line naming step ``step`` (the shape of
+    DeepSpeed issue #931's start-up: its overflows, then ``step=10, skipped=6``). The messages were steps
+    before that one: before step 10 they are a start-up's calibration; before step 17060 they are not."""
+    progress = (f"[2023-04-28 06:59:46,878] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=8, "
+                "lr=[2.9e-05], mom=[(0.9, 0.999)]\n")
+    log = tmp_path / "ds.log"
+    log.write_text((DATA / "deepspeed_zero2_overflow_storm_01.log").read_text() + progress)
+    res = replay_file(str(log))
+    assert res.last.step == step  # the progress line took over the last message's record
+    assert [(e.step, e.onset_step, e.value) for e in res.events if e.rule == "overflow_storm"] == storm
+
 # --- the runner: several files and ranks, stdin, damaged input, bounded memory ---
 
 MF_LINE = ("2025-04-07 15:34:29,173 - [mindformers/core/callback/callback.py:529] - INFO - {{ Epoch:[  1/  2], "

@@ -10,6 +10,7 @@ to :data:`~training_monitor.sinks.MAX_EVENTS`), bounded samples and the last rec
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import zlib
@@ -47,6 +48,7 @@ from .tracks import Stats, Track
 # the generic text reader (.text) reads every text log no other format claims; the others need more than it
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
+HELD = 1000  # records whose step is their position, held until the log names a step (bounded memory)
 
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
 # (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
@@ -205,8 +207,10 @@ class _Run:
         slot = self.parsers.get(key)
         if slot is None:
             self._bound(self.parsers)
-            # [parser, pending record, the pending record's step is its position in the log (Parser.named)]
-            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False]
+            # [parser, pending record, the pending record's step is its position in the log (Parser.named),
+            #  the records held until the log names a step (_judge)]
+            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False,
+                                        []]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
             ev = self.rules.rules.get("eval_loss_spike")
@@ -246,7 +250,7 @@ class _Run:
                     r.skipped_lines += 1
                     r.skipped[DUPLICATE] += 1
                     return
-                self._observe(pending, slot[2])
+                self._judge(pending, slot)
             slot[1] = item
             r.records += 1
         slot[2] = not parser.named
@@ -280,6 +284,7 @@ class _Run:
         # the pending record is the batch's first (or one equal to it) unless a held report had it judged
         start = 0 if slot[1] is not None else 1
         slot[1] = None
+        self._place(slot, batch.record(start).step)
         self._observe_batch(batch, start, n - 1)
         slot[1] = slot[0].last = batch.record(n - 1)
         slot[2] = False
@@ -303,6 +308,31 @@ class _Run:
             r.policies[rank] = st.policy
             r.ranks.add(rank)
         return st
+
+    def _judge(self, rec: StepRecord, slot: list) -> None:
+        """Judge ``rec``, the pending record of ``slot``. A record whose step is its position (the log has named no
+        step yet: overflow messages before the first step line) waits, up to :data:`HELD` of them: the step of the
+        next record that has one places them (:meth:`_place`); at the end of the log, before a trainer report, or
+        past :data:`HELD`, they are judged as positions."""
+        if slot[2]:
+            if len(slot[3]) < HELD:
+                slot[3].append(rec)
+                return
+            self._place(slot, None)
+            self._observe(rec, True)
+            return
+        self._place(slot, rec.step)
+        self._observe(rec)
+
+    def _place(self, slot: list, step: int | None) -> None:
+        """Judge the records ``slot`` holds: before a record at trainer step ``step``, at the steps just before it
+        (so the messages before ``iteration 10`` are at start-up, those before ``iteration 17060`` are not), else
+        (None) as positions, not known to be at start-up."""
+        held, slot[3] = slot[3], []
+        if step is not None and step > len(held):
+            held = [dataclasses.replace(r, step=step - len(held) + i) for i, r in enumerate(held)]
+        for r in held:
+            self._observe(r, step is None)
 
     def _observe(self, rec: StepRecord, positional: bool = False) -> None:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
@@ -355,8 +385,9 @@ class _Run:
             r.skipped[UNKNOWN_RULE if cfg is None else RULE_DISABLED] += 1
             return
         if slot[1] is not None:  # the record before the report is judged first
-            self._observe(slot[1], slot[2])
+            self._judge(slot[1], slot)
             slot[1] = None
+        self._place(slot, None)
         rank = key if rep.rank is None else rep.rank
         st = self._rank(rank)
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
@@ -376,8 +407,9 @@ class _Run:
             if slot[0].held:
                 self._release(slot[0], slot, key, slot[0].step)
             if slot[1] is not None:
-                self._observe(slot[1], slot[2])
+                self._judge(slot[1], slot)
                 slot[1] = None
+            self._place(slot, None)
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):
