@@ -3,9 +3,9 @@
 Every file of the corpus is an excerpt of a public training log (``SOURCES.md`` names each source), in ``tune/``
 (may be used to improve the reader and the rules), ``heldout/``, ``heldout2/``, ``heldout3/``, ``heldout4/``,
 ``heldout5/``, ``heldout6/`` or ``heldout7/`` (only scored; each later held-out batch was gathered and labelled
-after the ones before it had been used). Each file is replayed with the command line, ``monitor replay FILE --json`` (invoked
-through click in this process, one invocation per file, so the corpus takes seconds), and its anomalies are matched
-to the file's labels:
+after the ones before it had been used). Each file is replayed with the command line, ``monitor replay FILE
+--json`` (invoked through click in this process, one invocation per file, so the corpus takes seconds), and its
+anomalies are matched to the file's labels:
 
 * a ``must`` event ``[category, step, tolerance]`` is *found* when an anomaly of that category has its step
   or its onset step within ``tolerance`` of ``step`` (``step: null``: anywhere in the file);
