@@ -3,7 +3,8 @@
 The contract: ``Parser(rank).feed(line)`` returns
 
 * a :class:`~training_monitor.record.StepRecord` (a step the trainer logged),
-* a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout), or
+* a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout),
+* an :class:`Evaluation` (an evaluation loss the trainer logged, judged by the engine's evaluation rules), or
 * None, with ``parser.reason`` telling why: one of the skip reasons below, or :data:`MERGED` when the
   line's values were added to the record returned before (a timing line printed after its step line).
 
@@ -16,8 +17,9 @@ runner after each line:
 * :attr:`Parser.held`: reports made before any step line was read (their step was not known yet, see
   :meth:`Parser.hold`); the runner publishes them at the step of the next record (or at the end), each turning
   its line from merged into a report.
-* :attr:`Parser.after`, set with a record: reports of the same line, after the record (a trainer message
-  glued after a progress bar's values); the runner publishes them right after taking the record.
+* :attr:`Parser.after`, set with a record: reports and evaluations of the same line, after the record (a trainer
+  message glued after a progress bar's values, a step line's evaluation loss); the runner hands them on right
+  after taking the record.
 """
 from __future__ import annotations
 
@@ -57,6 +59,17 @@ class Report(NamedTuple):
     details: str = ""
 
 
+class Evaluation(NamedTuple):
+    """An evaluation the trainer logged: ``loss``, its evaluation loss (the mean over the evaluation set), after
+    training step ``step``, which the line names (``named``) or which is the last step done before it (None).
+    The runner hands it to the engine (:meth:`~training_monitor.engine.Engine.evaluate`)."""
+
+    step: int
+    loss: float
+    rank: int | None = None
+    named: int | None = None
+
+
 def number(text: str) -> float | None:
     """``"10.649"``, ``"[2.244/2.244]"`` (first), ``"[0.]"``, ``"103328ms"``, ``"2.8T"``, ``"nan"``,
     ``"tensor(1.5, device='cuda:0')"`` -> float; anything else (``"[1 31049]"``, ``"abc"``) -> None."""
@@ -89,7 +102,7 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
-        self.after: list[Report] = []  # reports of the line of the record just returned, after it
+        self.after: list = []  # reports and evaluations of the line of the record just returned, after it
         self._reported: tuple[int, set] = (-1, set())
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)

@@ -92,10 +92,9 @@ import math
 import re
 from typing import Any
 
-from ..detectors import median
 from ..record import StepRecord
 from . import base, messages
-from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
@@ -133,6 +132,7 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
                       re.IGNORECASE)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
+_LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
@@ -304,7 +304,6 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
 class Parser(base.Parser):
     name = NAME
     stall: Any = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
-    evaluation: Any = None  # the eval_loss_spike rule's settings (RuleConfig, set by the runner)
     fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
@@ -337,7 +336,6 @@ class Parser(base.Parser):
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
-        self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
 
     @property
@@ -369,7 +367,9 @@ class Parser(base.Parser):
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
                 silence.record(item.step, line)
-            elif item is None and (idle := silence.idle(line)) is not None:  # a skipped or merged line
+            elif (item is None or item.__class__ is Evaluation) and (idle := silence.idle(line)) is not None:
+                if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
+                    self.after.append(item)
                 return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                               f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
         return item
@@ -414,8 +414,22 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
-        if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
-            return spike
+        evaluation = self._evaluation(text) if summary else None
+        if evaluation is None:
+            return self._values(text, bar, prev, joiner, prev_part, summary, found)
+        if self.plain:
+            return evaluation
+        item = self._values(text, bar, prev, joiner, prev_part, summary, found)
+        if item.__class__ is not StepRecord:
+            return evaluation
+        if evaluation.named is None:  # the evaluation of the step line's own step
+            evaluation = evaluation._replace(step=item.step)
+        self.after.append(evaluation)
+        return item
+
+    def _values(self, text: str, bar, prev: str, joiner: str, prev_part: bool, summary: bool, found: list):
+        """What the line of named values ``found`` is (see :meth:`_line`; ``summary``: it has evaluation
+        values): a record, a report or a skip reason."""
         if not found:
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
@@ -581,26 +595,29 @@ class Parser(base.Parser):
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
-    def _evaluation(self, text: str) -> Report | None:
-        """The ``eval_loss_spike`` report of an evaluation line's loss (``val loss 2.31``, ``'eval_loss': 2.31``,
-        ``Validation loss 8416:  0.711720``: at iteration 8416), judged against the earlier evaluation losses of
-        the log (see :class:`~training_monitor.ruleset.EvalLossSpikeSettings`), or None."""
-        m = _EVAL_LOSS.search(clean(text))
-        if m is None:
+    def _evaluation(self, text: str) -> Evaluation | None:
+        """The evaluation an evaluation line (a summary) logs: its loss named as an evaluation loss (``val loss
+        2.31``, ``'eval_loss': 2.31``, ``Validation loss 8416:  0.711720``: at iteration 8416), else, on a line
+        that begins with an evaluation word, the first value it names a loss (Megatron's ``validation loss at
+        iteration 1000 | lm loss value: 6.439325E+00 | lm loss PPL: ..``); at the iteration the name gives,
+        else after the last step done. None: no evaluation loss. Judged by the engine (``Engine.evaluate``)."""
+        cleaned = clean(text)
+        m = _EVAL_LOSS.search(cleaned)
+        if m is not None:
+            x, named = m.group("val"), m.group("step")
+        elif _EVAL_START.match(cleaned):
+            _, found, _ = _reading(_dict(text))
+            x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
+            if x is None:
+                return None
+        else:
             return None
-        x = float(m.group("val"))
-        if not math.isfinite(x):
-            return None  # a NaN is the nan_inf rule's
-        p, earlier = self.evaluation.params, sorted(self.evals)
-        self.evals = [*self.evals, x][-p["window"]:]
-        if len(earlier) < p["min_history"]:
+        try:
+            loss = float(x)
+        except ValueError:
             return None
-        n, m_ = len(earlier), median(earlier)
-        if not (m_ > 0 and x > p["ratio"] * m_ and x - m_ > p["spread"] * (earlier[-1] - earlier[0])):
-            return None
-        step = int(m.group("step")) if m.group("step") else self.done
-        return Report("eval_loss_spike", step, x, f"evaluation loss {x:.4g} at step {step} is {x / m_:.3g}x the "
-                                                  f"median {m_:.4g} of the {n} evaluations before", self.rank, step)
+        named = int(named) if named else None
+        return Evaluation(self.done if named is None else named, loss, self.rank, named)
 
     def _message(self, text: str, prev: str, joiner: str):
         """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none).
