@@ -68,10 +68,10 @@ What a line becomes:
   record's own line the two lines are read joined (without a space when the first does not end in one: a
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
-  evaluation word: a summary, once the log has had step lines without one (until then such lines are its
-  step lines: some loops print the validation loss on every step line); its evaluation loss joins the log's
-  own series of them, which the ``eval_loss_spike`` rule judges (an ``eval_loss_spike`` report when it
-  fires); a bar with nothing else: a progress bar;
+  evaluation word, once the log has had step lines without one (until then such lines are its step lines: some
+  loops print the validation loss on every step line; their evaluation loss comes after their record, at their
+  step): an :class:`~.base.Evaluation` when it names an evaluation loss (:meth:`Parser._evaluation`), which the
+  runner hands to the engine's evaluation rules, else a summary; a bar with nothing else: a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
