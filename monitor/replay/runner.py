@@ -239,6 +239,7 @@ class _Run:
             self._took(item, slot, key)
         else:
             self._item(item, slot, key)
+            r.evaluations += item.__class__ is Evaluation  # (a report counts in _report)
             if parser.after:
                 self._after(parser, slot, key)
 
@@ -246,7 +247,6 @@ class _Run:
         """Hand on a report or an evaluation of the lines of rank ``key``."""
         if item.__class__ is Evaluation:
             self._evaluate(item, slot, key)
-            self.result.evaluations += 1
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
 
@@ -277,11 +277,8 @@ class _Run:
         """Hand on the reports and evaluations ``parser`` made of the line it just gave (after its item: the line
         counts as that item's)."""
         after, parser.after = parser.after, []
-        for rep in after:
-            if rep.__class__ is Evaluation:
-                self._evaluate(rep, slot, key)
-            else:
-                self._report(rep, slot, key)
+        for item in after:
+            self._item(item, slot, key)
 
     def take(self, batch) -> None:
         """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of

@@ -598,7 +598,7 @@ class Parser(base.Parser):
     def _evaluation(self, text: str) -> Evaluation | None:
         """The evaluation an evaluation line (a summary) logs: its loss named as an evaluation loss (``val loss
         2.31``, ``'eval_loss': 2.31``, ``Validation loss 8416:  0.711720``: at iteration 8416), else, on a line
-        that begins with an evaluation word, the first value it names a loss (Megatron's ``validation loss at
+        that begins with an evaluation word, the first value it names as a loss (Megatron's ``validation loss at
         iteration 1000 | lm loss value: 6.439325E+00 | lm loss PPL: ..``); at the iteration the name gives,
         else after the last step done. None: no evaluation loss. Judged by the engine (``Engine.evaluate``)."""
         cleaned = clean(text)
