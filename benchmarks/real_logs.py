@@ -11,7 +11,8 @@ anomalies are matched to the file's labels:
   or its onset step within ``tolerance`` of ``step`` (``step: null``: anywhere in the file);
 * a ``must_not`` category is a *false alarm* when any anomaly of that category is reported (counted once
   per file and category);
-* a file is *read* when replay exits with status 0 and parses at least ``min_records`` step records;
+* a file is *read* when replay exits with status 0 and reads at least ``min_records`` records (``records``: step
+  records, evaluations and lines merged into a step record, such as a timing line after its step line);
 * ``soft`` events are counted like ``must`` ones but required by nobody.
 
 Anomalies are put in categories by their rule id (:data:`CATEGORIES`). A file that is not read still counts

@@ -233,7 +233,7 @@ def _part_replay(path: str, rules=None) -> dict:
     start = _clock()
     res = runner.replay_file(path, rules)
     took = _since(start)
-    assert res.records > 0
+    assert res.steps > 0
     return took
 
 
@@ -344,7 +344,7 @@ def main():
     med_w = {k: statistics.median(v) for k, v in wall.items()}
     med_c = {k: statistics.median(v) for k, v in cpu.items()}
     best = {k: min(v) for k, v in wall.items()}
-    print(f"{size / 1e6:.0f} MB, {res['lines']} lines, {res['records']} step records "
+    print(f"{size / 1e6:.0f} MB, {res['lines']} lines, {res['steps']} step records "
           f"(awk printed {awk_lines} losses); {_awk_name()}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs, "
           f"load average (1 min) {min(load):.2f}-{max(load):.2f} during the runs; median of {args.rounds} "
           f"interleaved rounds")
@@ -370,7 +370,7 @@ def main():
     cres = json.loads(custom_out)
     print()
     print(f"The same run as a custom loop's log ({os.path.getsize(custom) / 1e6:.0f} MB, {cres['lines']} lines, "
-          f"{cres['records']} step records), read by the generic text reader:")
+          f"{cres['steps']} step records), read by the generic text reader:")
     print()
     print("| what | wall s | vs awk | CPU s | vs awk (CPU) | µs per line (CPU) | fastest round: wall s, vs awk |")
     print("|---|---|---|---|---|---|---|")

@@ -8,6 +8,10 @@ Some callbacks end the run by raising on a non-finite loss in ``on_train_step_en
 ``use_skip_data_by_global_norm`` has skipped too many batches in a row). :func:`nan_checks` finds them,
 and :func:`hook_step_end` lets the monitor judge the step before such a callback sees it and skip that
 callback's step end on a step the monitor has undone (rolled back) or is stopping at.
+
+MindFormers evaluates during training (``do_eval``) through its ``EvalCallBack``, which calls ``Model.eval``
+without the training's callbacks and only logs the results: :func:`evaluators` finds it and :func:`hook_eval`
+hands each evaluation's results to the monitor.
 """
 from __future__ import annotations
 
@@ -60,6 +64,32 @@ def hook_step_end(callback, before: Callable | None = None, skip: Callable[[], b
     callback.on_train_step_end = step_end
 
 
+def evaluators(callbacks) -> list:
+    """MindFormers' ``EvalCallBack`` instances among ``callbacks`` (none when MindFormers is not imported)."""
+    if "mindformers" not in sys.modules:
+        return []
+    from mindformers.core.callback import EvalCallBack
+
+    return [c for c in callbacks if isinstance(c, EvalCallBack)]
+
+
+def hook_eval(callback, evaluated: Callable[[dict], object]) -> None:
+    """Wrap an ``EvalCallBack``'s ``eval_func``: its results (a metric name -> value dict) also go to
+    ``evaluated``. :func:`unhook` undoes it."""
+    original = callback.eval_func
+
+    def eval_func(*args, **kwargs):
+        out = original(*args, **kwargs)
+        evaluated(out if isinstance(out, dict) else {})
+        return out
+
+    callback.__dict__["_unhooked_eval_func"] = original
+    callback.eval_func = eval_func
+
+
 def unhook(callback) -> None:
-    """Remove every :func:`hook_step_end` wrapper from ``callback``."""
+    """Remove every :func:`hook_step_end` and :func:`hook_eval` wrapper from ``callback``."""
     callback.__dict__.pop("on_train_step_end", None)
+    original = callback.__dict__.pop("_unhooked_eval_func", None)
+    if original is not None:
+        callback.eval_func = original

@@ -27,6 +27,7 @@ from training_monitor.mindformers_layout import write_health_json, write_iterati
 from training_monitor.policy import Decision, RollbackPolicy
 from training_monitor.record import StepRecord
 from training_monitor.recordlog import RecordLog
+from training_monitor.replay.fields import evaluation_loss
 from training_monitor.resume import restore, trajectory
 from training_monitor.ruleset import Rules
 from training_monitor.sinks import EventList, LoggedEvents, overrides
@@ -37,7 +38,7 @@ from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
-from .peers import hook_step_end, nan_checks, unhook
+from .peers import evaluators, hook_eval, hook_step_end, nan_checks, unhook
 from .rollback import global_step, restore_train_state, save_train_state, train_optimizer
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
@@ -219,6 +220,10 @@ class TrainingMonitor(Callback):
     def on_train_step_end(self, run_context):
         self._judge(run_context)
 
+    def on_eval_end(self, run_context):
+        """``Model.fit`` evaluated (``valid_dataset``): its results (``cb_params.eval_results``) are judged."""
+        self._guard(lambda rc: self.evaluated(rc.original_args().get("eval_results") or {}), run_context)
+
     def on_train_end(self, run_context):
         self._unhook_peers()
         self._guard(self._end, run_context)
@@ -230,6 +235,21 @@ class TrainingMonitor(Callback):
         self._unhook_peers()
 
     # ------------------------------------------------------------------------------------------------
+    def evaluated(self, results: dict) -> list:
+        """An evaluation after the last step judged: ``results``, metric name -> value (MindSpore's
+        ``eval_results``, MindFormers' evaluation output); its loss (the first name the replay alias table reads
+        as a loss, :func:`training_monitor.replay.fields.evaluation_loss`) is judged by the engine's evaluation
+        rules (``eval_loss_spike``), as replay judges a log's evaluation lines. Their events are logged and
+        alerted (a rollback or stop they ask for is carried out on step records only). Returns the events."""
+        loss = evaluation_loss(results)
+        if loss is None or self.last_record is None:
+            return []
+        events = self.engine.evaluate(self.last_record.step, loss, self.rank)
+        if events:
+            for on_action in self._on_action:
+                on_action(events, "alerted")
+        return events
+
     def _unhook_peers(self) -> None:
         for peer in self._hooked:
             unhook(peer)
@@ -354,8 +374,8 @@ class TrainingMonitor(Callback):
 
     def _hook_peers(self, callbacks: list) -> list:
         """Judge each step before a NaN-raising callback sees it, let that callback skip the steps the monitor
-        undid, and stamp the step's end after the last callback (data wait then excludes the callbacks).
-        Returns the NaN-raising callbacks."""
+        undid, stamp the step's end after the last callback (data wait then excludes the callbacks), and judge
+        the evaluations of MindFormers' ``EvalCallBack``. Returns the NaN-raising callbacks."""
         checks = nan_checks(callbacks)
         for peer, what in checks:
             if self.cfg.rollback:
@@ -366,6 +386,9 @@ class TrainingMonitor(Callback):
         if callbacks:
             hook_step_end(callbacks[-1], after=self._stamp_step_end)
             self._hooked.append(callbacks[-1])
+        for peer in evaluators(callbacks):  # MindFormers' evaluation in training: its results are judged too
+            hook_eval(peer, lambda results: self._guard(lambda _: self.evaluated(results), None))
+            self._hooked.append(peer)
         return [peer for peer, _ in checks]
 
     def _check_recovery(self, cb) -> None:

@@ -157,8 +157,8 @@ def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start
                    f"{', '.join(map(shown, left_out))}", err=True)
     history = rules.rules["loss_spike"].params["min_history"]
     for r in results:
-        if 0 < r.records <= history:
-            click.echo(f"note: {r.path} has {r.records} step records; with fewer than {history} earlier ones the "
+        if 0 < r.steps <= history:
+            click.echo(f"note: {r.path} has {r.steps} step records; with fewer than {history} earlier ones the "
                        f"spike rules report only unambiguous excursions (lower min_history with --rules to judge "
                        f"more)", err=True)
 

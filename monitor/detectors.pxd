@@ -222,8 +222,17 @@ cdef class LowMfu(SustainedLow):
     cdef object update(self, Rec r)
 
 
+cdef class EvalLossSpike(Detector):
+    cdef public Py_ssize_t window, min_history
+    cdef public double ratio, spread
+    cdef Window losses
+    @cython.locals(hist=Window, m=double)
+    cpdef object evaluate(self, long long step, double x)
+    cdef void forget(self, long long step) noexcept
+
+
 cdef class Judge:
-    cdef list detectors
+    cdef list detectors, evaluators
     cdef bint has_last
     cdef long long last
     cdef readonly bint went_back

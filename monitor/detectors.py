@@ -1413,22 +1413,82 @@ class LowMfu(SustainedLow):
         return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
 
 
-# rule id -> detector class
+@dataclass(frozen=True)
+class EvalLossSpikeSettings(RuleSettings):
+    """An evaluation loss over `ratio` x the median of the earlier ones (at least `min_history` of the last
+    `window`) and above it by more than `spread` x their range. Judged on the run's own series of evaluation
+    losses (live: MindSpore's evaluation results; replayed: the log's evaluation lines), never mixed with the
+    training loss: an average over a fixed set, it moves little between evaluations; overfitting raises it
+    slowly, a broken model at once."""
+
+    severity: str = override(RuleSettings, "severity", "critical")
+    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 0)
+    window: int = setting(20, "earlier evaluation losses the median and range are taken over", min=1)
+    min_history: int = setting(2, "earlier evaluation losses needed", min=1)
+    ratio: float = setting(3.0, "an evaluation loss over this x their median fires...", min=1)
+    spread: float = setting(3.0, "...when above it by more than this x their range", min=0)
+
+
+class EvalLossSpike(Detector):
+    """An evaluation loss ``x`` (the mean over the evaluation set after a training step, as the trainer gives
+    it) over ``ratio`` x the median ``m`` of the earlier evaluation losses (at least ``min_history`` of the
+    last ``window``) and above it by more than ``spread`` x their range: ``m > 0 and x > ratio * m and x - m >
+    spread * (max - min)``. A first evaluation far above the next ones (the start of training) is history,
+    not a spike; a slowly rising one (overfitting) stays within the range. A loss that is not finite is not
+    judged (nor kept). Judged by :meth:`evaluate` (``Engine.evaluate``), not by step records. Onset: the
+    evaluation's step."""
+
+    settings = EvalLossSpikeSettings
+    rule = "eval_loss_spike"
+    reads = ()  # evaluation losses, not StepRecord fields
+    plots = "loss"
+
+    # settings (Detector.__init__ sets them from cfg.params)
+    window: int
+    min_history: int
+    ratio: float
+    spread: float
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.losses = Window(self.window)
+
+    def evaluate(self, step, x):
+        """The evaluation loss ``x`` after step ``step``: ``(value, onset_step, message)`` or None."""
+        if not finite(x):
+            return None
+        hist, out = self.losses, None
+        if hist.n >= self.min_history:
+            m = hist.median()
+            if m > 0 and x > self.ratio * m and x - m > self.spread * (hist.ordered[hist.n - 1] - hist.ordered[0]):
+                out = (x, step, f"evaluation loss {x:.4g} at step {step} is {x / m:.3g}x the median {m:.4g} of the "
+                                f"{hist.n} evaluations before")
+        hist.add(step, x)
+        return out
+
+    def forget(self, step):
+        self.losses.rewind(step)
+
+
+# rule id -> detector class: the rules judged on step records...
 DETECTORS = {d.rule: d for d in (NanInf, LrSurge, LossSpike, GradNormSpike, OverflowStorm, LossScaleCollapse,
                                  LossDegenerate, LossPlateau, ThroughputDrop, LowMfu)}
+# ... and on evaluation losses
+EVALUATORS = {d.rule: d for d in (EvalLossSpike,)}
 
 
 class Judge:
-    """A rank's detectors, run over its records in order. A record whose step is not after the previous
-    one means the run went back (rollback, resume from a checkpoint): the detectors first forget what they
-    saw after the step before it, and :attr:`went_back` is True until the next record.
+    """A rank's detectors, run over its records in order, and its evaluation detectors (``evaluators``:
+    :data:`EVALUATORS`' instances), over its evaluation losses. A record whose step is not after the previous
+    one means the run went back (rollback, resume from a checkpoint): the detectors (evaluators included)
+    first forget what they saw after the step before it, and :attr:`went_back` is True until the next record.
 
-    ``observe(rec)`` / ``judge(r)`` return None (nothing fired) or a list of ``(rule_id, (value,
-    onset_step, message))``, one per detector that fired, in rule order.
+    ``observe(rec)`` / ``judge(r)`` / ``evaluate(step, loss)`` return None (nothing fired) or a list of
+    ``(rule_id, (value, onset_step, message))``, one per detector that fired, in rule order.
     """
 
-    def __init__(self, detectors):
-        self.detectors = list(detectors)
+    def __init__(self, detectors, evaluators=()):
+        self.detectors, self.evaluators = list(detectors), list(evaluators)
         self.has_last, self.went_back, self.last = False, False, 0
         self.positional = False  # the next record's step is a position (by_position)
         self.rec = Rec()  # observe's
@@ -1463,8 +1523,21 @@ class Judge:
         rec_from(self.rec, rec)
         return self.judge(self.rec)
 
+    def evaluate(self, step, loss):
+        """Judge the evaluation loss ``loss`` after step ``step`` (see the class docstring)."""
+        hits = None
+        for det in self.evaluators:
+            hit = det.evaluate(step, loss)
+            if hit is not None:
+                if hits is None:
+                    hits = []
+                hits.append((det.cfg.id, hit))
+        return hits
+
     def forget(self, step):
         for det in self.detectors:
+            det.forget(step)
+        for det in self.evaluators:
             det.forget(step)
 
     def rewind(self, step):

@@ -1,10 +1,11 @@
-"""The engine: records in, events out. The live callback and ``monitor replay`` both drive this class."""
+"""The engine: records and evaluations in, events out. The live callback and ``monitor replay`` both drive this
+class."""
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
 
-from .detectors import Judge
+from .detectors import EVALUATORS, Judge
 from .events import Event
 from .log import logger
 from .record import StepRecord
@@ -28,7 +29,7 @@ class Engine:
 
     def __init__(self, rules: Rules | None = None, sinks: Iterable[Sink] | None = None):
         self.rules = rules or Rules.load()
-        self.judge = Judge(self.rules.detectors())
+        self.judge = Judge(self.rules.detectors(), self.rules.detectors(EVALUATORS))
         self.sinks = list(sinks or [])
         self._quiet_until: dict[str, int] = {}
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
@@ -54,12 +55,21 @@ class Engine:
             hits = records.judge(self.judge, due)
         if self.judge.went_back:
             self._quiet_until.clear()
-        if hits is None:
-            return []
-        step, fired = records.step, []
+        return [] if hits is None else self._fire(hits, records.step, records.rank)
+
+    def evaluate(self, step: int, loss: float, rank: int = 0) -> list[Event]:
+        """Judge an evaluation of rank ``rank``: ``loss``, the evaluation loss (the mean over the evaluation
+        set, as the trainer gives it) after training step ``step``, by the evaluation rules
+        (:data:`~training_monitor.detectors.EVALUATORS`: ``eval_loss_spike``); publish what they raised outside
+        each rule's cooldown, at ``step``, and return those events. Live and replayed evaluations come here."""
+        hits = self.judge.evaluate(step, loss)
+        return [] if hits is None else self._fire(hits, step, rank)
+
+    def _fire(self, hits: list, step: int, rank: int) -> list[Event]:
+        fired = []
         for rule, (value, onset, message) in hits:
             if step > self._quiet_until.get(rule, -1):
-                fired.append(self._publish(rule, step, onset, value, message, "rule", records.rank))
+                fired.append(self._publish(rule, step, onset, value, message, "rule", rank))
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,

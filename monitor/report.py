@@ -21,14 +21,14 @@ import os
 import time
 from collections import defaultdict
 
-from .detectors import DETECTORS
+from .detectors import DETECTORS, EVALUATORS
 from .replay.summary import rollback_lines, stats_lines
 from .replay.tracks import PLOTTED
 
 ROWS = {"loss": ("Loss", 1.0), "grad_norm": ("Grad norm", 1.0), "loss_scale": ("Loss scale", 1.0),
         "tokens_per_second": ("TPS (tokens/s)", 1.0), "mfu": ("MFU (%)", 100.0), "step_time_s": ("Step time (s)", 1.0)}
-# stall: the watchdog's; eval_loss_spike: the replay reader's (on the evaluation losses)
-RULE_ROW = {rule: d.plots for rule, d in DETECTORS.items()} | {"stall": "step_time_s", "eval_loss_spike": "loss"}
+# stall: the watchdog's
+RULE_ROW = {rule: d.plots for rule, d in (DETECTORS | EVALUATORS).items()} | {"stall": "step_time_s"}
 VALUE_IS_PLOTTED = {rule for rule, d in DETECTORS.items() if d.value_is_plotted}  # the mark goes at the value
 MAX_MARKS = 300
 MAX_ROWS = 2000

@@ -1,7 +1,8 @@
 """Rules: their configuration, a rules file (YAML) over the defaults of the rules' settings classes.
 
 ``default_rules.yaml``, a copy of those defaults for users to edit, is generated from the settings classes
-(each detector's ``settings``, and :class:`StallSettings` for the watchdog's rule)::
+(each detector's ``settings``, the evaluation detectors' too, and :class:`StallSettings` for the watchdog's
+rule)::
 
     python -c "from training_monitor.ruleset import default_rules_yaml as y; print(y(), end='')" \
         > monitor/default_rules.yaml
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from .detectors import DETECTORS, RuleSettings, override, setting
+from .detectors import DETECTORS, EVALUATORS, RuleSettings, override, setting
 from .schema import ConfigError, check, did_you_mean
 from .yamlfile import load_yaml
 
@@ -38,21 +39,6 @@ class StallSettings(RuleSettings):
 
 
 @dataclass(frozen=True)
-class EvalLossSpikeSettings(RuleSettings):
-    """An evaluation loss over `ratio` x the median of the earlier ones (at least `min_history` of the last
-    `window`) and above it by more than `spread` x their range. Judged by the replay reader on its own series
-    of evaluation losses, never mixed with the training loss: an average over a fixed set, it moves little
-    between evaluations; overfitting raises it slowly, a broken model at once."""
-
-    severity: str = override(RuleSettings, "severity", "critical")
-    cooldown_steps: int = override(RuleSettings, "cooldown_steps", 0)
-    window: int = setting(20, "earlier evaluation losses the median and range are taken over", min=1)
-    min_history: int = setting(2, "earlier evaluation losses needed", min=1)
-    ratio: float = setting(3.0, "an evaluation loss over this x their median fires...", min=1)
-    spread: float = setting(3.0, "...when above it by more than this x their range", min=0)
-
-
-@dataclass(frozen=True)
 class TrainerCrashSettings(RuleSettings):
     """The trainer's process crashed, as its log says: an Ascend CANN error code (`E` + module + 4 digits), a
     fatal signal (segmentation fault, `Fatal Python error`, OpenMPI's signal handler). Read by replay from the
@@ -62,7 +48,7 @@ class TrainerCrashSettings(RuleSettings):
 
 
 SETTINGS = {**{rule: d.settings for rule, d in DETECTORS.items()}, "stall": StallSettings,
-            "eval_loss_spike": EvalLossSpikeSettings,
+            **{rule: d.settings for rule, d in EVALUATORS.items()},
             "trainer_crash": TrainerCrashSettings}  # rule id -> settings
 
 _HEADER = """\
@@ -175,7 +161,8 @@ class Rules:
     def runbook(self, rule: str) -> str:
         return f"{self.runbook_base.rstrip('/')}/{rule}.md"
 
-    def detectors(self) -> list:
-        """Fresh detector instances of the enabled rules that have one (``stall`` is the watchdog's)."""
-        return [DETECTORS[r.id](r) for r in self.rules.values() if r.enabled and r.id in DETECTORS]
+    def detectors(self, table: dict = DETECTORS) -> list:
+        """Fresh detector instances of the enabled rules that have one in ``table`` (:data:`DETECTORS`, the
+        step records' rules; :data:`EVALUATORS`, the evaluation losses'; ``stall`` is the watchdog's)."""
+        return [table[r.id](r) for r in self.rules.values() if r.enabled and r.id in table]
 

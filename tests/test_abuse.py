@@ -460,7 +460,7 @@ def test_an_over_long_line_is_cut_and_memory_stays_bounded(tmp_path):
     base, base_peak = replay_child("--json", small)
     out, peak = replay_child("--json", big)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["records"] == json.loads(base.stdout)["records"] == 60
+    assert json.loads(out.stdout)["steps"] == json.loads(base.stdout)["steps"] == 60
     assert f"1 line(s) longer than {MAX_LINE >> 10} KiB cut there; {160 * MiB - MAX_LINE} bytes" in out.stderr
     assert peak - base_peak < 8 * MAX_LINE + 16 * MiB, (peak, base_peak)  # the 160 MiB line took 1 GB before
 

@@ -91,8 +91,9 @@ def test_the_source_judges_every_stream_exactly_as_the_compiled_build():
     for overrides in (None, SMALL):
         rules = Rules(overrides)
         for seed in range(4):
-            compiled = detectors.Judge(rules.detectors())
-            plain = source.Judge([source.DETECTORS[r.id](r) for r in rules.rules.values() if r.id in source.DETECTORS])
+            compiled = detectors.Judge(rules.detectors(), rules.detectors(detectors.EVALUATORS))
+            plain = source.Judge(*([table[r.id](r) for r in rules.rules.values() if r.id in table]
+                                   for table in (source.DETECTORS, source.EVALUATORS)))
             for k, rec in enumerate(records(seed)):
                 if k % 997 == 996:  # the engine's rewind after a rollback
                     compiled.rewind(rec.step - 5)
@@ -101,7 +102,12 @@ def test_the_source_judges_every_stream_exactly_as_the_compiled_build():
                 assert repr(hits) == repr(plain.observe(rec)), (overrides and "small", seed, rec)
                 assert (compiled.went_back, compiled.last_step) == (plain.went_back, plain.last_step)
                 fired.update(rule for rule, _ in hits or ())
-    assert fired == set(detectors.DETECTORS)  # every rule was judged firing, not only quiet
+                if k % 25 == 24 and rec.loss is not None:  # an evaluation: the step's loss, now and then broken
+                    loss = rec.loss * (4.0 if k % 300 == 299 else 1.0 + 0.01 * (k % 7))
+                    hits = compiled.evaluate(rec.step, loss)
+                    assert repr(hits) == repr(plain.evaluate(rec.step, loss)), (overrides and "small", seed, rec)
+                    fired.update(rule for rule, _ in hits or ())
+    assert fired == set(detectors.DETECTORS) | set(detectors.EVALUATORS)  # every rule was judged firing
 
 
 def test_the_source_window_keeps_the_compiled_window_s_order():

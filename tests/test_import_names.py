@@ -41,4 +41,4 @@ def test_the_command_runs_outside_the_repository(tmp_path):
     out = subprocess.run([sys.executable, "-c", "from training_monitor.cli import main; main()", "replay", "--json",
                           str(log)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert '"records": 40' in out.stdout
+    assert '"steps": 40' in out.stdout

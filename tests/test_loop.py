@@ -150,7 +150,7 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
     # one engine, two feeds: the loop's printed lines, replayed, give the events of the rules that read the
     # loss (the one value printed); the print counts steps from 0, the monitor from 1
     replayed = replay_file(str(tmp_path / "stdout"))
-    assert replayed.records == 40
+    assert replayed.steps == 40
     printed = {r for r, d in DETECTORS.items() if "loss" in d.reads}
     live = [(e.rule, e.step, e.onset_step) for e in mon.kept.events if e.rule in printed]
     assert [(e.rule, e.step + 1, e.onset_step + 1) for e in replayed.events] == live

@@ -75,7 +75,7 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
                          capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0, rep.stderr
     replayed = json.loads(rep.stdout)
-    assert replayed["format"] == "mindformers" and replayed["records"] == res["trainer_steps"]
+    assert replayed["format"] == "mindformers" and replayed["steps"] == res["trainer_steps"]
     got = {(a["rule"], a["step"]) for a in replayed["anomalies"]}
     assert ("loss_spike", 101) in got and any(rule == "nan_inf" for rule, _ in got)
 

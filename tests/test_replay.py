@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from training_monitor.replay import ReplayError, replay_file, replay_paths
+from training_monitor.replay import ReplayError, replay_file, replay_paths, text
+from training_monitor.replay.base import Evaluation
 from training_monitor.replay.runner import PARSERS, ReplayOptions
 
 DATA = Path(__file__).parent / "data"
@@ -26,7 +27,7 @@ def test_llama31_gradnorm_log_reports_both_steps_and_the_stop():
     out = cli("replay", "--json", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
-    assert res["format"] == "mindformers" and res["records"] == 2
+    assert res["format"] == "mindformers" and res["steps"] == 2
     norm = [a for a in res["anomalies"] if a["rule"] == "grad_norm_spike"]
     assert [(a["step"], a["value"]) for a in norm] == [(1, 44.313248), (2, 47.329006)]
     assert all(a["source"] == "trainer" for a in norm)
@@ -39,14 +40,14 @@ def test_llama31_gradnorm_log_reports_both_steps_and_the_stop():
 
 def test_llama2_normal_log_has_no_events():
     res = replay_file(str(DATA / "mindformers_llama2_13b_normal_01.log"))
-    assert res.records == 5 and res.skipped_lines == 0 and res.events == []
+    assert res.steps == 5 and res.skipped_lines == 0 and res.events == []
     # quirks: "[1 31049]" is not a norm; "global_norm [10.579812]" without a colon is
     assert res.last.grad_norm == pytest.approx(16.986555) and res.last.step_time_s == pytest.approx(1.758)
 
 
 def test_glm6b_sink_mode_calibration_overflows_are_not_a_storm():
     res = replay_file(str(DATA / "mindformers_glm6b_finetune_overflow_01.log"))
-    assert res.records == 5 and res.events == []
+    assert res.steps == 5 and res.events == []
     # each sink's summary line gives MindFormers' own per-step time (the excerpt's "..." hides 27 sinks, so
     # the step line's sink time over the steps since the line before would give 18 ms)
     assert res.merged_lines == 5 and res.last.step_time_s == pytest.approx(0.489567)
@@ -97,7 +98,7 @@ def test_gzip_input_and_truncated_gzip(tmp_path):
     src = (DATA / "mindformers_llama2_13b_normal_01.log").read_bytes()
     good = tmp_path / "log.gz"
     good.write_bytes(gzip.compress(src * 50))
-    assert replay_file(str(good)).records == 250
+    assert replay_file(str(good)).steps == 250
     cut = tmp_path / "cut.gz"
     cut.write_bytes(good.read_bytes()[:300])
     out = cli("replay", str(cut))
@@ -116,10 +117,17 @@ def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
 
 def test_megatron_lm_normal_run_has_no_events():
     res = replay_file(str(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
-    assert res.format == "text" and res.records == 13 and res.events == []
-    # 7 validation lines (5 at iterations, 2 at the end); the rest (dividers, memory report, "...", checkpoint
-    # messages) are other lines
-    assert res.skipped["summary or evaluation line"] == 7 and res.lines == 45
+    assert res.format == "text" and res.steps == 13 and res.events == []
+    # 7 validation lines (5 at iterations, 2 at the end), each an evaluation record (its `lm loss value`, not its
+    # PPL); the rest (dividers, memory report, "...", checkpoint messages) are other lines. The log's records: 13
+    # iteration lines + 7 validation lines (the sample's labels ask for at least 15)
+    assert res.evaluations == 7 and res.records == 20 and "summary or evaluation line" not in res.skipped
+    assert res.lines == 45
+    parser = text.Parser()
+    evaluations = [e for e in map(parser.feed, open(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
+                   if isinstance(e, Evaluation)]
+    assert [(e.step, e.loss) for e in evaluations[:5]] == [(1000 * i, x) for i, x in enumerate(
+        (6.439325, 6.18888, 6.826255, 7.609839, 8.208897), 1)]
     assert res.last.step == 5000 and res.last.loss == pytest.approx(0.1350079) and res.last.grad_norm == 0.706
 
 
@@ -136,7 +144,7 @@ def test_megatron_lm_startup_skips_are_calibration_overflows():
 def test_megatron_deepspeed_spike_is_a_loss_spike_at_the_climb(tmp_path):
     log = str(DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log")
     res = replay_file(log)
-    assert res.records == 8 and res.skipped["no step fields"] == 7  # the "time (ms)" lines
+    assert res.steps == 8 and res.skipped["no step fields"] == 7  # the "time (ms)" lines
     # The excerpt holds 3 logged points before the climb: too few for the robust test, but 2.77 -> 7.34 is an
     # unambiguous excursion. The scale's fall 65536 -> 8192 in that interval is 3 overflows (the lines print
     # no overflow flag): a storm.
@@ -159,7 +167,7 @@ def test_megatron_deepspeed_scale_drop_marks_intervals_with_overflows():
 
 def test_hf_deepspeed_normal_fine_tune_has_no_events():
     res = replay_file(str(DATA / "hf_deepspeed_trainer_normal_01.log"))
-    assert res.format == "text" and res.records == 8 and res.events == []
+    assert res.format == "text" and res.steps == 8 and res.events == []
     # no progress bars in this excerpt: the steps are the count of loss lines
     assert res.last.step == 8 and res.last.loss == 0.9321 and res.last.lr == 1e-05
 
@@ -170,7 +178,7 @@ def test_deepspeed_overflows_that_no_step_number_places_are_not_taken_for_start_
     the scale halves down from DeepSpeed's initial one are calibration (the healthy Megatron-LM run above skips
     16 iterations that way, by its iteration numbers). So they are overflowed steps like any: a storm."""
     res = replay_file(str(DATA / "deepspeed_zero2_overflow_storm_01.log"))
-    assert res.format == "text" and res.records == 8
+    assert res.format == "text" and res.steps == 8
     assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("overflow_storm", 3, 1, 3.0)]
     assert res.last.step == 8 and res.last.overflow is True and res.last.loss_scale == 2.0 ** 25
 
@@ -229,7 +237,7 @@ def test_folder_of_rank_logs_replays_each_rank_through_its_own_engine(tmp_path):
     (log / "rank_1" / "empty.log").write_text("")                       # empty: not read
     (log / "rank_1" / "notes.txt").write_text("restarted by hand\n")   # no format: reported, the rest replayed
     res = replay_paths([str(tmp_path / "output")])
-    assert [(r.format, sorted(r.ranks), r.records) for r in res] == \
+    assert [(r.format, sorted(r.ranks), r.steps) for r in res] == \
         [("mindformers", [0], 70), ("mindformers", [1], 70), ("", [], 0)]
     assert "notes.txt: no known training-log format" in res[2].error
     assert res[0].path.endswith("info.log (+1 rotated)") and [Path(f).name for f in res[0].files] == ["info.log.1", "info.log"]
@@ -244,7 +252,7 @@ def test_interleaved_rank_lines_in_one_file(tmp_path):
     path = tmp_path / "torchrun.log"
     path.write_text("".join(lines))
     res = replay_file(str(path))
-    assert res.ranks == {0, 1} and res.records == 80 and res.skipped["progress bar"] == 80
+    assert res.ranks == {0, 1} and res.steps == 80 and res.skipped["progress bar"] == 80
     assert [(e.rule, e.step, e.rank) for e in res.events] == [("loss_spike", 35, 0)]
 
 
@@ -253,7 +261,7 @@ def test_stdin_dash(tmp_path):
     out = cli("replay", "--json", "-", stdin=(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log").read_text())
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
-    assert res["files"][0]["path"] == "<stdin>" and res["records"] == 2 and len(res["anomalies"]) == 2
+    assert res["files"][0]["path"] == "<stdin>" and res["steps"] == 2 and len(res["anomalies"]) == 2
 
 
 def test_damaged_text_never_crashes_and_every_line_is_counted(tmp_path):
@@ -273,7 +281,7 @@ def test_damaged_text_never_crashes_and_every_line_is_counted(tmp_path):
     res = replay_file(str(path))
     text = damaged.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
     assert res.lines == text.count("\n") + (not text.endswith("\n"))
-    assert res.records == 30 + 4 and res.last.step == 35  # 32 from its first half, 33, 34 once, 35 cut after the loss
+    assert res.steps == 30 + 4 and res.last.step == 35  # 32 from its first half, 33, 34 once, 35 cut after the loss
     assert res.skipped["step line without loss"] == 1 and res.skipped["duplicate step"] == 1
     assert res.skipped["no step fields"] == 2  # the bad bytes line, the second half of the wrapped line
 
@@ -313,7 +321,7 @@ def test_memory_stays_bounded(tmp_path):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert res.records == 20000 and peak < 3_000_000, peak
+    assert res.steps == 20000 and peak < 3_000_000, peak
 
 
 def test_auto_detection_votes_and_format_forces(tmp_path):
@@ -322,7 +330,7 @@ def test_auto_detection_votes_and_format_forces(tmp_path):
     mixed.write_text(MF_LINE.format(step=1, loss=2.0) + megatron)
     assert replay_file(str(mixed)).format == "text"  # 13 Megatron lines against 1 MindFormers line
     forced = replay_file(str(mixed), fmt="mindformers")
-    assert forced.format == "mindformers" and forced.records == 1
+    assert forced.format == "mindformers" and forced.steps == 1
 
 
 @pytest.mark.slow
@@ -332,8 +340,9 @@ def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert {"format", "records", "skipped_lines", "anomalies", "files"} <= set(res)
-    assert res["format"] == ["mindformers", "text"] and res["records"] == 15
-    assert res["skipped"]["progress bar"] == 2 and res["skipped"]["summary or evaluation line"] == 7
+    assert res["format"] == ["mindformers", "text"] and res["steps"] == 15
+    assert res["skipped"]["progress bar"] == 2 and res["evaluations"] == 7
+    assert res["merged_lines"] == 2 and res["records"] == 24  # 15 steps + 7 evaluations + 2 lines merged
     assert res["lines"] == 8 + 45 and res["reports"] == 2
     f0 = res["files"][0]
     assert f0["skipped"] == {"progress bar": 2} and f0["merged_lines"] == 2 and f0["ranks"] == [0]
@@ -346,8 +355,8 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
               str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
     first, *rest = out.stdout.splitlines()
-    assert "text (rank 0), 13 records, 0 trainer reports, 32 lines skipped (no step fields 23, " \
-           "summary or evaluation line 7, step line without loss 2), 0 anomalies" in first
+    assert "text (rank 0), 20 records (13 steps, 7 evaluations), 0 trainer reports, 25 lines skipped (no step " \
+           "fields 23, step line without loss 2), 0 anomalies" in first
     assert "progress bar 2" in rest[0] and "2 anomalies" in rest[0]
     assert any("onset       2" in line and "grad_norm_spike" in line for line in rest)
 

@@ -113,7 +113,7 @@ def test_the_fast_path_gives_the_line_by_line_results(tmp_path, seed):
     for block in (97, 4096):  # blocks that cut lines anywhere
         fast.append(result(path, ReplayOptions(**options, block_bytes=block)))
     slow = result(path, ReplayOptions(**options, fast=False))
-    assert slow["records"] > 100 and slow["anomalies"]
+    assert slow["steps"] > 100 and slow["anomalies"]
     for got in fast:
         assert got == slow
 
@@ -196,7 +196,7 @@ def test_the_speed_benchmark_logs_give_the_same_results_both_ways(tmp_path, monk
     path = tmp_path / "run.log"
     bench.generate(str(path), 3000, custom=custom)
     fast, slow = both(path)
-    assert fast == slow and slow["records"] >= 3000 and slow["anomalies"]
+    assert fast == slow and slow["steps"] >= 3000 and slow["anomalies"]
     for block in (97, 5000):  # blocks that cut lines anywhere
         assert result(path, ReplayOptions(block_bytes=block)) == slow
     if custom:  # the compiled reader took the step lines: the text parser read few of the lines
@@ -216,7 +216,7 @@ def test_a_trainer_message_across_two_plain_step_lines_is_read(tmp_path, block):
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines + [wrapped.format(s) for s in range(11, 16)]) + "\n")
     fast, slow = both(path, block_bytes=block)
-    assert fast == slow and slow["merged_lines"] == 1 and slow["records"] == 14
+    assert fast == slow and slow["merged_lines"] == 1 and slow["steps"] == 14
 
 
 @pytest.mark.parametrize("pending", [Silence.PENDING, 7])

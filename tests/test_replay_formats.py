@@ -47,7 +47,7 @@ def test_mindspore_loss_time_and_flops_monitors(tmp_path):
               ("ValueError: In epoch: 4 step: 1, loss is NAN or INF, training process cannot continue, "
                "terminating training.")]
     res = replay_file(write(tmp_path, "ms.log", "\n".join(lines) + "\n"))
-    assert res.format == "text" and res.records == 30 and res.merged_lines == 5
+    assert res.format == "text" and res.steps == 30 and res.merged_lines == 5
     assert res.skipped == {"summary or evaluation line": 2}
     assert [(e.rule, e.step, e.source) for e in res.events] == [("nan_inf", 31, "trainer")]
     # epochs of 10 steps: epoch 3 step 10 is step 30; the time and MFU lines completed it
@@ -82,7 +82,7 @@ def test_megatron_nan_iterations_without_loss_are_a_nan_report(tmp_path):
     lines = [megatron_line(10 * s, loss) for s, loss in losses(30).items()]
     lines.append(megatron_line(310, None, skipped=2, nan=2))  # the loss field dropped, 2 NaN iterations counted
     res = replay_file(write(tmp_path, "megatron.log", "\n".join(lines) + "\n"))
-    assert res.format == "text" and res.records == 30 and res.reports == 1
+    assert res.format == "text" and res.steps == 30 and res.reports == 1
     assert [(e.rule, e.step, e.source) for e in res.events] == [("nan_inf", 310, "trainer")]
     assert "2 iteration(s) with a NaN/Inf loss" in res.events[0].message
 
@@ -113,7 +113,7 @@ def test_nanogpt_iter_lines(tmp_path):
     res = replay_file(write(tmp_path, "nano.log", "\n".join(lines) + "\n"))
     # the evaluation line before any step line is read as step 0 (a log may print its validation loss on every
     # step line); once step lines without one came, such a line is a summary
-    assert res.format == "text" and res.records == 41 and res.skipped == {}
+    assert res.format == "text" and res.steps == 41 and res.skipped == {}
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 38)]
     assert res.last.mfu == pytest.approx(0.312) and res.last.step_time_s == pytest.approx(0.150)
 
@@ -126,7 +126,7 @@ def test_modded_nanogpt_step_lines(tmp_path):
              for s, loss in losses(40, spike_at=35).items()]
     lines.insert(20, "step:20/3200 val_loss:4.2000 train_time:2400ms step_avg:120.00ms")
     res = replay_file(write(tmp_path, "modded.log", "\n".join(lines) + "\n"))
-    assert res.format == "text" and res.records == 40 and res.skipped == {"summary or evaluation line": 1}
+    assert res.format == "text" and res.steps == 40 and res.skipped == {} and res.evaluations == 1
     assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 35)]
     assert res.last.step_time_s is None  # train_time is a running total, step_avg a running mean: neither is it
 
@@ -145,9 +145,9 @@ def test_hf_trainer_between_progress_bars(tmp_path):
     out += "\r" + " 50%|#####     | 5/10 [00:01<00:01,  4.00it/s]\n{'eval_loss': 2.3, 'epoch': 0.3}\n"
     out += "{'train_runtime': 100.0, 'train_samples_per_second': 3.0, 'train_loss': 2.1, 'epoch': 1.0}\n"
     res = replay_file(write(tmp_path, "hf.log", out))
-    assert res.format == "text" and res.records == 30
+    assert res.format == "text" and res.steps == 30
     assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 56)]  # the bar's count, not the 28th loss line
-    assert res.skipped["summary or evaluation line"] == 2 and res.skipped["progress bar"] == 61
+    assert res.skipped["summary or evaluation line"] == 1 and res.evaluations == 1 and res.skipped["progress bar"] == 61
     assert res.last.step == 60 and res.last.grad_norm == 1.4 and res.last.lr == 5e-05
 
 
@@ -167,7 +167,7 @@ def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
             f"\r{bar(380)}{overflow(16)}\r{bar(381)}{overflow(8)}"
             "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
     res = replay_file(write(tmp_path, "hf_ds.log", text))
-    assert res.format == "text" and res.records == 4 and res.merged_lines == 1  # the dict completes step 380
+    assert res.format == "text" and res.steps == 4 and res.merged_lines == 1  # the dict completes step 380
     # the overflows at 379..382 are not calibration (step 379 is not a start-up): a storm, then the scaler gives up
     assert [(e.rule, e.step, e.value) for e in res.events] == [("overflow_storm", 381, 3.0),
                                                                 ("loss_scale_collapse", 382, 8.0)]
@@ -193,8 +193,8 @@ def test_jsonl_named_fields_share_the_csv_aliases(tmp_path):
     rows[3] = '{"step": 4, "eval_loss": 2.0}'
     rows.append("not json at all")
     res = replay_file(write(tmp_path, "metrics.jsonl", "\n".join(rows) + "\n"))
-    assert res.format == "text" and res.records == 29
-    assert res.skipped == {"summary or evaluation line": 1, "no step fields": 1}
+    assert res.format == "text" and res.steps == 29
+    assert res.skipped == {"no step fields": 1} and res.evaluations == 1
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 25)]
     assert res.last.lr == 3e-4 and res.last.grad_norm == 1.0
 
@@ -218,7 +218,7 @@ def test_collective_timeouts_are_stall_reports(tmp_path):
             + "EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times out. Reason: Remote Rank did "
               "not send the data in time. Please check the reason for the rank being stuck\n")
     res = replay_file(write(tmp_path, "rank_5.log", text))
-    assert res.format == "mindformers" and res.records == 5
+    assert res.format == "mindformers" and res.steps == 5
     stalls = [(e.rule, e.step, e.rank, e.value) for e in res.events]
     assert stalls == [("stall", 5, 0, 600.061), ("stall", 5, 3, 600.061), ("stall", 5, 6, None), ("stall", 5, 5, None)]
     assert res.skipped["repeated trainer message"] == 1  # rank 0's second pending collective
@@ -267,7 +267,7 @@ def test_watchdog_stuck_and_ascend_runtime_timeouts_are_stall_reports(tmp_path):
               "MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
               "progress in monitoring enqueued collectives.\n")
     res = replay_file(write(tmp_path, "rank_0.log", text))
-    assert res.format == "mindformers" and res.records == 5
+    assert res.format == "mindformers" and res.steps == 5
     assert [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 5, 7), ("stall", 5, 4)]
     for name, lines, reason in (("ee1002.log", EE1002, "stream sync timeout"), ("eh9999.log", EH9999 * 3, "task timeout")):
         res = replay_file(write(tmp_path, name, lines))
@@ -327,7 +327,7 @@ def test_minddata_slowness_warning_is_a_throughput_report(tmp_path):
             "epoch: 2 step: 342, loss is 0.47610682249069214\n"
             "Train epoch time: 60451.976 ms, per step time: 176.760 ms\n")
     res = replay_file(write(tmp_path, "final_mlp.log", text))
-    assert res.records == 2 and [(e.rule, e.value) for e in res.events] == [("throughput_drop", 25.0)]
+    assert res.steps == 2 and [(e.rule, e.value) for e in res.events] == [("throughput_drop", 25.0)]
     assert "more than 25 s to fetch a batch of data from dataset pipeline" in res.events[0].message
     gen = ("[WARNING] MD(90635,fffdf0ff91e0,python):2023-03-25-15:29:14.801.601 [mindspore/ccsrc/minddata/dataset/engine/"
            "datasetops/source/generator_op.cc:220] operator()] Bad performance attention, it takes more than 25 seconds "
@@ -346,12 +346,12 @@ def test_fairseq_loss_scale_printed_as_zero_is_a_collapse(tmp_path):
             "num_updates 9165 | lr 0.000330319 | gnorm 0.635 | clip 0.000 | oom 0.000 | loss_scale 0.000 | wall 4043 | "
             "train_wall 3606\n")
     res = replay_file(write(tmp_path, "train.log", line))
-    assert res.records == 1 and [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 9165, 0.0)]
+    assert res.steps == 1 and [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 9165, 0.0)]
     healthy = ("| epoch 079 | loss 3.536 | nll_loss 1.824 | ppl 3.54 | wps 418885 | ups 0.7 | wpb 606086 | bsz 20493 | "
                "num_updates 20077 | lr 0.000446355 | gnorm 0.234 | clip 0% | oom 0 | loss_scale 1.000 | wall 30390 | "
                "train_wall 29260\n")
     res = replay_file(write(tmp_path, "healthy.log", healthy))
-    assert res.records == 1 and res.events == []
+    assert res.steps == 1 and res.events == []
 
 
 # monitor/events.py EventLog: one JSON object per event (Event.to_dict(), NaN as "nan") plus the callback's
@@ -401,13 +401,13 @@ def test_tensorboard_event_files(tmp_path):
         fw.add_event(event_pb2.Event(step=s, wall_time=1700000000.0 + s, summary=summary_pb2.Summary(value=values)))
     fw.close()
     megatron_res, hf_res = replay_paths([str(tmp_path / "tb"), str(hf_dir)])
-    assert megatron_res.format == "tensorboard" and megatron_res.records == 40 and megatron_res.ranks == {2}
+    assert megatron_res.format == "tensorboard" and megatron_res.steps == 40 and megatron_res.ranks == {2}
     assert megatron_res.skipped == {"other tag": 41}  # the file_version event and the 40 "vs samples" copies
     assert [(e.rule, e.step) for e in megatron_res.events] == [("loss_spike", 35)]
     last = megatron_res.last
     assert (last.loss_scale, last.grad_norm, last.lr, last.step_time_s) == (65536.0, 1.5, pytest.approx(1e-4),
                                                                               pytest.approx(0.3))
-    assert hf_res.records == 30 and [(e.rule, e.step) for e in hf_res.events] == [("nan_inf", 22)]
+    assert hf_res.steps == 30 and [(e.rule, e.step) for e in hf_res.events] == [("nan_inf", 22)]
     assert hf_res.last.timestamp == 1700000030.0
 
 
@@ -422,7 +422,7 @@ def test_tensorboard_file_under_another_name_is_recognised_by_content(tmp_path):
     renamed = tmp_path / "run.bin"
     next((tmp_path / "tb").iterdir()).rename(renamed)
     res = replay_file(str(renamed))
-    assert res.format == "tensorboard" and res.records == 5
+    assert res.format == "tensorboard" and res.steps == 5
 
 
 def test_tensorboard_missing_package_says_what_to_install(tmp_path, monkeypatch):
@@ -505,7 +505,7 @@ def test_a_log_the_vote_gives_a_trainer_s_format_but_its_reader_cannot_read_is_r
                    "Epoch:[  0/200], step:[  10/ 468], loss_d:1.356453 , loss_g:0.548430 , time:0.122673s, lr:0.000200\n"
                    "Epoch:[  0/200], step:[  20/ 468], loss_d:1.386923 , loss_g:0.628228 , time:0.120677s, lr:0.000200\n")
     res = replay_file(str(log))
-    assert res.format == "text" and res.records == 3
+    assert res.format == "text" and res.steps == 3
     with pytest.raises(ReplayError, match="no mindformers step lines"):
         replay_file(str(log), fmt="mindformers")  # a format asked for is not second-guessed
 

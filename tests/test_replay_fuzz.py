@@ -119,7 +119,7 @@ def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
             assert any(s in str(exc) for s in ("empty file", "binary file", "no known training-log format",
                                                "step lines found")), str(exc)
             return
-        assert res.records + res.reports + res.merged_lines + res.skipped_lines == line_count(data)
+        assert res.steps + res.evaluations + res.reports + res.merged_lines + res.skipped_lines == line_count(data)
         assert sum(res.skipped.values()) == res.skipped_lines
     finally:
         os.unlink(path)

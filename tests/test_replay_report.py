@@ -170,7 +170,7 @@ def test_the_plot_downsample_is_bounded_and_keeps_a_one_step_spike():
 def test_progress_bar_on_stderr_only_when_asked_or_on_a_terminal(tmp_path):
     log = DATA / "mindformers_llama2_13b_normal_01.log"
     shown = cli("replay", "--json", "--progress", log)
-    assert "replay: 100%" in shown.stderr.replace("\r", "\n") and json.loads(shown.stdout)["records"] == 5
+    assert "replay: 100%" in shown.stderr.replace("\r", "\n") and json.loads(shown.stdout)["steps"] == 5
     quiet = cli("replay", "--json", log).stderr  # stderr is a pipe here and the input small
     assert "replay: " not in quiet and "%|" not in quiet
 

@@ -6,25 +6,30 @@ from pathlib import Path
 
 import pytest
 
+from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
-from training_monitor.replay.base import Report
-from training_monitor.ruleset import Rules
+from training_monitor.replay.base import Evaluation, Report
 
 DATA = Path(__file__).parent / "data"
 
 
-def read(lines, parser=None):
-    """Every record and report a parser makes of ``lines`` (records as they stand at the end)."""
+def read(lines, parser=None, evaluations=False):
+    """Every record and report a parser makes of ``lines`` (records as they stand at the end); with
+    ``evaluations``, its evaluations too (those a step line holds after its record)."""
     parser = parser or text.Parser()
     out = []
+    kinds = (StepRecord, Report, Evaluation) if evaluations else (StepRecord, Report)
     for line in lines:
         item = parser.feed(line)
-        if isinstance(item, (StepRecord, Report)):
+        if isinstance(item, kinds):
             if parser.absorbs:  # a step line took over the record an overflow message made
                 parser.absorbs = False
                 out.pop()
             out.append(item)
+        if evaluations:
+            out.extend(e for e in parser.after if isinstance(e, Evaluation))
+        parser.after = []
     return out
 
 
@@ -44,20 +49,20 @@ def sample(name):
 
 def test_custom_loops_and_the_mindspore_ecosystem():
     minimind = replay_file(str(DATA / "custom-minimind_healthy_36.log"))  # Epoch:[0/19](N/24681) loss: lr:
-    assert minimind.format == "text" and minimind.records == 20 and minimind.events == []
+    assert minimind.format == "text" and minimind.steps == 20 and minimind.events == []
     assert (minimind.last.step, minimind.last.loss) == (1900, 2.744)  # the last line is cut after its loss
     msrun = replay_file(str(DATA / "mindspore-msrun_healthy_29.log"))  # epoch: 0, step: N, loss is X
-    assert msrun.records == 10 and msrun.events == [] and msrun.last.step == 90
+    assert msrun.steps == 10 and msrun.events == [] and msrun.last.step == 90
     assert msrun.skipped == {"no step fields": 1}
     ppasr = replay_file(str(DATA / "custom_nan_33.log"))  # Train epoch: 0, batch: N/34799, loss: .. train time: 4.3s
-    assert ppasr.records == 9 and ppasr.skipped == {"no step fields": 8}  # the Chinese "saved" lines
+    assert ppasr.steps == 9 and ppasr.skipped == {"no step fields": 8}  # the Chinese "saved" lines
     assert [(e.rule, e.step) for e in ppasr.events][0] == ("nan_inf", 790)
     assert rows(read(sample("custom_nan_33.log"))[:1]) == [(750, 6.70559, None, None, None, 0.0001, 4.319, None)]
 
 
 def test_mindocr_summary_collector_warnings_are_a_nan_report_at_the_step_logged_next():
     res = replay_file(str(DATA / "mindocr_nan_31.log"))
-    assert res.records == 1 and res.reports == 1 and res.skipped == {"repeated trainer message": 4}
+    assert res.steps == 1 and res.reports == 1 and res.skipped == {"repeated trainer message": 4}
     assert res.lines == 6 and res.last.step == 100 and math.isnan(res.last.loss)  # epoch: [1/3] step: [100/1000]
     trainer = [e for e in res.events if e.source == "trainer"]
     assert [(e.rule, e.step) for e in trainer] == [("nan_inf", 100)] and "no valid values" in trainer[0].message
@@ -76,7 +81,7 @@ def test_nanogpt_quoted_lines_and_torchtitan_rank_prefixes():
 
 def test_olmo_multi_line_metric_blocks_complete_their_step():
     res = replay_file(str(DATA / "olmo_loss_zero_18.log"))
-    assert res.records == 3 and res.last.step == 3
+    assert res.steps == 3 and res.last.step == 3
     assert (res.last.loss, res.last.grad_norm) == (0.0, 7.725906669975302e-08)
     recs = read(sample("olmo_loss_zero_18.log"))
     assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(1, 12.18, 231.7), (2, 1.7872662283480167e-06, 0.0002),
@@ -88,7 +93,7 @@ def test_colossalai_found_inf_marks_the_step_of_the_bar_line_that_follows():
     # rich wraps "WARNING: found" / "inf during ShardedOptimV2 step" over two lines; the bar line after it
     # (tqdm count 431, postfix loss=nan) is that step
     res = replay_file(str(DATA / "colossalai_found_inf_nan_24.log"))
-    assert res.records == 3 and res.merged_lines == 3  # each message's record taken over by its step's bar line
+    assert res.steps == 3 and res.merged_lines == 3  # each message's record taken over by its step's bar line
     recs = read(sample("colossalai_found_inf_nan_24.log"))
     assert [(r.step, r.overflow, r.lr) for r in recs] == [(431, True, 2.5e-05), (432, True, 2.5e-05),
                                                           (433, True, 2.5e-05)]
@@ -240,9 +245,10 @@ def test_a_validation_loss_several_times_the_earlier_ones_is_an_eval_loss_spike(
 
 
 def _evaluations(lines):
-    parser = text.Parser()
-    parser.evaluation = Rules().rules["eval_loss_spike"]
-    return [(r.rule, r.step) for r in read(lines, parser) if isinstance(r, Report)]
+    """The events the engine raises on the evaluations the text reader reads in ``lines``."""
+    engine = Engine()
+    return [(e.rule, e.step) for r in read(lines, evaluations=True) if isinstance(r, Evaluation)
+            for e in engine.evaluate(*r[:3])]
 
 
 def test_an_evaluation_loss_that_rises_slowly_or_wobbles_is_no_spike():
@@ -257,8 +263,10 @@ def test_an_evaluation_loss_that_rises_slowly_or_wobbles_is_no_spike():
     assert _evaluations(["{'eval_loss': 2.3, 'epoch': 0.2}\n", "{'eval_loss': 2.2, 'epoch': 0.3}\n",
                          "{'eval_loss': 7.4, 'epoch': 0.4}\n"]) == [("eval_loss_spike", 0)]  # no step read: after step 0
     # the training loss windows never see them: the step lines' loss stays the training loss
-    recs = read(["step 1 | loss 2.0\n", "step 2 | loss 2.1\n", "step 2: val loss 9.0\n", "step 3 | loss 2.0\n"])
-    assert [(r.step, r.loss) for r in recs] == [(1, 2.0), (2, 2.1), (3, 2.0)]
+    recs = read(["step 1 | loss 2.0\n", "step 2 | loss 2.1\n", "step 2: val loss 9.0\n", "step 3 | loss 2.0\n"],
+                evaluations=True)
+    assert [(type(r).__name__, r.step, r.loss) for r in recs] == [
+        ("StepRecord", 1, 2.0), ("StepRecord", 2, 2.1), ("Evaluation", 2, 9.0), ("StepRecord", 3, 2.0)]
 
 
 def test_what_is_not_a_training_step():
@@ -297,7 +305,7 @@ def test_a_hard_wrapped_line_of_a_torchrun_worker_stays_with_its_rank(tmp_path):
     path.write_text("".join(piece for line in lines for piece in wrap(f"[default7]:{line}", 150, True)))
     res = replay_file(str(path))
     plain = replay_file(str(DATA / "megatron_ds_tr1_13b_spike_lossscale_01.log"))
-    assert res.ranks == {7} and res.records == plain.records == 8 and res.merged_lines == 16
+    assert res.ranks == {7} and res.steps == plain.steps == 8 and res.merged_lines == 16
     assert (res.last.step, res.last.loss, res.last.loss_scale, res.last.overflow) == \
         (plain.last.step, plain.last.loss, plain.last.loss_scale, plain.last.overflow)
 
@@ -349,7 +357,7 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
     assert rows([rec]) == [(32040, 2.6, None, None, None, None, None, None)]
     assert [(r.rule, r.step, r.rank, r.value) for r in parser.after] == [("stall", 32040, 0, 25624.887)]
     res = replay_file(str(DATA / "reallogs" / "tune" / "nemo_lightning_watchdog_118369.log"))
-    assert res.records == 1 and [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 32040, 0),
+    assert res.steps == 1 and [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 32040, 0),
                                                                                     ("stall", 32040, 7)]
     # a bar without values before the message (LLaMA-Factory, see above) gives no record: the report alone
     assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [("stall", 24)]
@@ -436,7 +444,7 @@ def test_deepspeed_fused_optimizer_overflows_are_one_overflowed_step_per_iterati
     assert [(r.step, r.loss_scale) for r in read(FUSED + again)] == [(1, 8388608.0), (2, 4194304.0)]
     # deepspeedai/DeepSpeed issue #697: the scaler already at its minimum, 1 "reducing" to 1: a collapse
     res = replay_file(str(DATA / "reallogs" / "tune" / "deepspeed_fused_min_scale_697.log"))
-    assert res.records == 1
+    assert res.steps == 1
     assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 1, 1.0)]
 
 
@@ -460,14 +468,14 @@ def test_a_record_names_its_rank_in_jsonl_as_in_a_csv_column_or_a_torchrun_prefi
     tee = "".join(f"[default{r}]:step: {s}, loss: {shown[r][s]}\n" for r, s in order)
     for name, body in (("all.jsonl", jsonl), ("all.csv", csv), ("tee.log", tee)):
         res = replay_file(write(tmp_path, name, body))
-        assert res.ranks == {0, 1} and res.records == 60, name
+        assert res.ranks == {0, 1} and res.steps == 60, name
         assert [(e.rule, e.step, e.rank) for e in res.events] == [("nan_inf", 25, 1)], name
 
 
 def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_line():
     # MindYOLO logs every 100 steps: an overflow message, then the step's loss line, then its step-time line
     res = replay_file(str(DATA / "reallogs" / "tune" / "mindyolo_loss_spike_402.log"))
-    assert res.records == 4 and res.merged_lines == 8 and res.skipped == {"no step fields": 1}  # the cut last line
+    assert res.steps == 4 and res.merged_lines == 8 and res.skipped == {"no step fields": 1}  # the cut last line
     assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 300)]  # 8.85 -> 8712.59
     recs = read(sample("reallogs/tune/mindyolo_loss_spike_402.log"))
     assert rows(recs) == [(s, loss, None, 1024.0, True, None, t, None) for s, loss, t in (

@@ -93,11 +93,11 @@ def test_a_nan_before_a_known_name_after_a_space_is_the_value():
 def test_a_step_named_alone_is_replaced_by_the_next_record():
     # a header `1 epoch = 330 batches` (aakashvardhan/s21-gpt2 log.md) and TF-Slim's `Recording summary at step 0.`
     s21 = replay_file(str(USER / "s21_gpt2_tokens_sec_healthy.log"))
-    assert (s21.records, s21.events) == (50, [])
+    assert (s21.steps, s21.events) == (50, [])
     assert [r.step for r in read(lines(USER / "s21_gpt2_tokens_sec_healthy.log"))][:3] == [0, 1, 2]
     tf = read(lines(USER / "tf_models_global_step_healthy_2980.log"))
     assert [(r.step, r.loss) for r in tf][:2] == [(1, 79.3501), (1, 79.3501)]  # each line printed twice: duplicates
-    assert replay_file(str(USER / "tf_models_global_step_healthy_2980.log")).records == 8
+    assert replay_file(str(USER / "tf_models_global_step_healthy_2980.log")).steps == 8
     # a step line whose values follow on the next lines still gets them (OLMo's metric blocks)
     block = read(["[step=1/739328]\n", "    train/CrossEntropyLoss=11.07\n", "[step=2/739328]\n",
                   "    train/CrossEntropyLoss=10.98\n"])
@@ -110,7 +110,7 @@ def test_a_tqdm_bar_drawing_a_postfix_twice_is_one_record():
     assert [(r.step, r.lr) for r in veomni] == [(1, 1.12e-08), (2, 2.24e-08), (3, 3.36e-08), (4, 4.48e-08),
                                                 (5, 5.6e-08), (6, 6.72e-08)]
     res = replay_file(str(USER / "veomni_npu_tqdm_healthy_269.log"))
-    assert (res.records, res.merged_lines, res.events) == (6, 6, [])
+    assert (res.steps, res.merged_lines, res.events) == (6, 6, [])
 
 
 def test_llamafactory_current_steps_is_the_step():

@@ -120,7 +120,7 @@ def test_dllogger_lines_with_a_tqdm_bar_after_or_before_them():
 def test_a_line_of_value_first_fields_after_a_bare_count():
     # tinygrad's mlperf trainer (tinygrad/tinygrad PR #13803): `N value [unit] name, ...`
     res = replay_file(str(TUNE / "tinygrad_llama_warmup_flat_13803.log"))
-    assert res.records == 10 and res.events == []
+    assert res.steps == 10 and res.events == []
     tiny = read(lines("tinygrad_llama_warmup_flat_13803.log"))
     assert [(r.step, r.loss, r.lr) for r in tiny][:3] == [(1, 11.875, 1e-12), (2, 11.875, 1e-12), (3, 11.875, 2e-12)]
     # darknet (AlexeyAB/darknet issue #2449, quoted there): `N: batch loss, avg loss, rate, seconds, images`; the batch

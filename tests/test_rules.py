@@ -647,8 +647,10 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
     common = {f.name for f in fields(detectors.RuleSettings)}
     assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall", "eval_loss_spike",
                                                                                              "trainer_crash"}
-    for rule, cls in detectors.DETECTORS.items():
-        assert cls.rule == rule and cls.reads and set(cls.reads) <= record_fields, rule
+    assert set(detectors.EVALUATORS) == {"eval_loss_spike"}  # judged on evaluation losses, not on step records
+    for rule, cls in {**detectors.DETECTORS, **detectors.EVALUATORS}.items():
+        assert cls.rule == rule and bool(cls.reads) == (rule in detectors.DETECTORS), rule
+        assert set(cls.reads) <= record_fields, rule
         assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule
         public = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
         assert {f.name for f in fields(cls.settings)} - common == public, rule  # each setting is the detector's

@@ -36,6 +36,6 @@ def test_a_replay_keeps_max_events_per_log_and_counts_the_rest(tmp_path):
             for s in range(1, MAX_EVENTS + 6)]
     log.write_text(",".join(FIELDS) + "\n" + "\n".join(rows) + "\n")
     res = replay_file(str(log))
-    assert res.records == MAX_EVENTS + 5 and len(res.events) == MAX_EVENTS and res.events_dropped == 5
+    assert res.steps == MAX_EVENTS + 5 and len(res.events) == MAX_EVENTS and res.events_dropped == 5
     assert [e.step for e in res.events[:2]] == [1, 2] and res.events[-1].step == MAX_EVENTS
     assert res.to_dict()["anomalies_not_kept"] == 5

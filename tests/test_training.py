@@ -79,7 +79,7 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
 
     # live = replay: the run's record log, replayed offline, gives the same events
     replayed = replay_file(str(tmp_path / "records_rank0.csv"))
-    assert replayed.format == "csv" and replayed.records == 60
+    assert replayed.format == "csv" and replayed.steps == 60
     key = lambda e: (e.rule, e.step, e.onset_step, str(e.value))  # noqa: E731
     assert [key(e) for e in replayed.events] == [key(e) for e in mon.kept.events if e.source == "rule"]
 

@@ -3,7 +3,8 @@
 The contract: ``Parser(rank).feed(line)`` returns
 
 * a :class:`~training_monitor.record.StepRecord` (a step the trainer logged),
-* a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout), or
+* a :class:`Report` (something the trainer said about itself: its own NaN check, a collective timeout),
+* an :class:`Evaluation` (an evaluation loss the trainer logged, judged by the engine's evaluation rules), or
 * None, with ``parser.reason`` telling why: one of the skip reasons below, or :data:`MERGED` when the
   line's values were added to the record returned before (a timing line printed after its step line).
 
@@ -20,8 +21,9 @@ runner after each line:
   records until then are numbered by their position in the log (overflow messages before any step line),
   and the runner tells the rules so (they are not known to be at start-up).
 * :attr:`Parser.after`, set with a record: what the same line said after the record (a trainer message
-  glued after a progress bar's values): reports, which the runner publishes right after taking the record,
-  or an overflow message's record, which it takes next (:attr:`Parser.last` is that record).
+  glued after a progress bar's values, a step line's evaluation loss): reports and evaluations, which the runner
+  hands on right after taking the record, or an overflow message's record, which it takes next
+  (:attr:`Parser.last` is that record).
 """
 from __future__ import annotations
 
@@ -62,6 +64,17 @@ class Report(NamedTuple):
     details: str = ""
 
 
+class Evaluation(NamedTuple):
+    """An evaluation the trainer logged: ``loss``, its evaluation loss (the mean over the evaluation set), after
+    training step ``step``, which the line names (``named``) or which is the last step done before it (None).
+    The runner hands it to the engine (:meth:`~training_monitor.engine.Engine.evaluate`)."""
+
+    step: int
+    loss: float
+    rank: int | None = None
+    named: int | None = None
+
+
 def number(text: str) -> float | None:
     """``"10.649"``, ``"[2.244/2.244]"`` (first), ``"[0.]"``, ``"103328ms"``, ``"2.8T"``, ``"nan"``,
     ``"tensor(1.5, device='cuda:0')"`` -> float; anything else (``"[1 31049]"``, ``"abc"``) -> None."""
@@ -94,7 +107,7 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
-        self.after: list = []  # reports (or an overflow record) of the line of the record just returned, after it
+        self.after: list = []  # reports, evaluations (or an overflow record) of the line of the record just returned
         self.named = False  # the log named a step (a step line's, a bar's count): the records before it are not
         self.placing: StepRecord | None = None  # ... numbered by their position, as the line read numbers this one
         self._reported: tuple[int, set] = (-1, set())

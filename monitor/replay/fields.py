@@ -127,6 +127,7 @@ EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
 LOSS_PART = "loss_part"        # one of a line's named losses, summed into its loss (resolve)
+_LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))  # what a name read as a loss stands for
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "lm", "iter", "iteration",
                          "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
@@ -264,3 +265,30 @@ def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:
         return NO_LOSS
     fields.setdefault("rank", rank)
     return StepRecord(**fields)
+
+
+def evaluation_loss(results: dict) -> float | None:
+    """The evaluation loss of an evaluation's named results (metric name -> value: MindSpore's
+    ``cb_params.eval_results``, MindFormers' evaluation output; a metric's own dict of results is read the same
+    way, ``{"PerplexityMetric": {"loss": .., "PPL": ..}}``), as the text reader reads an evaluation line: a name
+    with an evaluation word that this table reads as a loss with that word left out (``eval_loss``,
+    ``val_nll_loss``), else the first name it reads as a loss (``Loss``; not ``PPL`` nor ``Accuracy``). Its value
+    as a float; None when no name is a loss or its value is not a number."""
+    losses = [(evaluation, value) for evaluation, loss, value in _flat(results) if loss]
+    for _, value in sorted(losses, key=lambda p: not p[0]):  # (a stable sort: in order within each)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _flat(results: dict):
+    """``(has an evaluation word, is a loss, value)`` of each name of ``results`` (nested dicts too)."""
+    for name, value in results.items():
+        if isinstance(value, dict):
+            yield from _flat(value)
+            continue
+        words = [w for w in _WORDS.split(str(name).lower().replace("/", " ").replace("-", " ")) if w]
+        hit = lookup(" ".join(w for w in words if w not in _EVAL_WORDS))
+        yield any(w in _EVAL_WORDS for w in words), hit is not None and hit[0] in _LOSS_FIELDS, value

@@ -1,12 +1,12 @@
-"""Read logs, pick their format, feed records and trainer reports to one :class:`~training_monitor.engine.Engine`
-per rank.
+"""Read logs, pick their format, feed step records, evaluations and trainer reports to one
+:class:`~training_monitor.engine.Engine` per rank.
 
-Every line read is counted once: as a record, a trainer report, a line merged into the record before it, or
-a skipped line under its reason. Each judged record then goes, per rank, to the would-be rollback policy
-(:mod:`.policy`), to the log's step-time/TPS/MFU quantiles (:mod:`.tracks`), and, when asked for, to the plot
-series of the HTML report and to the OpenMetrics backfill (:mod:`training_monitor.openmetrics`). Memory stays bounded
-whatever the input size: lines are streamed, and a result keeps counts, the events (it is the engines' sink, up
-to :data:`~training_monitor.sinks.MAX_EVENTS`), bounded samples and the last record.
+Every line read is counted once: as a step record, an evaluation, a trainer report, a line merged into the step
+record before it, or a skipped line under its reason. Each judged record then goes, per rank, to the would-be
+rollback policy (:mod:`.policy`), to the log's step-time/TPS/MFU quantiles (:mod:`.tracks`), and, when asked for, to
+the plot series of the HTML report and to the OpenMetrics backfill (:mod:`training_monitor.openmetrics`). Memory
+stays bounded whatever the input size: lines are streamed, and a result keeps counts, the events (it is the engines'
+sink, up to :data:`~training_monitor.sinks.MAX_EVENTS`), bounded samples and the last record.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ..ruleset import Rules
 from ..sinks import EventList
 from . import csvlog, eventlog, mindformers, tensorboard
 from . import text as generic
-from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Report
+from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .sources import (
@@ -96,11 +96,17 @@ class ReplayOptions(RollbackSettings):
 @dataclass
 class ReplayResult(EventList):
     """Outcome of one log: counts, the engines' events (the result is their sink: the first
-    :data:`~training_monitor.sinks.MAX_EVENTS`, the others counted in ``events_dropped``), and the last record."""
+    :data:`~training_monitor.sinks.MAX_EVENTS`, the others counted in ``events_dropped``), and the last record.
+
+    Counts: ``steps`` (step records, what the rules judged), ``evaluations`` (evaluation records: lines read as
+    an evaluation loss and no step record; a step line that also names one counts as a step), ``merged_lines``
+    (lines whose values went into the step record before them), ``reports`` (trainer reports), ``skipped_lines``;
+    :attr:`records` the log's records read, :attr:`lines` every line."""
 
     path: str
     format: str
-    records: int = 0
+    steps: int = 0
+    evaluations: int = 0
     skipped_lines: int = 0
     events: list = field(default_factory=list)
     last: StepRecord | None = None
@@ -132,12 +138,18 @@ class ReplayResult(EventList):
                       key=lambda r: (r["at_step"], r["rank"]))
 
     @property
+    def records(self) -> int:
+        """The log's records read: step records + evaluation records + lines merged into a step record."""
+        return self.steps + self.evaluations + self.merged_lines
+
+    @property
     def lines(self) -> int:
-        """Lines (TensorBoard: steps and events) read: records + reports + merged + skipped."""
-        return self.records + self.reports + self.merged_lines + self.skipped_lines
+        """Lines (TensorBoard: steps and events) read: records + reports + skipped."""
+        return self.records + self.reports + self.skipped_lines
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "format": self.format, "records": self.records,
+        return {"path": self.path, "format": self.format, "records": self.records, "steps": self.steps,
+                "evaluations": self.evaluations,
                 "skipped_lines": self.skipped_lines, "anomalies": [e.to_dict() for e in self.events],
                 "last_step": self.last.step if self.last else None, "reports": self.reports,
                 "merged_lines": self.merged_lines, "lines": self.lines, "skipped": dict(self.skipped.most_common()),
@@ -213,8 +225,6 @@ class _Run:
                                         []]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
-            ev = self.rules.rules.get("eval_loss_spike")
-            slot[0].evaluation = ev if ev is not None and ev.enabled else None  # the evaluation losses' rule
             slot[0].fast = self.options.fast  # the text reader's recipes for plain step lines
         return slot
 
@@ -232,6 +242,16 @@ class _Run:
                 r.skipped[parser.reason] += 1
         elif item.__class__ is StepRecord:
             self._took(item, slot, key)
+        else:
+            self._item(item, slot, key)
+            r.evaluations += item.__class__ is Evaluation  # (a report counts in _report)
+            if parser.after:
+                self._after(parser, slot, key)
+
+    def _item(self, item, slot: list, key: int) -> None:
+        """Hand on a report or an evaluation of the lines of rank ``key``."""
+        if item.__class__ is Evaluation:
+            self._evaluate(item, slot, key)
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
 
@@ -252,17 +272,22 @@ class _Run:
                     return
                 self._judge(pending, slot)
             slot[1] = item
-            r.records += 1
+            r.steps += 1
         slot[2] = not parser.named
         if parser.held:
             self._release(parser, slot, key, item.step)
-        if parser.after:  # what the record's own line said after it: reports, an overflow message's record
-            after, parser.after = parser.after, []
-            for rep in after:
-                if rep.__class__ is StepRecord:
-                    self._took(rep, slot, key)
-                else:
-                    self._report(rep, slot, key)
+        if parser.after:
+            self._after(parser, slot, key)
+
+    def _after(self, parser, slot: list, key: int) -> None:
+        """Hand on what ``parser`` made of the line it just gave, after its item (the line counts as that item's):
+        reports, evaluations, an overflow message's record (taken as the next record)."""
+        after, parser.after = parser.after, []
+        for item in after:
+            if item.__class__ is StepRecord:
+                self._took(item, slot, key)
+            else:
+                self._item(item, slot, key)
 
     def take(self, batch) -> None:
         """Take what a :class:`~.scan.Batch` read from lines of rank :attr:`rank`, as :meth:`feed` takes each of
@@ -288,7 +313,7 @@ class _Run:
         self._observe_batch(batch, start, n - 1)
         slot[1] = slot[0].last = batch.record(n - 1)
         slot[2] = False
-        r.records += n - 1
+        r.steps += n - 1
 
     def _rank(self, rank: int) -> _Rank:
         st = self.ranks.get(rank)
@@ -384,15 +409,28 @@ class _Run:
             r.skipped_lines += 1
             r.skipped[UNKNOWN_RULE if cfg is None else RULE_DISABLED] += 1
             return
-        if slot[1] is not None:  # the record before the report is judged first
-            self._judge(slot[1], slot)
-            slot[1] = None
-        self._place(slot, None)
+        self._settle(slot)
         rank = key if rep.rank is None else rep.rank
         st = self._rank(rank)
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
         r.reports += 1
+
+    def _evaluate(self, ev: Evaluation, slot: list, key: int) -> None:
+        """Judge the evaluation ``ev`` (after the record before it), as the live callback judges MindSpore's."""
+        self._settle(slot)
+        rank = key if ev.rank is None else ev.rank
+        st = self._rank(rank)
+        for event in st.engine.evaluate(ev.step, ev.loss, rank):
+            st.policy.after_report(event)
+
+    def _settle(self, slot: list) -> None:
+        """Judge the records of ``slot`` before a report, an evaluation or the end: the pending one, then those it
+        holds, at their positions (:meth:`_place`)."""
+        if slot[1] is not None:
+            self._judge(slot[1], slot)
+            slot[1] = None
+        self._place(slot, None)
 
     def _release(self, parser, slot: list, key: int, step: int) -> None:
         """Publish the reports ``parser`` held for the step of its next record (each line merged until now)."""
@@ -406,10 +444,7 @@ class _Run:
             slot = self.parsers[key]
             if slot[0].held:
                 self._release(slot[0], slot, key, slot[0].step)
-            if slot[1] is not None:
-                self._judge(slot[1], slot)
-                slot[1] = None
-            self._place(slot, None)
+            self._settle(slot)
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):
@@ -559,7 +594,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
     if fmt == generic.NAME and not any(slot[0].found for slot in run.parsers.values()):
         raise ReplayError(f"{source.name}: no known training-log format: no step with a loss, and no trainer "
                           f"message, in its {result.lines} lines")
-    if result.records == 0 and result.reports == 0:
+    if result.steps == 0 and result.reports == 0:
         if voted and fmt != generic.NAME and first != STDIN:  # lines like a trainer's, read as any text log's
             return replay_source(source, rules, generic.NAME, options)
         raise ReplayError(f"{source.name}: no {fmt} step lines found in {result.lines} lines")
@@ -582,7 +617,7 @@ def _replay_tensorboard(source: Source, rules: Rules, options: ReplayOptions | N
             raise ReplayError(f"{path}: not a readable TensorBoard event file after {n} steps/events: "
                               f"{exc!r}") from None
     run.finish()
-    if result.records == 0:
+    if result.steps == 0:
         raise ReplayError(f"{source.name}: no tensorboard step with a loss found in {result.lines} steps/events")
     return result
 

@@ -11,11 +11,15 @@ _STATS = {"step_time_s": ("step time", "s", 1.0), "tokens_per_second": ("TPS", "
 def as_dict(results) -> dict:
     """All logs together (``format`` is a list when there are several) and each in ``files``.
 
-    Besides the counts and ``anomalies``: ``would_be_rollbacks`` (what the live rollback policy would have done:
-    ``at_step``, ``onset_step``, ``to_step`` (None when the checkpoint interval is not known), ``before_step``,
-    ``lr_multiplier``, ``rules``, ``rank``), ``would_stop`` (the would-be stops, ``at_step``, ``reason``,
-    ``rank``; empty when the run would have gone on) and ``rollbacks_without_checkpoint``, each with ``file``;
-    per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``, ``p95``, ``count``).
+    The counts: ``records`` (the log's records read: ``steps`` + ``evaluations`` + ``merged_lines``), ``steps``
+    (step records, what the rules judged), ``evaluations`` (evaluation records), ``merged_lines`` (lines merged into
+    the step record before them), ``reports`` (trainer reports), ``skipped_lines`` (by reason in ``skipped``) and
+    ``lines`` (all of them). Besides the counts and ``anomalies``: ``would_be_rollbacks`` (what the live rollback
+    policy would have done: ``at_step``, ``onset_step``, ``to_step`` (None when the checkpoint interval is not
+    known), ``before_step``, ``lr_multiplier``, ``rules``, ``rank``), ``would_stop`` (the would-be stops,
+    ``at_step``, ``reason``, ``rank``; empty when the run would have gone on) and ``rollbacks_without_checkpoint``,
+    each with ``file``; per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``,
+    ``p95``, ``count``).
     """
     skipped: Counter = Counter()
     for r in results:
@@ -27,6 +31,8 @@ def as_dict(results) -> dict:
 
     return {"format": results[0].format if len(results) == 1 else [r.format for r in results],
             "records": sum(r.records for r in results),
+            "steps": sum(r.steps for r in results),
+            "evaluations": sum(r.evaluations for r in results),
             "skipped_lines": sum(r.skipped_lines for r in results),
             "anomalies": each("anomalies"),
             "files": files,
@@ -83,9 +89,10 @@ def as_text(results) -> str:
         ranks = sorted(r.ranks)
         who = f" (rank {ranks[0]})" if len(ranks) == 1 else f" (ranks {', '.join(map(str, ranks))})" if ranks else ""
         why = ", ".join(f"{reason} {n}" for reason, n in r.skipped.most_common())
-        merged = f", {r.merged_lines} lines merged into their step" if r.merged_lines else ""
+        parts = [f"{r.steps} steps"] + [f"{n} {what}" for n, what in ((r.evaluations, "evaluations"), (
+            r.merged_lines, "lines merged into their step")) if n]
         more = f" (and {r.events_dropped} more not kept)" if r.events_dropped else ""
-        out.append(f"{r.path}: {r.format}{who}, {r.records} records, {r.reports} trainer reports{merged}, "
+        out.append(f"{r.path}: {r.format}{who}, {r.records} records ({', '.join(parts)}), {r.reports} trainer reports, "
                    f"{r.skipped_lines} lines skipped{f' ({why})' if why else ''}, {len(r.events)} anomalies{more}")
         for e in r.events:
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""

@@ -78,10 +78,10 @@ What a line becomes:
   record's own line the two lines are read joined (without a space when the first does not end in one: a
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
-  evaluation word: a summary, once the log has had step lines without one (until then such lines are its
-  step lines: some loops print the validation loss on every step line); its evaluation loss joins the log's
-  own series of them, which the ``eval_loss_spike`` rule judges (an ``eval_loss_spike`` report when it
-  fires); a bar with nothing else: a progress bar;
+  evaluation word, once the log has had step lines without one (until then such lines are its step lines: some
+  loops print the validation loss on every step line; their evaluation loss comes after their record, at their
+  step): an :class:`~.base.Evaluation` when it names an evaluation loss (:meth:`Parser._evaluation`), which the
+  runner hands to the engine's evaluation rules, else a summary; a bar with nothing else: a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
@@ -102,10 +102,9 @@ import math
 import re
 from typing import Any
 
-from ..detectors import median
 from ..record import StepRecord
 from . import base, messages
-from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Report
+from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
@@ -145,6 +144,7 @@ _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
+_LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
@@ -320,7 +320,6 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
 class Parser(base.Parser):
     name = NAME
     stall: Any = None  # the stall rule's settings (RuleConfig, set by the runner): a hang seen in the line times
-    evaluation: Any = None  # the eval_loss_spike rule's settings (RuleConfig, set by the runner)
     fast = True  # plain step lines read through their shape's recipe (set by the runner: ReplayOptions.fast)
 
     def __init__(self, rank: int = 0, times: bool = True):
@@ -353,7 +352,6 @@ class Parser(base.Parser):
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
-        self.evals: list[float] = []          # the last evaluation losses (eval_loss_spike's window)
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
 
@@ -386,7 +384,9 @@ class Parser(base.Parser):
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
                 silence.record(item.step, line)
-            elif item is None and (idle := silence.idle(line)) is not None:  # a skipped or merged line
+            elif (item is None or item.__class__ is Evaluation) and (idle := silence.idle(line)) is not None:
+                if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
+                    self.after.append(item)
                 return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                               f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
         return item
@@ -437,8 +437,22 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
-        if summary and self.evaluation is not None and (spike := self._evaluation(text)) is not None:
-            return spike
+        evaluation = self._evaluation(text) if summary else None
+        if evaluation is None:
+            return self._values(text, bar, prev, joiner, prev_part, summary, found)
+        if self.plain:
+            return evaluation
+        item = self._values(text, bar, prev, joiner, prev_part, summary, found)
+        if item.__class__ is not StepRecord:
+            return evaluation
+        if evaluation.named is None:  # the evaluation of the step line's own step
+            evaluation = evaluation._replace(step=item.step)
+        self.after.append(evaluation)
+        return item
+
+    def _values(self, text: str, bar, prev: str, joiner: str, prev_part: bool, summary: bool, found: list):
+        """What the line of named values ``found`` is (see :meth:`_line`; ``summary``: it has evaluation
+        values): a record, a report or a skip reason."""
         if not found:
             if bar is None and not self.plain and (m := _BARE.match(text)) is not None and int(m[1]) > self.step:
                 self.numbered = self.found = True  # a log of bare (step, loss) pairs
@@ -613,26 +627,29 @@ class Parser(base.Parser):
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
-    def _evaluation(self, text: str) -> Report | None:
-        """The ``eval_loss_spike`` report of an evaluation line's loss (``val loss 2.31``, ``'eval_loss': 2.31``,
-        ``Validation loss 8416:  0.711720``: at iteration 8416), judged against the earlier evaluation losses of
-        the log (see :class:`~training_monitor.ruleset.EvalLossSpikeSettings`), or None."""
-        m = _EVAL_LOSS.search(clean(text))
-        if m is None:
+    def _evaluation(self, text: str) -> Evaluation | None:
+        """The evaluation an evaluation line (a summary) logs: its loss named as an evaluation loss (``val loss
+        2.31``, ``'eval_loss': 2.31``, ``Validation loss 8416:  0.711720``: at iteration 8416), else, on a line
+        that begins with an evaluation word, the first value it names as a loss (Megatron's ``validation loss at
+        iteration 1000 | lm loss value: 6.439325E+00 | lm loss PPL: ..``); at the iteration the name gives,
+        else after the last step done. None: no evaluation loss. Judged by the engine (``Engine.evaluate``)."""
+        cleaned = clean(text)
+        m = _EVAL_LOSS.search(cleaned)
+        if m is not None:
+            x, named = m.group("val"), m.group("step")
+        elif _EVAL_START.match(cleaned):
+            _, found, _ = _reading(_dict(text))
+            x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
+            if x is None:
+                return None
+        else:
             return None
-        x = float(m.group("val"))
-        if not math.isfinite(x):
-            return None  # a NaN is the nan_inf rule's
-        p, earlier = self.evaluation.params, sorted(self.evals)
-        self.evals = [*self.evals, x][-p["window"]:]
-        if len(earlier) < p["min_history"]:
+        try:
+            loss = float(x)
+        except ValueError:
             return None
-        n, m_ = len(earlier), median(earlier)
-        if not (m_ > 0 and x > p["ratio"] * m_ and x - m_ > p["spread"] * (earlier[-1] - earlier[0])):
-            return None
-        step = int(m.group("step")) if m.group("step") else self.done
-        return Report("eval_loss_spike", step, x, f"evaluation loss {x:.4g} at step {step} is {x / m_:.3g}x the "
-                                                  f"median {m_:.4g} of the {n} evaluations before", self.rank, step)
+        named = int(named) if named else None
+        return Evaluation(self.done if named is None else named, loss, self.rank, named)
 
     def _message(self, text: str, prev: str, joiner: str):
         """The trainer message in ``text``, or across the wrap from ``prev`` (the line before, when it held none).
