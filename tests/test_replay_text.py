@@ -10,6 +10,7 @@ from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
 from training_monitor.replay.base import Evaluation, Report
+from training_monitor.ruleset import Rules
 
 DATA = Path(__file__).parent / "data"
 
@@ -383,7 +384,7 @@ def test_a_bar_keeps_its_record_before_a_glued_overflow_message_which_is_the_nex
     res = replay_file(write(tmp_path, "hallo.log", "\n".join(HALLO) + "\n"))
     # steps 1 and 2: the bar's step_loss=nan, each step's record taking over the message before its bar (its
     # scale); step 3: the last message's record
-    assert res.records == 3 and res.merged_lines == 2
+    assert res.steps == 3 and res.merged_lines == 2
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 1), ("nan_inf", 2)]
     assert (res.last.step, res.last.overflow, res.last.loss_scale, res.last.loss) == (3, True, 65536.0, None)
     parser = text.Parser()
@@ -412,11 +413,11 @@ def test_a_trainer_s_count_of_overflows_in_a_row_is_that_many_overflowed_steps_t
     # the traceback alone (the corpus file): 50 overflowed steps that no step number places, so not
     # known to be at start-up: a storm at the third
     res = replay_file(str(DATA / "reallogs" / "tune" / "gptneox_skipped_50_overflow_exception_482.log"))
-    assert res.records == 50 and (res.last.step, res.last.overflow) == (50, True)
+    assert res.steps == 50 and (res.last.step, res.last.overflow) == (50, True)
     assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("overflow_storm", 3, 1, 3.0)]
     # after the log's own iterations: the 50 steps after the last one seen, past start-up
     res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"))
-    assert res.records == 52 and res.last.step == 173
+    assert res.steps == 52 and res.last.step == 173
     assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("overflow_storm", 126, 124)]
     # the same count through a rules file whose storm needs more than 50 overflows: the rules decide
     res = replay_file(write(tmp_path, "neox.log", "\n".join([*MEGATRON_LLM, NEOX_IN_A_ROW]) + "\n"),

@@ -40,7 +40,7 @@ def test_paddlenlp_optimizer_not_run_marks_the_next_step_overflowed_with_the_sca
 def test_the_paddlenlp_scale_halving_excerpt_is_an_overflow_at_its_step():
     # tests/data/reallogs/tune/paddlenlp_lora_optimizer_not_run_scale_halving_7537.log: 0.25 -> 0.125 -> 0.0625
     res = replay_file("tests/data/reallogs/tune/paddlenlp_lora_optimizer_not_run_scale_halving_7537.log")
-    assert res.records == 2
+    assert res.steps == 2
     assert [(e.rule, e.step) for e in res.events] == [("loss_scale_collapse", 18)]
 
 
@@ -67,7 +67,7 @@ def test_a_log_of_nothing_but_its_nan_check_is_read(tmp_path):
         "tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: NaN loss during training. ",
     ])
     res = replay_file(path)
-    assert (res.records, res.reports) == (0, 1) and [(e.rule, e.step) for e in res.events] == [("nan_inf", 0)]
+    assert (res.steps, res.reports) == (0, 1) and [(e.rule, e.step) for e in res.events] == [("nan_inf", 0)]
 
 
 def test_pytorch_anomaly_detection_and_keras_terminate_on_nan_are_nan_reports():
@@ -134,7 +134,7 @@ def test_what_is_no_crash():
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     # apoorvnandan/speech-recognition-primer issue #2 (tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log)
     res = replay_file("tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log")
-    assert res.records == 4 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 8)]
+    assert res.steps == 4 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 8)]
     recs = read(["Epoch    :  5", "LOSS     :  24.569025", "", "called epoch end, epoch num:  5", "Epoch    :  6",
                  "LOSS     :  20.572273"])
     assert [(r.step, r.loss) for r in recs] == [(5, 24.569025), (6, 20.572273)]
@@ -159,14 +159,14 @@ def test_lightning_step_and_epoch_suffixed_losses_are_the_step_loss_and_its_aver
     assert lookup("train/loss_simple_step")[0] == "loss_other"
     assert lookup("loss at step") is None  # words apart: a phrase
     res = replay_file("tests/data/reallogs/tune/stablesr_lightning_csv_metrics_healthy_161.log")
-    assert res.format == "csv" and res.records == 13 and res.events == []
+    assert res.format == "csv" and res.steps == 13 and res.events == []
     assert text.detect("train_loss_step: 0.25 global_step: 49")
 
 
 def test_bare_step_loss_pairs_are_read_only_in_a_log_of_them():
     # prajdabre/yanmtt issue #7, description (tests/data/reallogs/tune/yanmtt_bart_pretrain_bare_step_loss_nan_7.log)
     res = replay_file("tests/data/reallogs/tune/yanmtt_bart_pretrain_bare_step_loss_nan_7.log")
-    assert res.records == 9 and [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 76980)
+    assert res.steps == 9 and [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 76980)
     recs = read(["...", "76930 2.6496577", "76940 2.59109", "Saving the model", "76980 nan"])
     assert [(r.step, r.loss) for r in recs if isinstance(r, StepRecord)][:2] == [(76930, 2.6496577), (76940, 2.59109)]
     # no such pair: two counts (an image size), a count that does not rise, anything more on the line, and any
