@@ -52,7 +52,6 @@ KNOWN_FAILING = frozenset({
     "hf_trainer_step_samples_per_second_dicts_tqdm_healthy_7.log",  # dicts without a loss: not read
     "keras_yolo_tutorial_unfreeze_epoch51_loss_nan_1.log",  # Keras `6/6 [===] - .. - loss: nan`: not read
     "llama_cookbook_epoch_train_perplexity_nan_300.log",  # `Epoch 4: train_perplexity=nan, ..`: no nan
-    "mindformers_glm6b_8p_overflow_true_scale_268m_to_16384.log",  # `overflow cond: True` at steps 4, 8: none
     "mindyolo_gpu_overflow_loss_scale_1024_loss_nan_epoch1_440.log",  # nan found; `overflow, still update`: none
     "pytorch_tutorial_cifar_loss_chinese_rounds_healthy_1.log",  # `训练次数：100, Loss：1.98`: 2 of 15 read
     "ultralytics_v8_negative_box_loss_epochs_21_22_21765.log",  # YOLOv8 epoch table rows: not read
