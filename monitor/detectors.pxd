@@ -206,6 +206,8 @@ cdef class ThroughputDrop(Detector):
     cdef long long low_since, first  # first: the first step judged
     cdef int unit  # the series' RATE_UNITS index (len(RATE_UNITS): none yet)
     cdef double seconds
+    @cython.locals(n=Py_ssize_t, j=Py_ssize_t)
+    cdef Py_ssize_t low(self, double bound) noexcept
     @cython.locals(v="double[::1]", j=Py_ssize_t)
     cdef double ring_median(self, Py_ssize_t slot) noexcept
     @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, c=Py_ssize_t,

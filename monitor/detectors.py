@@ -1293,6 +1293,13 @@ class ThroughputDrop(Detector):
         sort(v, self.n)
         return sorted_median(v, self.n)
 
+    def low(self, bound):
+        """How many of the steps held have a rate under ``bound``."""
+        n = 0
+        for j in range(self.n):
+            n += self.ring[5 * j] < bound
+        return n
+
     def update(self, r):
         x, m, lost, waited = r.rate, NAN, 0.0, 0.0
         c = self.min_steps
@@ -1322,10 +1329,14 @@ class ThroughputDrop(Detector):
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return early
-        med = self.ring_median(0)
         if self.k == 0:  # a block is complete: its medians join the reference
+            med = self.ring_median(0)
             self.values.add(r.step, med)
             self.waits.add(r.step, self.ring_median(2))
+        elif known and self.low(self.ratio * m) >= c // 2:  # fewer low steps: the median is not low
+            med = self.ring_median(0)
+        else:
+            med = self.ratio * m
         if not known or med >= self.ratio * m:
             self.low_since = NONE
             return early
