@@ -240,11 +240,16 @@ class TrainingMonitor(Callback):
         ``eval_results``, MindFormers' evaluation output); its loss (the first name the replay alias table reads
         as a loss, :func:`training_monitor.replay.fields.evaluation_loss`) is judged by the engine's evaluation
         rules (``eval_loss_spike``), as replay judges a log's evaluation lines. Their events are logged and
-        alerted (a rollback or stop they ask for is carried out on step records only). Returns the events."""
+        alerted; a rollback, skip or stop they ask for is not carried out (those act on step records), and a
+        warning says so. Returns the events."""
         loss = evaluation_loss(results)
         if loss is None or self.last_record is None:
             return []
         events = self.engine.evaluate(self.last_record.step, loss, self.rank)
+        for e in events:
+            if set(e.actions) - {"alert"}:
+                logger.warning(f"{e.rule} at step {e.step} asks for {', '.join(a for a in e.actions if a != 'alert')}: "
+                               "not carried out on an evaluation (alerted only); act on it by hand")
         if events:
             for on_action in self._on_action:
                 on_action(events, "alerted")

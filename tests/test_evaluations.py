@@ -89,18 +89,22 @@ def test_model_fit_evaluations_and_their_replayed_log_decide_the_same(tmp_path, 
     assert spikes(replayed.events) == live  # same rule, step, onset, value and message
 
 
-def test_mindformers_eval_callback_results_are_judged(tmp_path):
+def test_mindformers_eval_callback_results_are_judged(tmp_path, log_lines):
     from mindformers.core.callback import EvalCallBack
 
     net_model = model()
     valid = make_dataset(Validation(broken=4))
     evaluate = EvalCallBack(partial(net_model.eval, valid, dataset_sink_mode=False), step_interval=STEPS)
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False, rules=RULES)
+    # a rollback asked for on an evaluation is not carried out live, and the log says so
+    rules = {"eval_loss_spike": {**RULES["eval_loss_spike"], "actions": ["alert", "rollback"]}}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False, rules=rules)
     net_model.train(6, make_dataset(ByteWindows(CORPUS, SEQ, BATCH, STEPS, 0)), callbacks=[mon, evaluate],
                     dataset_sink_mode=False)
     # MindFormers' EvalCallBack calls Model.eval without the training's callbacks: the monitor wraps its eval_func
     assert [(rule, step) for rule, step, *_ in spikes(mon.kept.events)] == [("eval_loss_spike", 40)]
     assert evaluate.eval_func.func == net_model.eval  # its own eval_func again after training
+    assert sum("eval_loss_spike at step 40 asks for rollback: not carried out on an evaluation" in line
+               for line in log_lines) == 1
 
 
 def test_an_evaluation_s_loss_is_read_by_the_alias_table():
