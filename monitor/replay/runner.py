@@ -203,7 +203,7 @@ class _Run:
     def __init__(self, result: ReplayResult, module, rules: Rules, rank: int, options: ReplayOptions | None = None):
         self.result, self.module, self.rules, self.rank = result, module, rules, rank
         self.options = options or ReplayOptions()
-        self.parsers: dict[int, list] = {}  # line rank -> [parser, pending record, it is numbered by position]
+        self.parsers: dict[int, list] = {}  # line rank -> its slot (see slot)
         self.ranks: dict[int, _Rank] = {}
         self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
         self.progress = self.options.progress
@@ -215,12 +215,11 @@ class _Run:
             raise SourceError(f"{self.result.path}: more than {MAX_RANKS} distinct ranks in one log")
 
     def slot(self, key: int) -> list:
-        """``[parser, pending record]`` of the lines of rank ``key``."""
+        """The slot of the lines of rank ``key``: ``[parser, pending record, the pending record's step is its
+        position in the log (Parser.named), the records held until the log names a step (_judge)]``."""
         slot = self.parsers.get(key)
         if slot is None:
             self._bound(self.parsers)
-            # [parser, pending record, the pending record's step is its position in the log (Parser.named),
-            #  the records held until the log names a step (_judge)]
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False,
                                         []]
             stall = self.rules.rules.get("stall")
@@ -353,6 +352,8 @@ class _Run:
         """Judge the records ``slot`` holds: before a record at trainer step ``step``, at the steps just before it
         (so the messages before ``iteration 10`` are at start-up, those before ``iteration 17060`` are not), else
         (None) as positions, not known to be at start-up."""
+        if not slot[3]:
+            return
         held, slot[3] = slot[3], []
         if step is not None and step > len(held):
             held = [dataclasses.replace(r, step=step - len(held) + i) for i, r in enumerate(held)]
