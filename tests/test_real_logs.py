@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
+          "heldout9")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -56,6 +57,18 @@ KNOWN_FAILING = frozenset({
     "pytorch_tutorial_cifar_loss_chinese_rounds_healthy_1.log",  # `训练次数：100, Loss：1.98`: 2 of 15 read
     "ultralytics_v8_negative_box_loss_epochs_21_22_21765.log",  # YOLOv8 epoch table rows: not read
     "yolov5_gpu_box_obj_cls_nan_epoch1_map0_4963.log",  # YOLOv5 epoch table row with nan: not read
+    # heldout9 at its first replay (scored, not studied)
+    "darknet_yolov3_region_avg_iou_class_obj_nan_3984.log",  # `Region 82 Avg IOU: nan, ..` lines, no loss: not read
+    "detectron2_floatingpointerror_nan_iteration_2137_838.log",  # nan_inf@1: `at iteration=2137!` not the step
+    "imdlbenco_predict_loss_local_reduced_0_69_flat_109.log",  # `predict_loss: [local: .. | reduced: ..]`: not read
+    "libfacedetection_epoch0_iter_lm_loss_epoch_time_24.log",  # `|| iter: 800/803 || .. All: 3.02(3.20)`: not read
+    "mindspore_bert_standalone_outputs_tuple_steps_1_2_scale_65536.log",  # `outputs are (Tensor(..))`: not read
+    "mindspore_bert_thor_sink_outputs_step_time_span_alternates.log",  # `outputs are [5.08], ..span is`: not read
+    "mindspore_centernet_det_ascend_outputs_tuple_overflow_false_1024.log",  # `outputs are (Tensor(..))`: not read
+    "mindspore_centernet_det_gpu_8_ranks_same_step_outputs.log",  # `step: 195827, outputs are 1.628212`: not read
+    "mindspore_tinybert_gd_outputs_tuple_loss_28_to_30.log",  # `outputs are (Tensor(.., 28.2093), ..)`: not read
+    "paddlenlp_ernie1_pretrain_trainer_loss_global_step_20_40_4949.log",  # `- loss: .., global_step: 20`: not read
+    "yolox_data_time_6_to_8s_of_9s_iter_time_1548.log",  # data_time 4.2-8.3 s of a 5-10 s iteration: no event
 })
 
 
@@ -83,7 +96,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert len(on_disk) >= 50 and 0.3 <= gathered.count("heldout") / tuned <= 0.5
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
     assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
-    assert gathered.count("heldout8") >= 30
+    assert gathered.count("heldout8") >= 30 and gathered.count("heldout9") >= 30
     assert KNOWN_FAILING <= set(on_disk)
 
 
