@@ -60,7 +60,6 @@ KNOWN_FAILING = frozenset({
     # heldout9 at its first replay (scored, not studied)
     "darknet_yolov3_region_avg_iou_class_obj_nan_3984.log",  # `Region 82 Avg IOU: nan, ..` lines, no loss: not read
     "detectron2_floatingpointerror_nan_iteration_2137_838.log",  # nan_inf@1: `at iteration=2137!` not the step
-    "imdlbenco_predict_loss_local_reduced_0_69_flat_109.log",  # `predict_loss: [local: .. | reduced: ..]`: not read
     "libfacedetection_epoch0_iter_lm_loss_epoch_time_24.log",  # `|| iter: 800/803 || .. All: 3.02(3.20)`: not read
     "mindspore_bert_standalone_outputs_tuple_steps_1_2_scale_65536.log",  # `outputs are (Tensor(..))`: not read
     "mindspore_bert_thor_sink_outputs_step_time_span_alternates.log",  # `outputs are [5.08], ..span is`: not read
