@@ -135,3 +135,19 @@ def test_mindyolo_s_overflow_with_its_update_applied_is_an_overflow_event():
     assert (dropped.overflow, dropped.overflow_applied, dropped.loss_scale) == (True, None, 512.0)
     res = replay_file(str(TUNE / "mindyolo_loss_spike_402.log"))
     assert ("overflow_storm", 100) in [(e.rule, e.step) for e in res.events]
+
+
+def test_the_train_cell_s_overflow_flag_printed_every_n_steps_says_only_its_own_step():
+    """MindSpore's ``TrainOneStepWithLossScaleCell`` outputs ``(loss, overflow cond, loss scale)``; the model zoo's
+    BERT ``LossCallBack`` prints them every N steps (mindspore-ai/models @eab643f5 ``research/nlp/albert/README.md``
+    lines 520-524: ``step: 100, outputs are (Tensor(.., [ 1.08209e+01]), Tensor(.., False), Tensor(.., 65536))``).
+    Such records flag one step each: clean ones end calibration, and one flagged step per 100 is no storm."""
+    clean = [StepRecord(100, loss=10.8209, overflow=False, loss_scale=65536.0),
+             StepRecord(200, loss=10.7612, overflow=False, loss_scale=65536.0)]
+    assert events(clean) == []
+    flagged = [StepRecord(100 * i, loss=10.8 - 0.01 * i, overflow=True, loss_scale=65536.0 / 2 ** i)
+               for i in range(1, 4)]
+    assert events(flagged) == []
+    # the same flags on consecutive steps, after a clean start, are a storm
+    assert events(clean + [StepRecord(200 + i, loss=10.7, overflow=True, loss_scale=65536.0 / 2 ** i)
+                           for i in range(1, 4)]) == [("overflow_storm", 203, 201)]

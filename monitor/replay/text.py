@@ -58,8 +58,10 @@ What a line becomes:
 
 * a step line (a step, and a loss or other values): a record. Megatron-style interval fields are read for
   what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
-  loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
-  a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
+  loss, overflowed; 0 < K < N: overflow unknown; K is the record's overflow count), ``number of nan
+  iterations`` > 0 (a ``nan_inf`` report), a running ``skipped`` count (its rise is the overflow count) or a
+  loss scale lower than the line before (overflows in the interval), an ``overflow`` printed as a fraction (the
+  share of the steps since the line before);
   running token totals give the record's tokens; a printed TPS gives them with the step time (a printed
   samples/s its samples); a printed step time holds the data time printed with it, when not shorter (the
   record's step time is the rest); an epoch's line (epoch time and per-step time) stands for their ratio's steps;
