@@ -135,6 +135,10 @@ def test_mindyolo_s_overflow_with_its_update_applied_is_an_overflow_event():
     assert (dropped.overflow, dropped.overflow_applied, dropped.loss_scale) == (True, None, 512.0)
     res = replay_file(str(TUNE / "mindyolo_loss_spike_402.log"))
     assert ("overflow_storm", 100) in [(e.rule, e.step) for e in res.events]
+    # the earlier train steps' prints (``create_train_static_shape_fn``: ``print("overflow, still update.")``,
+    # ``print("overflow, drop the step.")``)
+    assert [(r.overflow, r.overflow_applied) for r in read(["overflow, still update.\n", "overflow, drop the step.\n"])] \
+        == [(True, True), (True, None)]
 
 
 def test_the_train_cell_s_overflow_flag_printed_every_n_steps_says_only_its_own_step():
