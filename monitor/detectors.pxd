@@ -9,8 +9,9 @@ cdef double NAN
 cdef class Rec:
     cdef long long step
     cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span
-    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional
+    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied
     cdef int overflow, unit
+    cdef long long overflows
 
 
 cdef void throughput(Rec r, double work, int unit, double step_time, double wait, double steps) noexcept
@@ -141,7 +142,9 @@ cdef class LossScaleWatch(Detector):
     cdef public double calibration_from, calibration_to
     cdef bint calibrated, has_prev, startup
     cdef double prev_scale
-    @cython.locals(out=bint)
+    cdef long long last_step, span, counted
+    @cython.locals(out=bint, k=cython.longlong, flag=int, n=cython.longlong, mixed=bint, falls=bint,
+                   early=cython.longlong)
     cdef bint calibrating(self, Rec r) noexcept
     cdef void forget(self, long long step) noexcept
 
@@ -150,7 +153,8 @@ cdef class OverflowStorm(LossScaleWatch):
     cdef public long long window, max_overflows
     cdef public double max_growth
     cdef Steps overflow_steps
-    @cython.locals(had=bint, prev=double, scale=double, times=cython.longlong, n=Py_ssize_t)
+    @cython.locals(had=bint, prev=double, scale=double, times=cython.longlong, n=Py_ssize_t, calibration=bint,
+                   blocks=cython.longlong)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 

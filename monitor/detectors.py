@@ -27,9 +27,11 @@ class Rec:
     """What the detectors read of a StepRecord; ``has_*``: the field is not None. With ``has_rate`` (see
     :func:`throughput`): ``rate``, the step's throughput in ``unit`` (:data:`RATE_UNITS`) per second of its
     ``period`` (step time + data wait), ``wait`` its data wait, ``span`` the seconds the record stands for
-    (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True. ``positional``: the step is the
-    record's position in a log that numbers no steps (:meth:`Judge.by_position`). One is filled per record
-    (:func:`rec_from`, or the compiled reader)."""
+    (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True; ``overflows``: the steps that
+    overflowed since the previous record (StepRecord.overflows), -1 unknown; ``applied``: the overflowed step's
+    update was applied (StepRecord.overflow_applied). ``positional``: the step is the record's position in a log
+    that numbers no steps (:meth:`Judge.by_position`). One is filled per record (:func:`rec_from`, or the
+    compiled reader)."""
 
     def __init__(self):
         self.step = 0
@@ -37,8 +39,8 @@ class Rec:
         self.period = self.wait = self.span = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
         self.has_lr = False
-        self.positional = False
-        self.overflow = -1
+        self.positional = self.applied = False
+        self.overflow = self.overflows = -1
         self.unit = 0
 
 
@@ -76,6 +78,9 @@ def rec_from(r, rec):
         r.lr = v
     v = rec.overflow
     r.overflow = -1 if v is None else (1 if v else 0)
+    v = rec.overflows
+    r.overflows = -1 if v is None else v
+    r.applied = rec.overflow_applied is True
     # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
     known_slow = rec.slow_reason is not None
     v = rec.mfu
@@ -911,7 +916,15 @@ class LossScaleWatch(Detector):
 
     A record whose step is its position in a log that numbers no steps (``Rec.positional``: DeepSpeed's
     ``OVERFLOW!`` lines alone, no step line) is not known to be at start-up: it is no calibration, and it
-    ends calibration; it may be a start-up one all the same (:attr:`startup`)."""
+    ends calibration; it may be a start-up one all the same (:attr:`startup`).
+
+    A record that counts its overflows (``Rec.overflows``: k of the n steps since the previous record, or since
+    the run's start for the first) says as much as a flag of each step: none overflowed is a clean record, all
+    of them an overflowed one; 0 < k < n says a clean step came among them, which ends calibration at this
+    record. Of its k overflows, those that may be at start-up steps (at most ``calibration_steps``, before that
+    clean step) are calibration's, the others are judged (:attr:`counted`, over the record's :attr:`span` of
+    steps): at least one when a clean step came before its own step's flagged overflow (DeepSpeed's ``step=20,
+    skipped=19`` after an ``OVERFLOW!`` of step 20)."""
 
     # settings (Detector.__init__ sets them from cfg.params)
     calibration_steps: int
@@ -922,22 +935,34 @@ class LossScaleWatch(Detector):
         super().__init__(cfg)
         self.calibrated, self.has_prev, self.prev_scale = False, False, 0.0
         self.startup = False  # the record just judged is a start-up one (calibration or not)
+        self.last_step = NONE  # the previous record's step
+        self.span, self.counted = 1, 0  # of the record just judged: the steps it counts over, its overflows judged
 
     def calibrating(self, r):
-        """Whether ``r`` is calibration (nothing to judge); then remember its scale. Once per record."""
+        """Whether ``r`` is calibration (nothing to judge); then remember its scale and step. Once per record."""
         out = self.startup = False
+        k, flag = r.overflows, r.overflow
+        n = max(r.step - self.last_step if self.last_step != NONE else r.step, k, 1) if k >= 0 else 1
+        if k >= 0:
+            flag = 0 if k == 0 else 1 if k >= n else flag
+        mixed = 0 < k < n  # a clean step among the record's
+        self.span, self.counted, self.last_step = n, k if k >= 0 else 1, r.step
         if r.positional:
             self.calibrated = self.startup = True
         elif not self.calibrated:
-            out = self.startup = r.step <= self.calibration_steps and (
-                r.overflow == 1 or r.overflow == -1 and (not self.has_prev or not r.has_loss_scale
-                                                         or r.loss_scale < self.prev_scale))
-            if out and r.has_loss_scale and (r.loss_scale < self.calibration_to
-                                             or not self.has_prev and r.loss_scale < self.calibration_from):
+            out = self.startup = r.step <= self.calibration_steps and not mixed and (
+                flag == 1 or flag == -1 and (not self.has_prev or not r.has_loss_scale
+                                             or r.loss_scale < self.prev_scale))
+            falls = not r.has_loss_scale or not (r.loss_scale < self.calibration_to
+                                                 or not self.has_prev and r.loss_scale < self.calibration_from)
+            if out and not falls:
                 out = False  # no fall from an initial scale
+            if k > 0 and falls and r.step - n < self.calibration_steps:  # counted steps at start-up: calibration's
+                early = min(r.step, self.calibration_steps) - (r.step - n)
+                self.counted = max(k - early, 1 if mixed and r.overflow == 1 else 0)
             if not out:
                 self.calibrated = True
-                out = r.overflow == 0 and self.has_prev
+                out = flag == 0 and self.has_prev or k > 0 and self.counted == 0
         if r.has_loss_scale:
             self.has_prev, self.prev_scale = True, r.loss_scale
         return out
@@ -954,8 +979,10 @@ class OverflowStormSettings(LossScaleSettings):
     log that numbers no steps: its records' steps are their positions). A
     healthy dynamic scale overflows about once per scale window when it grows; three in 50 steps is
     trouble. A step that does not say whether it overflowed counts one overflow per halving of the scale.
-    Also, at once: an overflow at a loss scale over `max_growth` x the previous step's (a dynamic scaler
-    grows by 2x at most: the scale came from elsewhere, e.g. a stale scaler state restored)."""
+    A record that counts the overflows of several steps (k of n) counts the fewest that some `window` of them
+    holds, ceil(k / ceil(n / window)). Also, at once: an overflow at a loss scale over `max_growth` x the
+    previous step's (a dynamic scaler grows by 2x at most: the scale came from elsewhere, e.g. a stale scaler
+    state restored), and an overflow whose update the trainer applied all the same (never calibration)."""
 
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 50)
     window: int = setting(50, "steps the overflows are counted over", min=1)
@@ -969,14 +996,22 @@ class OverflowStorm(LossScaleWatch):
     previous step's, which a dynamic loss scaler (growing by at most its factor, 2, per step) cannot have
     produced: a scale restored from another state, a stale scaler.
 
-    A record that does not say whether it overflowed (Megatron-LM's interval lines count skipped iterations
-    instead) counts one overflow per halving of the loss scale since the previous record: a dynamic scaler
-    lowers the scale only on an overflow. The onset is the window's first overflow.
+    A record that does not say whether it overflowed counts one overflow per halving of the loss scale since
+    the previous record: a dynamic scaler lowers the scale only on an overflow. A record that counts the
+    overflows of its steps (k of n, ``Rec.overflows``: Megatron-LM's skipped iterations of the interval,
+    DeepSpeed's running ``skipped``, a printed share) counts those that are not calibration's
+    (:class:`LossScaleWatch`) the way the fewest in some ``window`` of its n steps are: by pigeonhole,
+    ceil(k / ceil(n / window)) (5 of 100 steps: at least 3 within some 50). The onset is the window's first
+    overflow.
+
+    An overflow whose update was applied all the same (``Rec.applied``: MindYOLO's and mindcv's ``overflow,
+    still update``) fires at once, at start-up too: its non-finite gradients went into the weights, which no
+    loss-scale calibration does.
     """
 
     settings = OverflowStormSettings
     rule = "overflow_storm"
-    reads = ('overflow', 'loss_scale')
+    reads = ('overflow', 'loss_scale', 'overflows', 'overflow_applied')
     plots = "loss_scale"
 
     # settings (Detector.__init__ sets them from cfg.params)
@@ -991,20 +1026,32 @@ class OverflowStorm(LossScaleWatch):
     def update(self, r):
         had = self.has_prev
         prev, scale = self.prev_scale, r.loss_scale
-        times = 1
-        if self.calibrating(r) or r.overflow == 0:
+        calibration = self.calibrating(r)
+        if r.applied and r.overflow == 1:
+            return (scale if r.has_loss_scale else 1.0, r.step,
+                    f"overflow at step {r.step} whose update the trainer applied all the same: non-finite gradients "
+                    f"went into the weights (loss scale {opt(r.has_loss_scale, scale)})")
+        if calibration:
             return None
-        if r.overflow == -1:
+        times = 1
+        if r.overflows >= 0:
+            blocks = (self.span + self.window - 1) // self.window
+            times = (self.counted + blocks - 1) // blocks
+        elif r.overflow == 0:
+            return None
+        elif r.overflow == -1:
             times = halvings(prev, scale) if had and r.has_loss_scale else 0
-            if not times:
-                return None
-        elif had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
+        if r.overflow == 1 and had and prev != 0 and r.has_loss_scale and scale != 0 and scale > self.max_growth * prev:
             return (scale, r.step, f"overflow at loss scale {scale:.6g}, {scale / prev:.6g}x "
                                    f"the previous step's {prev:.6g}: not the dynamic scaler's doing")
+        if not times:
+            return None
         n = self.overflow_steps.add(r.step, times)
         if n >= self.max_overflows:
+            counted = f"; {self.counted} of the {self.span} steps up to step {r.step}" if r.overflows >= 0 else ""
             return (float(n), self.overflow_steps.first(),
-                    f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)})")
+                    f"{n} overflowed steps within {self.window} steps (loss scale {opt(r.has_loss_scale, scale)}"
+                    f"{counted})")
         return None
 
     def forget(self, step):
@@ -1040,7 +1087,7 @@ class LossScaleCollapse(LossScaleWatch):
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
-    reads = ('loss_scale', 'overflow')
+    reads = ('loss_scale', 'overflow', 'overflows')
     plots = "loss_scale"
 
     # settings (Detector.__init__ sets them from cfg.params)

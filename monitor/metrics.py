@@ -114,7 +114,9 @@ class Metrics(Collector, Sink):
             v["train_loss_scale"] = rec.loss_scale
         if rec.lr is not None:
             v["train_learning_rate"] = rec.lr
-        if rec.overflow:
+        if rec.overflows is not None:  # the trainer counted the overflowed steps since the previous record
+            self.overflow_steps += rec.overflows
+        elif rec.overflow:
             self.overflow_steps += rec.steps
         if rec.tokens:
             self.tokens += rec.tokens * rec.steps

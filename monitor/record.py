@@ -31,6 +31,12 @@ class StepRecord:
             rule counts it in the step's period, as it counts the data wait.
         samples: samples (sequences, images) consumed by this step over all data-parallel ranks; None when
             unknown (the throughput rule judges samples/s when the record has no tokens).
+        overflows: how many steps overflowed since the previous record (its step excluded) up to this one, when
+            the trainer counts them (Megatron's skipped iterations of the logged interval, DeepSpeed's running
+            ``skipped`` count, a printed share of the steps since its last print); None when unknown (then
+            ``overflow`` says whether this step overflowed).
+        overflow_applied: True when this step overflowed and the trainer applied its update all the same
+            (MindYOLO's and mindcv's ``overflow_still_update``): non-finite gradients went into the weights.
     """
 
     # the order of the fields is relied upon: training_monitor.callbacks.TrainingMonitor and the MindFormers log reader
@@ -51,6 +57,8 @@ class StepRecord:
     slow_reason: str | None = None
     callbacks_s: float | None = None
     samples: int | None = None
+    overflows: int | None = None
+    overflow_applied: bool | None = None
 
     @property
     def tokens_per_second(self) -> float | None:

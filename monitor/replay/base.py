@@ -153,17 +153,19 @@ class Parser(abc.ABC):
     def parse(self, line):
         """This format's reading of one line (see the class docstring)."""
 
-    def overflowed(self, attempted: float | None, new: float | None, iteration: int | None = None):
+    def overflowed(self, attempted: float | None, new: float | None, iteration: int | None = None,
+                   applied: bool = False):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
-        loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed).
-        A record of its own (DeepSpeed prints no step), unless :meth:`repeats` the last one; before any step the
-        log names, numbered by its position (:attr:`named`)."""
+        loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed),
+        its update skipped (``applied``: applied all the same). A record of its own (DeepSpeed prints no step),
+        unless :meth:`repeats` the last one; before any step the log names, numbered by its position
+        (:attr:`named`)."""
         scale = attempted if attempted is not None else new
         repeat = self.repeats(iteration, scale)
         if repeat is not None:
             return repeat
         self.overflow_lines += 1
-        rec = self.record(self.next_step(), overflow=True, loss_scale=scale)
+        rec = self.record(self.next_step(), overflow=True, loss_scale=scale, overflow_applied=applied or None)
         self._named = (iteration, rec)
         if not self.named and self.done == self.step:
             self.placing = rec

@@ -239,7 +239,8 @@ def _integer(v) -> int:
 
 
 KINDS: dict[str, Callable] = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer,
-                              "samples": _integer, "overflow": _truth, "slow_reason": str}
+                              "samples": _integer, "overflow": _truth, "slow_reason": str, "overflows": _integer,
+                              "overflow_applied": _truth}
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:

@@ -13,6 +13,7 @@ step line of their own.
       Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0                      (apex amp)
       | WARNING: overflow detected, setting loss scale to: 0.25                                           (fairseq)
       overflow, still update, loss scale adjust to 512.0                         (MindSpore model suites)
+      overflow, drop step, loss scale adjust to 512.0
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
       colossalai - colossalai - INFO: Found overflow. Skip step                     (Colossal-AI, ZeRO / Gemini)
 
@@ -28,6 +29,11 @@ step line of their own.
       Gradient overflow. Skipping step
       Loss scaler reducing loss scale to 512.0                                          (apex amp on Ascend NPU)
       [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1 to 1          (DeepSpeed)
+
+  MindYOLO's and mindcv's trainers (``mindyolo/utils/trainer_factory.py``, ``train_step``) drop the step, or with
+  ``overflow_still_update`` apply its update all the same (``overflow, still update``: non-finite gradients went
+  into the weights, which the rules report at once); their older train steps print ``overflow, still update.``
+  and ``overflow, drop the step.``, mindone's loops ``Step 5/1000, overflow, skip.``.
 
   DeepSpeed's and apex's files (``deepspeed/runtime/fp16/loss_scaler.py``, ``fused_optimizer.py``,
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
@@ -144,13 +150,14 @@ def _float(text: str | None) -> float | None:
         return None
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-# (attempted scale, new scale) groups: DeepSpeed's two shapes, apex, fairseq, MindSpore's model suites, Colossal-AI's two
+# (attempted scale, new scale) groups: DeepSpeed's two shapes, apex, fairseq, MindSpore's model suites (the step
+# dropped, or its update applied all the same: "still update"), Colossal-AI's two
 _OVERFLOW = re.compile(
     r"(?:OVERFLOW! Rank \d+ Skipping step|overflow! Skipping step|Overflow detected\. Skipping step)"
     r"\.?(?: Attempted loss scale: " + _NUM + r"(?:, reducing to " + _NUM + r")?)?"
     r"|Gradient overflow\.\s+Skipping step(?:, loss scaler \d+ reducing loss scale to " + _NUM + r")?"
     r"|overflow detected, setting loss scale to:? " + _NUM +
-    r"|overflow, still update, loss scale adjust to " + _NUM +
+    r"|overflow, (?:still update|drop (?:the )?step|skip)\b(?:, loss scale adjust to " + _NUM + r")?" +
     r"|found inf during \w+ step|Found overflow\. Skip step", re.IGNORECASE)
 _ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
 _IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
@@ -218,7 +225,7 @@ def _match(line: str, parser):
         numbers = [_float(g) for g in m.groups()]
         attempted, reduced = numbers[0], numbers[1]
         new = reduced if reduced is not None else next((x for x in numbers[2:] if x is not None), None)
-        return parser.overflowed(attempted, new)
+        return parser.overflowed(attempted, new, applied="still update" in m.group(0).lower())
     if "Grad overflow on iteration" in line:
         m = _ITERATION.search(line)
         if m is not None:

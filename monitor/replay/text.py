@@ -58,8 +58,10 @@ What a line becomes:
 
 * a step line (a step, and a loss or other values): a record. Megatron-style interval fields are read for
   what they say: ``number of skipped iterations`` K of the interval's N steps (K >= N: nothing trained, no
-  loss, overflowed; 0 < K < N: overflow unknown), ``number of nan iterations`` > 0 (a ``nan_inf`` report),
-  a running ``skipped`` count or a loss scale lower than the line before (overflows in the interval);
+  loss, overflowed; 0 < K < N: overflow unknown; K is the record's overflow count), ``number of nan
+  iterations`` > 0 (a ``nan_inf`` report), a running ``skipped`` count (its rise is the overflow count) or a
+  loss scale lower than the line before (overflows in the interval), an ``overflow`` printed as a fraction (the
+  share of the steps since the line before);
   running token totals give the record's tokens; a printed TPS gives them with the step time (a printed
   samples/s its samples); a printed step time holds the data time printed with it, when not shorter (the
   record's step time is the rest); an epoch's line (epoch time and per-step time) stands for their ratio's steps;
@@ -346,6 +348,9 @@ class Parser(base.Parser):
         # of the last step line
         self.scale: float | None = None
         self.skipped_total: int | None = None
+        self.skipped_step = 0                # the step of the line that gave skipped_total
+        self.overflow_records = 0            # overflow messages' records since the last step line
+        self.shares = False                  # the log prints its overflow as a share of the steps (a fraction)
         self.tokens_total: int | None = None
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
@@ -362,7 +367,7 @@ class Parser(base.Parser):
     def next_step(self) -> int:
         return self.done + 1
 
-    def overflowed(self, attempted, new, iteration=None):
+    def overflowed(self, attempted, new, iteration=None, applied=False):
         repeat = self.repeats(iteration, attempted if attempted is not None else new)
         if repeat is not None:
             return repeat
@@ -374,8 +379,9 @@ class Parser(base.Parser):
             return MERGED
         self.guessed = last is None and not self.bar
         self.counted = self.bar > self.step  # a progress bar counted the step before
-        rec = super().overflowed(attempted, new, iteration)
+        rec = super().overflowed(attempted, new, iteration, applied)
         self.taken_over = True
+        self.overflow_records += 1
         return rec
 
     def feed(self, line):
@@ -855,8 +861,11 @@ class Parser(base.Parser):
                 return self._fill(values)  # a second line of the step (its time after its loss): completes it
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
+        takes = self.taken_over and last is not None and (self.guessed or last.step == step
+                                                          or last.step < step and not self.counted)
         overflows, self.overflow_lines = self.overflow_lines, 0
-        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total]
+        separate, self.overflow_records = self.overflow_records - takes, 0  # records of their own (not taken over)
+        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate]
         derived = self._derive(*self.line)
         if derived.__class__ is Report:
             return derived
@@ -865,10 +874,11 @@ class Parser(base.Parser):
         rec = self.record(step, steps=steps, **fields)
         if rank is not None:
             rec.rank = rank
-        if self.taken_over and last is not None and (self.guessed or last.step == step
-                                                     or last.step < step and not self.counted):
+        if takes:
+            assert last is not None
             rec.overflow = rec.overflow if "overflow" in values else True
             rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
+            rec.overflow_applied = last.overflow_applied
             self.absorbs = True
         if last is not None and _empty(last) and not _empty(rec):
             self.absorbs = True  # the step named alone ('Recording summary at step 0', a header's '1 epoch = ..')
@@ -876,10 +886,15 @@ class Parser(base.Parser):
         self.prev_part = True
         return rec
 
-    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before):
+    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0):
         """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
-        (its step ``gap`` ago, its loss scale, running skipped and token totals) and the overflow messages since;
-        keeps those totals for the next line. A count that is not a finite number >= 0 is left out."""
+        (its step ``gap`` ago, its loss scale, running skipped and token totals), the overflow messages since and
+        how many of them are records of their own (``separate``); keeps those totals for the next line. A count
+        that is not a finite number >= 0 is left out. The steps that overflowed since the record before
+        (``overflows``) are counted from Megatron's skipped iterations of the interval, DeepSpeed's running
+        ``skipped`` (since the line before that gave it, or the run's start; less the messages' own records) or an
+        ``overflow`` printed as a share of the steps since the line before (a log that prints a fraction there:
+        its 0 and 1 are shares too)."""
         values = {k: v for k, v in values.items()
                   if k not in _COUNTED or v[0].__class__ is float and 0 <= v[0] < math.inf}
         fields = self._fields(values, step)
@@ -899,6 +914,8 @@ class Parser(base.Parser):
                                                          f"among the {gap or '?'} up to iteration {step} (skipped)",
                               self.rank)
             skipped = int(values.get("skipped", (0,))[0])
+            if "skipped" in values and gap and (skipped or not (fell or overflows)):  # (Megatron-DeepSpeed: 0,
+                fields["overflows"] = min(skipped, gap)  # DeepSpeed skips, its messages and the scale tell)
             if skipped > 0 and (gap == 0 or skipped >= gap):
                 fields["loss"], fields["overflow"] = None, True  # the printed loss is 0: nothing trained
             else:
@@ -910,7 +927,16 @@ class Parser(base.Parser):
             total = int(values["skipped_total"][0])
             if "overflow" not in fields:
                 fields["overflow"] = None if total != (skipped_before or 0) or fell else False
-            self.skipped_total = total
+            if gap and (self.skipped_step == step - gap if skipped_before is not None else gap == step) and (
+                    total != (skipped_before or 0) or not fell):
+                fields["overflows"] = max(0, min(total - (skipped_before or 0) - separate, gap))
+            self.skipped_total, self.skipped_step = total, step
+        elif (share := values.get("overflow", (None,))[0]).__class__ is float and 0 <= share <= 1 and (
+                self.shares or 0 < share < 1):
+            self.shares = True  # a share of the steps since the line before (an average of the step's flags)
+            fields["overflow"] = share == 1 if share in (0, 1) and not (share == 0 and fell) else None
+            if gap and (share or not fell):
+                fields["overflows"] = round(share * gap)
         elif fell and "overflow" not in fields:
             fields["overflow"] = None
         elif self.overflow_seen and "overflow" not in fields and not overflows:
