@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
-          "heldout9")
+          "heldout9", "heldout10")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -65,6 +65,12 @@ KNOWN_FAILING = frozenset({
     "mindspore_tinybert_gd_outputs_tuple_loss_28_to_30.log",  # `outputs are (Tensor(.., 28.2093), ..)`: not read
     "paddlenlp_ernie1_pretrain_trainer_loss_global_step_20_40_4949.log",  # `- loss: .., global_step: 20`: not read
     "yolox_data_time_6_to_8s_of_9s_iter_time_1548.log",  # data_time 4.2-8.3 s of a 5-10 s iteration: no event
+    # heldout10 at its first replay (scored, not studied)
+    "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # per step 719 -> 1044 ms over 4 epochs: no event
+    "mindspore_ktnet_squad_outputs_tuple_overflow_false_65536.log",  # `outputs are (Tensor(..))`: not read
+    "mmdet_aitod_detectors_nwd_iter_600_all_losses_nan_10.log",  # nan_inf@7604: global step, not `[2][600/7004]`
+    "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s of 14-34 s, 3 iters: no event
+    "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # `(107.969888s)` 3-108 s per iteration: no event
 })
 
 
@@ -93,6 +99,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
     assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
     assert gathered.count("heldout8") >= 30 and gathered.count("heldout9") >= 30
+    assert gathered.count("heldout10") >= 25
     assert KNOWN_FAILING <= set(on_disk)
 
 
