@@ -44,7 +44,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_dgu_bert_outputs_tuple_epoch_time.log",  # `outputs are (Tensor(.., value= 0.714172), ..)`: not read
     "mindspore_faster_rcnn_ssod_overflow_rate_scaling_sens_collapse.log",  # `overflow: 0.11`, `scaling_sens`: none
     "mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log",  # throughput_drop@166 (epoch 20 got faster)
-    "msrun_deepseek_distill_910a_time_out_nodes_1983.log",  # msrun `Time out nodes are ['3']`, no step: not read
     # promoted from heldout8 after scoring (to be fixed)
     "beit_pretrain_grad_norm_running_avg_nan_loss_scale_8192_598.log",  # `grad_norm: 0.3922 (nan)` average: no nan
     "caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log",  # net loss 6.90776 at 4 iterations: no degenerate

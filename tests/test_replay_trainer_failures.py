@@ -131,6 +131,36 @@ def test_what_is_no_crash():
     assert [r.rule for r in hccl] == ["stall"]
 
 
+# A MindSpore cluster node that stopped answering its heartbeat is a stall, at its rank: msrun's summary (candle-org/
+# MindAct issue #1983, the corpus file msrun_deepseek_distill_910a_time_out_nodes_1983.log; msrun logs the list even
+# when it is empty, mindspore/parallel/cluster/process_entity/_api.py `_analyze_log`), and the lines msrun reads it
+# from, the scheduler's (meta_server_node.cc `UpdateTopoState`) and a worker's (compute_graph_node.cc `Heartbeat`).
+# A worker exiting with an exception is a crash (MindAct issue #1893: `Worker process .. exit with exception.`),
+# the timeout that follows its end.
+def test_mindspore_cluster_timed_out_nodes_are_stalls_and_a_worker_exit_is_a_crash(tmp_path):
+    msrun = [
+        "[WARNING] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:12.444.000 [mindspore/parallel/cluster/process_entity/_api.py:318] There's worker exits with exception, kill all other workers.",  # noqa: E501
+        "[ERROR] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:38.720.000 [mindspore/parallel/cluster/process_entity/_api.py:331] Scheduler process 162146 exit with exception.",  # noqa: E501
+        "[ERROR] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/_api.py:431] Time out nodes are ['3']",  # noqa: E501
+    ]
+    assert [(r.rule, r.step, r.rank) for r in reports(msrun)] == [("stall", 0, 3)]  # the crash was the timeout's end
+    res = replay_file(_write(tmp_path, msrun))  # a log of such lines only is read
+    assert [(e.rule, e.rank) for e in res.events] == [("stall", 3)] and "node(s) 3 timed out" in res.events[0].message
+    cluster = ["The node: 5 is timed out. It may exit with exception, please check this node's log.",
+               "The total number of timed out node is 1. Timed out node list is: [5], worker 5 is the first one timed "
+               "out, please check its log.",
+               "The node: 5 is timed out.",
+               "The state of the cluster is error, total nodes num: 8, abnormal nodes num: 1"]
+    assert [(r.rule, r.rank) for r in reports(cluster)] == [("stall", 5), ("stall", 0)]  # once per rank and step
+    worker = ["[ERROR] ME(130371:281473296949264,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception."]  # noqa: E501
+    assert [r.rule for r in reports(worker)] == ["trainer_crash"]
+    healthy = ["[ERROR] ME(1:2,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/"
+               "_api.py:431] Time out nodes are []",
+               "The state of the cluster is error, total nodes num: 8, abnormal nodes num: 0",
+               "The total number of timed out node is 0"]
+    assert reports(healthy) == []
+
+
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     # apoorvnandan/speech-recognition-primer issue #2 (tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log)
     res = replay_file("tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log")
