@@ -161,6 +161,45 @@ def test_mindspore_cluster_timed_out_nodes_are_stalls_and_a_worker_exit_is_a_cra
     assert reports(healthy) == []
 
 
+# A non-finite value that only an aggregate shows: BEiT's MetricLogger prints each value with its global average
+# in parentheses (microsoft/unilm issue #598: the grad norm's average is nan, the step's 0.3922 is finite), reported
+# once until the average is finite again (an infinite grad-norm average is an overflowed step's, as in microsoft/
+# Swin-Transformer issue #50, the corpus file swin_gradnorm_running_avg_inf_50.log); llama-recipes' epoch summary after finite step losses (meta-llama/
+# llama-cookbook issue #300: `train_epoch_loss=nan`). A finite average is no value of its own for the rules.
+def _items(lines):
+    """The records and reports a parser makes of ``lines``, the reports after a record included."""
+    parser, out = text.Parser(), []
+    for line in lines:
+        item = parser.feed(line)
+        out += ([item] if item is not None else []) + [a for a in parser.after if isinstance(a, Report)]
+        parser.after = []
+    return out
+
+
+def test_a_non_finite_running_average_or_epoch_summary_is_a_nan_report():
+    beit = ["Epoch: [115]  [1298/1299]  eta: 0:00:00  lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0344)  loss: 6.5993 (6.5971)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  **grad_norm: 0.3922 (nan)**  time: 0.4944  data: 0.0001  max mem: 19152",  # noqa: E501
+            "",
+            "Averaged stats: lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0345)  loss: 6.5993 (6.5925)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  **grad_norm: 0.3922 (nan)**"]  # noqa: E501
+    items = _items(beit)
+    assert [(r.loss, r.grad_norm) for r in items if isinstance(r, StepRecord)] == [(6.5993, 0.3922)]
+    assert [(r.rule, r.step) for r in items if isinstance(r, Report)] == [("nan_inf", 149384)]  # once
+    finite = [line.replace("(nan)", "(0.4011)") for line in beit]
+    assert [r for r in _items(finite) if isinstance(r, Report)] == []
+    again = [beit[0], finite[0].replace("[1298/1299]", "[1299/1299]"), beit[0].replace("[115]", "[116]")]
+    assert [(r.rule, r.step) for r in _items(again) if isinstance(r, Report)] == [("nan_inf", 149384),
+                                                                                 ("nan_inf", 150683)]
+    cookbook = ["Training Epoch: 4/150, step 63/64 completed (loss: 0.19040994346141815): 100%|██████████| 64/64 [04:02<00:00,  3.78s/it]",  # noqa: E501
+                " eval_ppl=tensor(nan, device='cuda:0') eval_epoch_loss=tensor(nan, device='cuda:0')",
+                "Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3404811769724s"]
+    items = _items(cookbook)
+    assert [(r.step, r.loss) for r in items if isinstance(r, StepRecord)] == [(255, 0.19040994346141815)]
+    assert [(r.rule, r.step) for r in items if isinstance(r, Report)] == [("nan_inf", 255)]
+    overflowed = [line.replace("(nan)", "(inf)") for line in beit]  # an overflowed step's norm, skipped by the scaler
+    assert [r for r in _items(overflowed) if isinstance(r, Report)] == []
+    healthy = cookbook[:1] + ["Epoch 4: train_perplexity=1.2097, train_epoch_loss=0.1904, epoch time 242.3404811769724s"]
+    assert [r for r in _items(healthy) if isinstance(r, Report)] == []
+
+
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     # apoorvnandan/speech-recognition-primer issue #2 (tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log)
     res = replay_file("tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log")

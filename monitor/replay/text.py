@@ -143,6 +143,10 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
+_AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+                       r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
+_AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None))  # (lookup's hits) judged by nan_inf
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
@@ -301,7 +305,7 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
     fields = [f for f, *_ in shape]
     if (summary or "step" not in fields or len(fields) < 2 or len(set(fields)) < len(fields)
             or not _PLAIN.issuperset(fields) or all(t in fields for t in _TIMES)
-            or "%" in key or "erminat" in key or "{'" in key or '{"' in key):
+            or "%" in key or "erminat" in key or "{'" in key or '{"' in key or "(" in key and any(lookup(m[1]) in _AVERAGED_FIELDS for m in _AVERAGED.finditer(key))):
         return None
     slots, units = [], {}
     for field, val, tot, unit in shape:
@@ -354,6 +358,7 @@ class Parser(base.Parser):
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
+        self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
 
     @property
     def done(self) -> int:
@@ -425,7 +430,36 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             return item
-        return self._line(text, bar, prev, joiner, prev_part)
+        item = self._line(text, bar, prev, joiner, prev_part)
+        return self._averaged(item, text) if "(" in text else item
+
+    def _averaged(self, item, text: str):
+        """``item``, the reading of ``text``, or a ``nan_inf`` report when ``text`` prints a loss's or grad norm's
+        running average, in parentheses after its value, that has turned non-finite (``grad_norm: 0.3922 (nan)``,
+        timm's and BEiT's ``MetricLogger``: a step of the average's window had a non-finite value; reported once
+        until the average is finite again): after the line's record when it is one, else in the line's place. A
+        grad norm's average that is infinite, not NaN, is an overflowed step's norm (fp16 scalers skip that step),
+        no report."""
+        report = None
+        for m in _AVERAGED.finditer(text):
+            name, value = m[1], m[2]
+            hit = lookup(name)
+            if hit not in _AVERAGED_FIELDS or hit[0] == "grad_norm" and "inf" in value.lower():
+                continue
+            if _value(value) - _value(value) == 0:
+                self.nonfinite.discard(name)
+            elif name not in self.nonfinite:
+                self.nonfinite.add(name)
+                step = item.step if item.__class__ is StepRecord else self.done
+                report = Report("nan_inf", step, math.nan, f"trainer: the running average of {name} is {value} at step "
+                                f"{step} (a step of its window had a non-finite {name})", self.rank)
+        if report is None:
+            return item
+        self.found = True
+        if item.__class__ is StepRecord:
+            self.after.append(report)
+            return item
+        return report if item is None or item.__class__ is str else item
 
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
@@ -749,8 +783,13 @@ class Parser(base.Parser):
             return rec
         if last is None:
             return NO_STEP
-        if "loss" in values and last.loss is not None:
-            return SUMMARY  # a second loss for the step: an average, a summary
+        if "loss" in values and last.loss is not None:  # a second loss for the step: an average, a summary
+            v = values["loss"][0]
+            if v.__class__ is float and v - v != 0:  # an average over steps one of which had a non-finite loss
+                self.found = True
+                return self.once(Report("nan_inf", self.done, v, f"trainer: a summary's loss is {v} after step "
+                                        f"{self.done} (a step it averages had a non-finite loss)", self.rank))
+            return SUMMARY
         if prev_part:
             return self._complete(prev, joiner, text)
         return self._fill(values)
