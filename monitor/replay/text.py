@@ -52,7 +52,8 @@ Each physical line is read in four steps.
    starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
    0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
    no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
-   at the step after it; in a log whose lines number their steps, such a line is a summary.
+   at the step after it (the very values of the line before again: a copy, another node's, a ``duplicate step``); in
+a log whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
@@ -104,7 +105,7 @@ from typing import Any
 
 from ..record import StepRecord
 from . import base, messages
-from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
+from .base import BLANK, DUPLICATE, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
@@ -777,6 +778,8 @@ class Parser(base.Parser):
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
+            if self.line is not None and values == self.line[1] and last is not None and last.step == self.line[0]:
+                return DUPLICATE  # the line before again, no step named: a copy (another node's), not a step
             rec = self._step_line(self.bar if self.bar > self.step else self.step + 1, values)
             if not self.named and self.bar <= self.step:
                 self.placing = rec  # numbered by its position: the log names no step
