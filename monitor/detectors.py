@@ -1092,9 +1092,16 @@ class LossDegenerateSettings(RuleSettings):
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
 
 
+HALF_BITS = 11  # the significand of an IEEE half (fp16; bfloat16 has 8): a loss computed in it repeats by rounding
+
+
 def significant_digits(x):
-    """The significant digits of ``x``'s shortest repr, how precisely a log printed it: 6.90776 -> 6, 0.0001 -> 1,
-    1e-05 -> 1, 100.0 -> 1 (a float32 loss from a live run: 7 or more)."""
+    """The significant digits of ``x`` as printed, 0 when a half-precision float holds it exactly (its repeats
+    are rounding): 6.90776 -> 6, 0.0001 -> 1, 1e-05 -> 1, 100.0 -> 1, 11.875 (95/8, 7 bits) -> 0; a float32
+    loss from a live run: 7 or more."""
+    n, _ = abs(x).as_integer_ratio()
+    if n and (n // (n & -n)).bit_length() <= HALF_BITS:
+        return 0
     return len(repr(abs(x)).split("e")[0].replace(".", "").strip("0"))
 
 
@@ -1103,7 +1110,8 @@ class LossDegenerate(Detector):
     graph, a constant batch, a loss that no longer depends on the weights), or for ``frozen_records`` records in
     a row (a log printing every N steps) when that cannot be chance: the value is printed with at least
     ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
-    1000 classes), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
+    1000 classes) and is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
+    repeats by rounding), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
     resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log tells). Onset: the first
     record of the value."""
 

@@ -42,7 +42,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_albert_bert_outputs_tuple_two_ranks.log",  # BERT `outputs are (Tensor(.., [ 1.08e+01]), ..)`: not read
     "mindspore_dgu_bert_outputs_tuple_epoch_time.log",  # `outputs are (Tensor(.., value= 0.714172), ..)`: not read
     "mindspore_faster_rcnn_ssod_overflow_rate_scaling_sens_collapse.log",  # `overflow: 0.11`, `scaling_sens`: none
-    "mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log",  # throughput_drop@166 (epoch 20 got faster)
     # promoted from heldout8 after scoring (to be fixed)
     "caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log",  # net loss 6.90776 at 4 iterations: no degenerate
     "chatglm_finetuning_ds_overflow_16384_to_2048_loss_lines_12.log",  # DeepSpeed OVERFLOW x3, skipped=19: none
