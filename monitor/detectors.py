@@ -1153,7 +1153,8 @@ class LossDegenerate(Detector):
             why = f"printed to {significant_digits(x)} significant digits"
         else:
             return None
-        return x, self.same_since, f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} ({why})"
+        return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "
+                                    f"({why})")
 
     def forget(self, step):
         self.has_last = False

@@ -430,9 +430,9 @@ class _Run:
         self._publish(rep)
 
     def _publish(self, rep: Report) -> None:
-        st = self._rank(rep.rank)
-        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rep.rank, rep.source, rep.details,
-                                 rep.onset)
+        rank = rep.rank if rep.rank is not None else self.rank
+        st = self._rank(rank)
+        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
         self.result.reports += 1
 

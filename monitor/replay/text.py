@@ -166,6 +166,11 @@ _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data
                    "nan_iterations"))  # what completes a record
 
 
+def _averages(text: str) -> list[tuple[str, str, tuple]]:
+    """``(name, average, lookup hit)`` of each loss or grad norm in ``text`` printed with its running average."""
+    return [(m[1], m[2], hit) for m in _AVERAGED.finditer(text) if (hit := lookup(m[1])) in _AVERAGED_FIELDS]
+
+
 def _empty(rec: StepRecord) -> bool:
     """``rec`` holds nothing but its step."""
     return all(getattr(rec, k) is None for k in _RECORDED)
@@ -306,7 +311,7 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
     fields = [f for f, *_ in shape]
     if (summary or "step" not in fields or len(fields) < 2 or len(set(fields)) < len(fields)
             or not _PLAIN.issuperset(fields) or all(t in fields for t in _TIMES)
-            or "%" in key or "erminat" in key or "{'" in key or '{"' in key or "(" in key and any(lookup(m[1]) in _AVERAGED_FIELDS for m in _AVERAGED.finditer(key))):
+            or "%" in key or "erminat" in key or "{'" in key or '{"' in key or "(" in key and _averages(key)):
         return None
     slots, units = [], {}
     for field, val, tot, unit in shape:
@@ -442,10 +447,8 @@ class Parser(base.Parser):
         grad norm's average that is infinite, not NaN, is an overflowed step's norm (fp16 scalers skip that step),
         no report."""
         report = None
-        for m in _AVERAGED.finditer(text):
-            name, value = m[1], m[2]
-            hit = lookup(name)
-            if hit not in _AVERAGED_FIELDS or hit[0] == "grad_norm" and "inf" in value.lower():
+        for name, value, hit in _averages(text):
+            if hit[0] == "grad_norm" and "inf" in value.lower():
                 continue
             if _value(value) - _value(value) == 0:
                 self.nonfinite.discard(name)
