@@ -43,7 +43,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_dgu_bert_outputs_tuple_epoch_time.log",  # `outputs are (Tensor(.., value= 0.714172), ..)`: not read
     "mindspore_faster_rcnn_ssod_overflow_rate_scaling_sens_collapse.log",  # `overflow: 0.11`, `scaling_sens`: none
     # promoted from heldout8 after scoring (to be fixed)
-    "caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log",  # net loss 6.90776 at 4 iterations: no degenerate
     "chatglm_finetuning_ds_overflow_16384_to_2048_loss_lines_12.log",  # DeepSpeed OVERFLOW x3, skipped=19: none
     "hf_trainer_step_samples_per_second_dicts_tqdm_healthy_7.log",  # dicts without a loss: not read
     "keras_yolo_tutorial_unfreeze_epoch51_loss_nan_1.log",  # Keras `6/6 [===] - .. - loss: nan`: not read

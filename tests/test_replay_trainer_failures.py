@@ -200,6 +200,45 @@ def test_a_non_finite_running_average_or_epoch_summary_is_a_nan_report():
     assert [r for r in _items(healthy) if isinstance(r, Report)] == []
 
 
+# Caffe's `Iteration N, loss = X` is smoothed over the solver's `average_loss` iterations; the step's own loss is
+# the sum of its weighted net outputs, `Train net output #k: name = v (* w = x loss)` (BVLC/caffe solver.cpp):
+# jixing0415/caffe-mobilenet-v3 issue #1 (the corpus file caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log),
+# LCAD-UFES/carmen_lcad sharedlib/ENet/results/readme.md (an accuracy output before the loss). A Test net's
+# outputs (Solver::Test, a Caffe log in a public GitHub file, stored index id 13967068700) are the evaluation's.
+def test_caffe_net_outputs_are_the_steps_loss():
+    mobilenet = [
+        "I0515 11:05:51.320263 37636 solver.cpp:239] Iteration 20 (1.02848 iter/s, 19.4461s/20 iters), loss = 6.90501",
+        "I0515 11:05:51.320302 37636 solver.cpp:258]     Train net output #0: loss = 6.90776 (* 1 = 6.90776 loss)",
+        "I0515 11:05:51.320356 37636 sgd_solver.cpp:112] Iteration 20, lr = 0.01",
+    ]
+    assert [(r.step, r.loss, r.lr) for r in read(mobilenet)] == [(20, 6.90776, 0.01)]
+    enet = [
+        " I1215 19:08:36.788460 33879 solver.cpp:228] Iteration 8880, loss = 0.36872",
+        " I1215 19:08:36.788607 33879 solver.cpp:244]     Train net output #0: accuracy = 0.822133",
+        " I1215 19:08:36.788635 33879 solver.cpp:244]     Train net output #1: loss = 0.36872 (* 1 = 0.36872 loss)",
+        " I1215 19:12:03.510736 33879 solver.cpp:228] Iteration 8900, loss = 0.367749",
+    ]
+    assert [(r.step, r.loss) for r in read(enet)] == [(8880, 0.36872), (8900, 0.367749)]
+    tested = [
+        "I0203 22:10:30.772714  3769 solver.cpp:337] Iteration 0, Testing net (#0)",
+        "I0203 22:10:37.816495  3769 solver.cpp:404]     Test net output #0: accuracy = 0.526042",
+        "I0203 22:10:37.818120  3769 solver.cpp:404]     Test net output #1: loss = 0.722712 (* 1 = 0.722712 loss)",
+        "I0203 22:10:39.182849  3769 solver.cpp:228] Iteration 0, loss = 1.06601",
+        "I0203 22:10:39.182965  3769 solver.cpp:244]     Train net output #0: accuracy = 0.34375",
+        "I0203 22:10:39.183007  3769 solver.cpp:244]     Train net output #1: loss = 1.06601 (* 1 = 1.06601 loss)",
+        "I0203 22:10:39.183043  3769 sgd_solver.cpp:106] Iteration 0, lr = 0.01",
+        "I0203 22:11:11.826850  3769 solver.cpp:337] Iteration 24, Testing net (#0)",
+        "I0203 22:11:19.271281  3769 solver.cpp:404]     Test net output #0: accuracy = 1",
+        "I0203 22:11:19.271347  3769 solver.cpp:404]     Test net output #1: loss = 6.33019e-06 (* 1 = 6.33019e-06 loss)",
+        "I0203 22:11:20.578449  3769 solver.cpp:228] Iteration 24, loss = 0.482432",
+    ]
+    # (the `Testing net` line's step, completed by its outputs, stays a record of its own, as the reader made it)
+    recs = [(r.step, r.loss) for r in read(tested)]
+    assert (0, 1.06601) in recs and recs[-1] == (24, 0.482432)
+    res = replay_file("tests/data/reallogs/tune/caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log")
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("loss_degenerate", 40, 20, 6.90776)]
+
+
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     # apoorvnandan/speech-recognition-primer issue #2 (tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log)
     res = replay_file("tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log")

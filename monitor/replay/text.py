@@ -74,6 +74,9 @@ What a line becomes:
 * a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
   (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
   step line at that epoch when the log counts nothing finer;
+* a line of a weighted loss term with no step, Caffe's ``Train net output #0: loss = 6.90776 (* 1 = 6.90776
+  loss)`` (not a test net's): the last record's loss is the sum of its terms (its step line's ``loss =`` is
+  smoothed over the solver's ``average_loss`` iterations);
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -144,6 +147,9 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
+_WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
+_EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)  # (Caffe's `Test net`)
 # a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
 _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
                        r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
@@ -365,6 +371,7 @@ class Parser(base.Parser):
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
         self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
+        self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
 
     @property
     def done(self) -> int:
@@ -789,6 +796,8 @@ class Parser(base.Parser):
             return rec
         if last is None:
             return NO_STEP
+        if "(*" in text and (m := _WEIGHTED.search(text)) is not None and not _EVAL_WORD.search(text, 0, m.start()):
+            return self._term(float(m[1]))
         if "loss" in values and last.loss is not None:  # a second loss for the step: an average, a summary
             v = values["loss"][0]
             if v.__class__ is float and v - v != 0:  # an average over steps one of which had a non-finite loss
@@ -799,6 +808,17 @@ class Parser(base.Parser):
         if prev_part:
             return self._complete(prev, joiner, text)
         return self._fill(values)
+
+    def _term(self, x: float) -> str:
+        """A loss term of the last step, Caffe's weighted net output (``Train net output #0: loss = 6.90776 (* 1 =
+        6.90776 loss)``, ``solver.cpp``): the step's loss is the sum of its terms, which replaces the loss its step
+        line printed (Caffe's ``Iteration N .., loss = X`` is smoothed over the solver's ``average_loss``
+        iterations)."""
+        last = self.last
+        assert last is not None  # (a line of values with no step comes after a record)
+        last.loss = x if self.terms != last.step or last.loss is None else last.loss + x
+        self.terms, self.found = last.step, True
+        return MERGED
 
     def _complete(self, prev: str, joiner: str, text: str):
         """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
