@@ -235,6 +235,8 @@ def test_caffe_net_outputs_are_the_steps_loss():
     # (the `Testing net` line's step, completed by its outputs, stays a record of its own, as the reader made it)
     recs = [(r.step, r.loss) for r in read(tested)]
     assert (0, 1.06601) in recs and recs[-1] == (24, 0.482432)
+    diverged = tested[3:6] + [tested[9].replace("6.33019e-06", "nan")]  # a test net's nan: the evaluation's
+    assert [r for r in _items(diverged) if isinstance(r, Report)] == []
     res = replay_file("tests/data/reallogs/tune/caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log")
     assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("loss_degenerate", 40, 20, 6.90776)]
 

@@ -800,7 +800,8 @@ class Parser(base.Parser):
             return self._term(float(m[1]))
         if "loss" in values and last.loss is not None:  # a second loss for the step: an average, a summary
             v = values["loss"][0]
-            if v.__class__ is float and v - v != 0:  # an average over steps one of which had a non-finite loss
+            # not finite: an average over steps one of which had a non-finite loss (a test net's is the evaluation's)
+            if v.__class__ is float and v - v != 0 and not _EVAL_WORD.search(text):
                 self.found = True
                 return self.once(Report("nan_inf", self.done, v, f"trainer: a summary's loss is {v} after step "
                                         f"{self.done} (a step it averages had a non-finite loss)", self.rank))
