@@ -172,8 +172,13 @@ cdef class LossScaleCollapse(LossScaleWatch):
 cdef class LossDegenerate(Detector):
     cdef public double zero_below
     cdef public long long frozen_steps
+    cdef public long long frozen_records
+    cdef public long long frozen_digits
+    cdef public double collapse_ratio
     cdef double last
+    cdef double high
     cdef long long same_since
+    cdef long long same_n
     cdef bint has_last
     @cython.locals(x=double)
     cdef object update(self, Rec r)

@@ -1125,17 +1125,42 @@ class LossScaleCollapse(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossDegenerateSettings(RuleSettings):
-    """Loss exactly zero (|loss| < zero_below) or the very same value `frozen_steps` steps in a row."""
+    """Loss exactly zero (|loss| < zero_below), the very same value `frozen_steps` steps in a row, or for
+    `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits or
+    has collapsed to under `collapse_ratio` x the run's highest loss (the print's resolution)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
     zero_below: float = setting(1.0e-12, "a loss under this in magnitude is zero", min=0)
     frozen_steps: int = setting(20, "steps in a row with the same loss that fire", min=2)
+    frozen_records: int = setting(3, "records in a row with the same loss that fire when it is precise or "
+                                     "collapsed (below)", min=2)
+    frozen_digits: int = setting(5, "...precise: printed with at least this many significant digits", min=1)
+    collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
+
+
+HALF_BITS = 11  # the significand of an IEEE half (fp16; bfloat16 has 8): a loss computed in it repeats by rounding
+
+
+def significant_digits(x):
+    """The significant digits of ``x`` as printed, 0 when a half-precision float holds it exactly (its repeats
+    are rounding): 6.90776 -> 6, 0.0001 -> 1, 1e-05 -> 1, 100.0 -> 1, 11.875 (95/8, 7 bits) -> 0; a float32
+    loss from a live run: 7 or more."""
+    n, _ = abs(x).as_integer_ratio()
+    if n and (n // (n & -n)).bit_length() <= HALF_BITS:
+        return 0
+    return len(repr(abs(x)).split("e")[0].replace(".", "").strip("0"))
 
 
 class LossDegenerate(Detector):
-    """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row
-    (a dead graph, a constant batch, a loss that no longer depends on the weights)."""
+    """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row (a dead
+    graph, a constant batch, a loss that no longer depends on the weights), or for ``frozen_records`` records in
+    a row (a log printing every N steps) when that cannot be chance: the value is printed with at least
+    ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
+    1000 classes) and is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
+    repeats by rounding), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
+    resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log tells). Onset: the first
+    record of the value."""
 
     settings = LossDegenerateSettings
     rule = "loss_degenerate"
@@ -1146,10 +1171,13 @@ class LossDegenerate(Detector):
     # settings (Detector.__init__ sets them from cfg.params)
     zero_below: float
     frozen_steps: int
+    frozen_records: int
+    frozen_digits: int
+    collapse_ratio: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.has_last, self.last, self.same_since = False, 0.0, 0
+        self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
 
     def update(self, r):
         x = r.loss
@@ -1158,11 +1186,22 @@ class LossDegenerate(Detector):
         if abs(x) < self.zero_below:
             return x, r.step, f"loss is {x:g} at step {r.step}"
         if not self.has_last or x != self.last:
-            self.same_since, self.last, self.has_last = r.step, x, True
+            self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
+            self.high = max(self.high, x)
             return None
+        self.same_n += 1
         if r.step - self.same_since + 1 >= self.frozen_steps:
             return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
-        return None
+        if self.same_n < self.frozen_records:
+            return None
+        if abs(x) < self.collapse_ratio * self.high:
+            why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
+        elif significant_digits(x) >= self.frozen_digits:
+            why = f"printed to {significant_digits(x)} significant digits"
+        else:
+            return None
+        return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "
+                                    f"({why})")
 
     def forget(self, step):
         self.has_last = False

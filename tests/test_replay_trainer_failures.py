@@ -131,6 +131,116 @@ def test_what_is_no_crash():
     assert [r.rule for r in hccl] == ["stall"]
 
 
+# A MindSpore cluster node that stopped answering its heartbeat is a stall, at its rank: msrun's summary (candle-org/
+# MindAct issue #1983, the corpus file msrun_deepseek_distill_910a_time_out_nodes_1983.log; msrun logs the list even
+# when it is empty, mindspore/parallel/cluster/process_entity/_api.py `_analyze_log`), and the lines msrun reads it
+# from, the scheduler's (meta_server_node.cc `UpdateTopoState`) and a worker's (compute_graph_node.cc `Heartbeat`).
+# A worker exiting with an exception is a crash (MindAct issue #1893: `Worker process .. exit with exception.`),
+# the timeout that follows its end.
+def test_mindspore_cluster_timed_out_nodes_are_stalls_and_a_worker_exit_is_a_crash(tmp_path):
+    msrun = [
+        "[WARNING] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:12.444.000 [mindspore/parallel/cluster/process_entity/_api.py:318] There's worker exits with exception, kill all other workers.",  # noqa: E501
+        "[ERROR] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:38.720.000 [mindspore/parallel/cluster/process_entity/_api.py:331] Scheduler process 162146 exit with exception.",  # noqa: E501
+        "[ERROR] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/_api.py:431] Time out nodes are ['3']",  # noqa: E501
+    ]
+    assert [(r.rule, r.step, r.rank) for r in reports(msrun)] == [("stall", 0, 3)]  # the crash was the timeout's end
+    res = replay_file(_write(tmp_path, msrun))  # a log of such lines only is read
+    assert [(e.rule, e.rank) for e in res.events] == [("stall", 3)] and "node(s) 3 timed out" in res.events[0].message
+    cluster = ["The node: 5 is timed out. It may exit with exception, please check this node's log.",
+               "The total number of timed out node is 1. Timed out node list is: [5], worker 5 is the first one timed "
+               "out, please check its log.",
+               "The node: 5 is timed out.",
+               "The state of the cluster is error, total nodes num: 8, abnormal nodes num: 1"]
+    assert [(r.rule, r.rank) for r in reports(cluster)] == [("stall", 5), ("stall", 0)]  # once per rank and step
+    worker = ["[ERROR] ME(130371:281473296949264,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception."]  # noqa: E501
+    assert [r.rule for r in reports(worker)] == ["trainer_crash"]
+    healthy = ["[ERROR] ME(1:2,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/"
+               "_api.py:431] Time out nodes are []",
+               "The state of the cluster is error, total nodes num: 8, abnormal nodes num: 0",
+               "The total number of timed out node is 0"]
+    assert reports(healthy) == []
+
+
+# A non-finite value that only an aggregate shows: BEiT's MetricLogger prints each value with its global average
+# in parentheses (microsoft/unilm issue #598: the grad norm's average is nan, the step's 0.3922 is finite), reported
+# once until the average is finite again (an infinite grad-norm average is an overflowed step's, as in microsoft/
+# Swin-Transformer issue #50, the corpus file swin_gradnorm_running_avg_inf_50.log); llama-recipes' epoch summary after finite step losses (meta-llama/
+# llama-cookbook issue #300: `train_epoch_loss=nan`). A finite average is no value of its own for the rules.
+def _items(lines):
+    """The records and reports a parser makes of ``lines``, the reports after a record included."""
+    parser, out = text.Parser(), []
+    for line in lines:
+        item = parser.feed(line)
+        out += ([item] if item is not None else []) + [a for a in parser.after if isinstance(a, Report)]
+        parser.after = []
+    return out
+
+
+def test_a_non_finite_running_average_or_epoch_summary_is_a_nan_report():
+    beit = ["Epoch: [115]  [1298/1299]  eta: 0:00:00  lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0344)  loss: 6.5993 (6.5971)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  **grad_norm: 0.3922 (nan)**  time: 0.4944  data: 0.0001  max mem: 19152",  # noqa: E501
+            "",
+            "Averaged stats: lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0345)  loss: 6.5993 (6.5925)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  **grad_norm: 0.3922 (nan)**"]  # noqa: E501
+    items = _items(beit)
+    assert [(r.loss, r.grad_norm) for r in items if isinstance(r, StepRecord)] == [(6.5993, 0.3922)]
+    assert [(r.rule, r.step) for r in items if isinstance(r, Report)] == [("nan_inf", 149384)]  # once
+    finite = [line.replace("(nan)", "(0.4011)") for line in beit]
+    assert [r for r in _items(finite) if isinstance(r, Report)] == []
+    again = [beit[0], finite[0].replace("[1298/1299]", "[1299/1299]"), beit[0].replace("[115]", "[116]")]
+    assert [(r.rule, r.step) for r in _items(again) if isinstance(r, Report)] == [("nan_inf", 149384),
+                                                                                 ("nan_inf", 150683)]
+    cookbook = ["Training Epoch: 4/150, step 63/64 completed (loss: 0.19040994346141815): 100%|██████████| 64/64 [04:02<00:00,  3.78s/it]",  # noqa: E501
+                " eval_ppl=tensor(nan, device='cuda:0') eval_epoch_loss=tensor(nan, device='cuda:0')",
+                "Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3404811769724s"]
+    items = _items(cookbook)
+    assert [(r.step, r.loss) for r in items if isinstance(r, StepRecord)] == [(255, 0.19040994346141815)]
+    assert [(r.rule, r.step) for r in items if isinstance(r, Report)] == [("nan_inf", 255)]
+    overflowed = [line.replace("(nan)", "(inf)") for line in beit]  # an overflowed step's norm, skipped by the scaler
+    assert [r for r in _items(overflowed) if isinstance(r, Report)] == []
+    healthy = cookbook[:1] + ["Epoch 4: train_perplexity=1.2097, train_epoch_loss=0.1904, epoch time 242.3404811769724s"]
+    assert [r for r in _items(healthy) if isinstance(r, Report)] == []
+
+
+# Caffe's `Iteration N, loss = X` is smoothed over the solver's `average_loss` iterations; the step's own loss is
+# the sum of its weighted net outputs, `Train net output #k: name = v (* w = x loss)` (BVLC/caffe solver.cpp):
+# jixing0415/caffe-mobilenet-v3 issue #1 (the corpus file caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log),
+# LCAD-UFES/carmen_lcad sharedlib/ENet/results/readme.md (an accuracy output before the loss). A Test net's
+# outputs (Solver::Test, a Caffe log in a public GitHub file, stored index id 13967068700) are the evaluation's.
+def test_caffe_net_outputs_are_the_steps_loss():
+    mobilenet = [
+        "I0515 11:05:51.320263 37636 solver.cpp:239] Iteration 20 (1.02848 iter/s, 19.4461s/20 iters), loss = 6.90501",
+        "I0515 11:05:51.320302 37636 solver.cpp:258]     Train net output #0: loss = 6.90776 (* 1 = 6.90776 loss)",
+        "I0515 11:05:51.320356 37636 sgd_solver.cpp:112] Iteration 20, lr = 0.01",
+    ]
+    assert [(r.step, r.loss, r.lr) for r in read(mobilenet)] == [(20, 6.90776, 0.01)]
+    enet = [
+        " I1215 19:08:36.788460 33879 solver.cpp:228] Iteration 8880, loss = 0.36872",
+        " I1215 19:08:36.788607 33879 solver.cpp:244]     Train net output #0: accuracy = 0.822133",
+        " I1215 19:08:36.788635 33879 solver.cpp:244]     Train net output #1: loss = 0.36872 (* 1 = 0.36872 loss)",
+        " I1215 19:12:03.510736 33879 solver.cpp:228] Iteration 8900, loss = 0.367749",
+    ]
+    assert [(r.step, r.loss) for r in read(enet)] == [(8880, 0.36872), (8900, 0.367749)]
+    tested = [
+        "I0203 22:10:30.772714  3769 solver.cpp:337] Iteration 0, Testing net (#0)",
+        "I0203 22:10:37.816495  3769 solver.cpp:404]     Test net output #0: accuracy = 0.526042",
+        "I0203 22:10:37.818120  3769 solver.cpp:404]     Test net output #1: loss = 0.722712 (* 1 = 0.722712 loss)",
+        "I0203 22:10:39.182849  3769 solver.cpp:228] Iteration 0, loss = 1.06601",
+        "I0203 22:10:39.182965  3769 solver.cpp:244]     Train net output #0: accuracy = 0.34375",
+        "I0203 22:10:39.183007  3769 solver.cpp:244]     Train net output #1: loss = 1.06601 (* 1 = 1.06601 loss)",
+        "I0203 22:10:39.183043  3769 sgd_solver.cpp:106] Iteration 0, lr = 0.01",
+        "I0203 22:11:11.826850  3769 solver.cpp:337] Iteration 24, Testing net (#0)",
+        "I0203 22:11:19.271281  3769 solver.cpp:404]     Test net output #0: accuracy = 1",
+        "I0203 22:11:19.271347  3769 solver.cpp:404]     Test net output #1: loss = 6.33019e-06 (* 1 = 6.33019e-06 loss)",
+        "I0203 22:11:20.578449  3769 solver.cpp:228] Iteration 24, loss = 0.482432",
+    ]
+    # (the `Testing net` line's step, completed by its outputs, stays a record of its own, as the reader made it)
+    recs = [(r.step, r.loss) for r in read(tested)]
+    assert (0, 1.06601) in recs and recs[-1] == (24, 0.482432)
+    diverged = tested[3:6] + [tested[9].replace("6.33019e-06", "nan")]  # a test net's nan: the evaluation's
+    assert [r for r in _items(diverged) if isinstance(r, Report)] == []
+    res = replay_file("tests/data/reallogs/tune/caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log")
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("loss_degenerate", 40, 20, 6.90776)]
+
+
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     # apoorvnandan/speech-recognition-primer issue #2 (tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log)
     res = replay_file("tests/data/reallogs/tune/speech_primer_ctc_loss_nan_epoch8_2.log")

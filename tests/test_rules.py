@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from training_monitor.detectors import significant_digits
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
+from training_monitor.replay import replay_file
 from training_monitor.ruleset import Rules, RulesError
 from training_monitor.sinks import EventList, Sink
 
@@ -297,6 +299,32 @@ def test_loss_zero_or_frozen_is_degenerate():
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(loss[:30] + [0.0])], "loss_degenerate") == [(31, 31)]
     frozen = loss[:30] + [2.5] * 20
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(frozen)], "loss_degenerate") == [(50, 31)]
+
+
+# A log printing every N steps shows a frozen loss in a few records: Caffe's net output `loss = 6.90776` (ln 1000,
+# chance over 1000 classes) at iterations 20-80 (jixing0415/caffe-mobilenet-v3 issue #1); ChatGLM-Tuning's
+# `{'loss': 0.0001, ..}` four times after 1.141 (mymusise/ChatGLM-Tuning issue #271, the corpus file
+# chatglm_tuning_loss_0001_flat_epoch50_300_271.log), collapsed to the print's 4 decimals. A coarse value
+# repeated (a healthy loss printed to 4 decimals, converging slowly) is no event.
+def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(tmp_path):
+    caffe = [StepRecord(0, loss=6.91161)] + [StepRecord(s, loss=6.90776) for s in (20, 40, 60, 80)]
+    assert fired(caffe, "loss_degenerate") == [(40, 20)]  # 21 steps
+    by_record = [StepRecord(i, loss=r.loss) for i, r in enumerate(caffe)]  # the same values a step apart
+    assert fired(by_record, "loss_degenerate") == [(3, 1)]
+    assert fired(by_record[:3], "loss_degenerate") == []  # two records are not enough
+    chatglm = [StepRecord(i + 1, loss=x) for i, x in enumerate([1.141, 0.0003, 0.0001, 0.0001, 0.0001, 0.0001])]
+    hits = [e for e in run(chatglm) if e.rule == "loss_degenerate"]
+    assert [(e.step, e.onset_step) for e in hits] == [(5, 3)] and "highest loss 1.141" in hits[0].message
+    coarse = [StepRecord(i + 1, loss=x) for i, x in enumerate([0.0131, 0.0125, 0.0123, 0.0123, 0.0123, 0.0121])]
+    assert fired(coarse, "loss_degenerate") == []
+    assert significant_digits(6.90776) == 6 and significant_digits(1e-05) == 1 and significant_digits(100.0) == 0
+    # a bf16 loss repeats by rounding: tinygrad's `11.8750 loss` at warm-up (tinygrad/tinygrad PR #13803)
+    assert significant_digits(11.875) == 0
+    assert fired([StepRecord(i + 1, loss=11.875) for i in range(5)], "loss_degenerate") == []
+    path = tmp_path / "train.log"  # ChatGLM-Tuning's line printed by each of four processes: copies, not four steps
+    path.write_text("{'loss': 0.0001, 'learning_rate': 3.366666666666667e-05, 'epoch': 200.0}\n" * 4, encoding="utf-8")
+    res = replay_file(str(path))
+    assert res.steps == 1 and res.skipped["duplicate step"] == 3 and res.events == []
 
 
 def test_early_plateau_but_not_a_learning_run():

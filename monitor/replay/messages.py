@@ -71,6 +71,17 @@ step line of their own.
       EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times out. Reason: Remote Rank did not send the data in time.
       [hccl_socket_manager.cc:816] [3977663][Wait][LinkEstablish]wait socket establish timeout, role[0] rank[0] timeout[120 s]
 
+* A node of a MindSpore cluster that stopped answering, as ``stall`` reports at the last step done (at the
+  node's rank when its id is one; the scheduler, ``meta_server_node.cc``, marks a node timed out when its
+  heartbeat is older than the node timeout; msrun, ``mindspore/parallel/cluster/process_entity/_api.py``, names
+  them after a worker failed, an empty list being no timeout; a worker hears of them in the heartbeat's answer,
+  ``compute_graph_node.cc``)::
+
+      [ERROR] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/_api.py:431] Time out nodes are ['3']
+      The node: 3 is timed out. It may exit with exception, please check this node's log.
+      The total number of timed out node is 1. Timed out node list is: [3], worker 3 is the first one timed out, please check its log.
+      The state of the cluster is error, total nodes num: 8, abnormal nodes num: 1
+
 * Hangs seen by a watchdog or the device runtime, as ``stall`` reports at the last step done (value: seconds
   waited, when printed):
 
@@ -96,7 +107,9 @@ step line of their own.
 
 * MindData's slowness warning (MindSpore ``data_queue_op.cc`` / ``device_queue_op.cc`` ``DetectPerBatchTime``,
   ``generator_op.cc``): a batch (or a generator's row) took more than 25 s, a ``throughput_drop`` report at
-  the last step done (value: the seconds)::
+  the last step done (value: the seconds), which the runner publishes when the step times show it: after a
+  timed step, when the next timed step took longer (a batch is timed from the batch before it, across the
+  pause between two epochs: an evaluation or a checkpoint save makes the next epoch's first batch warn too)::
 
       [WARNING] MD(2637547,7f5fbdffb700,python):2023-06-01-09:14:29.052.845 [mindspore/ccsrc/minddata/dataset/engine/datasetops/data_queue_op.cc:809] DetectPerBatchTime] Bad performance attention, it takes more than 25 seconds to fetch a batch of data from dataset pipeline, which might result `GetNext` timeout problem. ...
 
@@ -123,12 +136,15 @@ step line of their own.
   documented shape ``E`` + a module character + 4 digits and a colon, CANN ``ReportPredefinedErrMsg``: level
   ``E`` error, ``W`` warning, ``I`` info; only errors are read, after the HCCL timeouts above), a fatal signal
   (the shell's ``Segmentation fault (core dumped)``, Python's ``Fatal Python error: ..``, OpenMPI's handler
-  ``*** Process received signal ***`` / ``Failing at address: ..``, ``SIGSEGV``/``SIGBUS``/``SIGABRT``)::
+  ``*** Process received signal ***`` / ``Failing at address: ..``, ``SIGSEGV``/``SIGBUS``/``SIGABRT``), or msrun
+  telling that a worker or the scheduler exited with an exception (``_api.py``)::
 
       EJ0001: 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training process is running.
       EZ9999: Inner Error!
       [notebook-2a7f..:3436928] Failing at address: 0xb8
       Fatal Python error: Segmentation fault
+      [WARNING] ME(162078:..,MainProcess):2025-03-10-09:40:12.444.000 [mindspore/parallel/cluster/process_entity/_api.py:318] There's worker exits with exception, kill all other workers.
+      [ERROR] ME(130371:..,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception.
 
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
@@ -187,19 +203,26 @@ _NOT_RUN = re.compile(r"optimizer not run, scale_before: " + _NUM + r", scale_af
 # a trainer's own non-finite loss check: TensorFlow's NanTensorHook, PyTorch's anomaly detection
 _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during training"
                         r"|Function '(\w+)' returned (nan|inf) values in its")
+# msrun: a worker or the scheduler exited with an exception
+_EXITED = r"(?:Worker|Scheduler) process \d+ exit with exception|worker exits with exception"
+# a MindSpore cluster's timed-out nodes: msrun's list, the scheduler's node and count, a worker's cluster state
+_TIMED_OUT = re.compile(r"Time out nodes are \[([^\]]*\w[^\]]*)\]|The node: (\S+) is timed out"
+                        r"|total number of timed out node is [1-9]\d*(?:\. Timed out node list is: \[([^\]]*)\])?"
+                        r"|state of the cluster is error, total nodes num: \d+, abnormal nodes num: [1-9]")
 # a crash: a CANN error code (E, a module character, 4 digits: code, text), or a fatal signal
 _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\d-\d\d-[\d:.]+ )?(.*)"
                     r"|Segmentation fault|Fatal Python error: [\w ]+|Process received signal|Failing at address"
-                    r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error")
+                    r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error|" + _EXITED)
 
 
 MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
          "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
-         "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its")
+         "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
+         "imed out node", "Time out nodes", "is timed out", "abnormal nodes num")
 _MENTIONED = re.compile("|".join(MARKS))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
-                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error")  # a crash's marks (:data:`_CRASH`)
+                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
 
 
 def mentioned(line: str) -> bool:
@@ -302,6 +325,14 @@ def _hang(line: str, parser):
             return parser.once(Report("nan_inf", step, math.nan,
                                       f"trainer: Ascend silent check: a checked feature value is {m.group(1)} at step "
                                       f"{step}", parser.rank))
+    if "imed out" in line or "Time out nodes" in line or "abnormal nodes num" in line:
+        m = _TIMED_OUT.search(line)
+        if m is not None:
+            nodes = re.findall(r"\w+", m.group(1) or m.group(2) or m.group(3) or "")
+            rank = int(nodes[0]) if nodes and nodes[0].isdigit() else parser.rank
+            what = f"node(s) {', '.join(nodes)} timed out" if nodes else "a node timed out"
+            return parser.once(Report("stall", parser.done, None, f"trainer: MindSpore cluster: {what} (no "
+                                      f"heartbeat) after step {parser.done}", rank))
     if "Bad performance" in line:
         m = _SLOW_DATA.search(line)
         if m is not None:

@@ -50,6 +50,14 @@ PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboa
 DETECT_LINES = 5000
 HELD = 1000  # records whose step is their position, held until the log names a step (bounded memory)
 
+NOT_SLOWER = "slowness report the step times do not show"  # (_Run._confirm)
+
+
+def _period(rec: StepRecord) -> float:
+    """``rec``'s step period in seconds: its step time and data wait."""
+    return (rec.step_time_s or 0.0) + (rec.data_wait_s or 0.0)
+
+
 # the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
 # (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
 _RANK_PREFIX = re.compile(r"\[default(\d+)\]:")
@@ -209,6 +217,7 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
+        self.unconfirmed: list[tuple[Report, float]] = []  # trainer slowness reports and the step period before them
 
     def _bound(self, ranks: dict) -> None:
         if len(ranks) >= MAX_RANKS:
@@ -402,6 +411,8 @@ class _Run:
             st.feed.on_record(rec, events)
         self.result.last = rec
         self._count(1)
+        if self.unconfirmed:
+            self._confirm(rec)
 
     def _report(self, rep: Report, slot: list, key: int) -> None:
         r = self.result
@@ -411,11 +422,37 @@ class _Run:
             r.skipped[UNKNOWN_RULE if cfg is None else RULE_DISABLED] += 1
             return
         self._settle(slot)
-        rank = key if rep.rank is None else rep.rank
+        rep = rep if rep.rank is not None else rep._replace(rank=key)
+        before = r.last
+        if rep.rule == "throughput_drop" and before is not None and before.rank == rep.rank and before.step_time_s:
+            self.unconfirmed.append((rep, _period(before)))  # the step times say whether the steps slowed
+            return
+        self._publish(rep)
+
+    def _publish(self, rep: Report) -> None:
+        rank = rep.rank if rep.rank is not None else self.rank
         st = self._rank(rank)
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
-        r.reports += 1
+        self.result.reports += 1
+
+    def _confirm(self, rec: StepRecord) -> None:
+        """A trainer's slowness report (MindData's ``Bad performance attention``) after a timed step is a
+        ``throughput_drop`` when the next timed step of its rank, ``rec``, took longer than that one, else not
+        (MindData times a batch from the batch before it, so the first batch after a pause between epochs, an
+        evaluation or a checkpoint save, warns too): its line counts as skipped (:data:`NOT_SLOWER`)."""
+        if not rec.step_time_s:
+            return
+        keep = []
+        for rep, period in self.unconfirmed:
+            if rep.rank != rec.rank:
+                keep.append((rep, period))
+            elif _period(rec) > period:
+                self._publish(rep)
+            else:
+                self.result.skipped_lines += 1
+                self.result.skipped[NOT_SLOWER] += 1
+        self.unconfirmed = keep
 
     def _evaluate(self, ev: Evaluation, slot: list, key: int) -> None:
         """Judge the evaluation ``ev`` (after the record before it), as the live callback judges MindSpore's."""
@@ -446,6 +483,11 @@ class _Run:
             if slot[0].held:
                 self._release(slot[0], slot, key, slot[0].step)
             self._settle(slot)
+        if self.unconfirmed and self.result.last is not None:
+            self._confirm(self.result.last)  # (the last record of a batch: its records skip _judged)
+        for rep, _ in self.unconfirmed:  # no timed step after it: the trainer's word
+            self._publish(rep)
+        self.unconfirmed = []
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):

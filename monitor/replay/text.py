@@ -52,7 +52,8 @@ Each physical line is read in four steps.
    starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
    0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
    no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
-   at the step after it; in a log whose lines number their steps, such a line is a summary.
+   at the step after it (the very values of the line before again: a copy, another node's, a ``duplicate step``); in
+a log whose lines number their steps, such a line is a summary.
 
 What a line becomes:
 
@@ -75,6 +76,9 @@ What a line becomes:
 * a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
   (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
   step line at that epoch when the log counts nothing finer;
+* a line of a weighted loss term with no step, Caffe's ``Train net output #0: loss = 6.90776 (* 1 = 6.90776
+  loss)`` (not a test net's): the last record's loss is the sum of its terms (its step line's ``loss =`` is
+  smoothed over the solver's ``average_loss`` iterations);
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -106,7 +110,7 @@ from typing import Any
 
 from ..record import StepRecord
 from . import base, messages
-from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
+from .base import BLANK, DUPLICATE, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
@@ -145,6 +149,13 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
+_WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
+_EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)  # (Caffe's `Test net`)
+# a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
+_AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+                       r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
+_AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None))  # (lookup's hits) judged by nan_inf
 _OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
 _LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
@@ -161,6 +172,11 @@ _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second ->
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
+
+
+def _averages(text: str) -> list[tuple[str, str, tuple]]:
+    """``(name, average, lookup hit)`` of each loss or grad norm in ``text`` printed with its running average."""
+    return [(m[1], m[2], hit) for m in _AVERAGED.finditer(text) if (hit := lookup(m[1])) in _AVERAGED_FIELDS]
 
 
 def _empty(rec: StepRecord) -> bool:
@@ -303,7 +319,7 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
     fields = [f for f, *_ in shape]
     if (summary or "step" not in fields or len(fields) < 2 or len(set(fields)) < len(fields)
             or not _PLAIN.issuperset(fields) or all(t in fields for t in _TIMES)
-            or "%" in key or "erminat" in key or "{'" in key or '{"' in key):
+            or "%" in key or "erminat" in key or "{'" in key or '{"' in key or "(" in key and _averages(key)):
         return None
     slots, units = [], {}
     for field, val, tot, unit in shape:
@@ -359,6 +375,8 @@ class Parser(base.Parser):
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
+        self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
+        self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
 
     @property
     def done(self) -> int:
@@ -431,7 +449,34 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             return item
-        return self._line(text, bar, prev, joiner, prev_part)
+        item = self._line(text, bar, prev, joiner, prev_part)
+        return self._averaged(item, text) if "(" in text else item
+
+    def _averaged(self, item, text: str):
+        """``item``, the reading of ``text``, or a ``nan_inf`` report when ``text`` prints a loss's or grad norm's
+        running average, in parentheses after its value, that has turned non-finite (``grad_norm: 0.3922 (nan)``,
+        timm's and BEiT's ``MetricLogger``: a step of the average's window had a non-finite value; reported once
+        until the average is finite again): after the line's record when it is one, else in the line's place. A
+        grad norm's average that is infinite, not NaN, is an overflowed step's norm (fp16 scalers skip that step),
+        no report."""
+        report = None
+        for name, value, hit in _averages(text):
+            if hit[0] == "grad_norm" and "inf" in value.lower():
+                continue
+            if _value(value) - _value(value) == 0:
+                self.nonfinite.discard(name)
+            elif name not in self.nonfinite:
+                self.nonfinite.add(name)
+                step = item.step if item.__class__ is StepRecord else self.done
+                report = Report("nan_inf", step, math.nan, f"trainer: the running average of {name} is {value} at step "
+                                f"{step} (a step of its window had a non-finite {name})", self.rank)
+        if report is None:
+            return item
+        self.found = True
+        if item.__class__ is StepRecord:
+            self.after.append(report)
+            return item
+        return report if item is None or item.__class__ is str else item
 
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
@@ -749,17 +794,38 @@ class Parser(base.Parser):
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
+            if self.line is not None and values == self.line[1] and last is not None and last.step == self.line[0]:
+                return DUPLICATE  # the line before again, no step named: a copy (another node's), not a step
             rec = self._step_line(self.bar if self.bar > self.step else self.step + 1, values)
             if not self.named and self.bar <= self.step:
                 self.placing = rec  # numbered by its position: the log names no step
             return rec
         if last is None:
             return NO_STEP
-        if "loss" in values and last.loss is not None:
-            return SUMMARY  # a second loss for the step: an average, a summary
+        if "(*" in text and (m := _WEIGHTED.search(text)) is not None and not _EVAL_WORD.search(text, 0, m.start()):
+            return self._term(float(m[1]))
+        if "loss" in values and last.loss is not None:  # a second loss for the step: an average, a summary
+            v = values["loss"][0]
+            # not finite: an average over steps one of which had a non-finite loss (a test net's is the evaluation's)
+            if v.__class__ is float and v - v != 0 and not _EVAL_WORD.search(text):
+                self.found = True
+                return self.once(Report("nan_inf", self.done, v, f"trainer: a summary's loss is {v} after step "
+                                        f"{self.done} (a step it averages had a non-finite loss)", self.rank))
+            return SUMMARY
         if prev_part:
             return self._complete(prev, joiner, text)
         return self._fill(values)
+
+    def _term(self, x: float) -> str:
+        """A loss term of the last step, Caffe's weighted net output (``Train net output #0: loss = 6.90776 (* 1 =
+        6.90776 loss)``, ``solver.cpp``): the step's loss is the sum of its terms, which replaces the loss its step
+        line printed (Caffe's ``Iteration N .., loss = X`` is smoothed over the solver's ``average_loss``
+        iterations)."""
+        last = self.last
+        assert last is not None  # (a line of values with no step comes after a record)
+        last.loss = x if self.terms != last.step or last.loss is None else last.loss + x
+        self.terms, self.found = last.step, True
+        return MERGED
 
     def _complete(self, prev: str, joiner: str, text: str):
         """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
