@@ -39,9 +39,6 @@ KNOWN_FAILING = frozenset({
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",
     # promoted from heldout7 after scoring (to be fixed)
     "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
-    "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike
-    "mindspore_albert_bert_outputs_tuple_two_ranks.log",  # BERT `outputs are (Tensor(.., [ 1.08e+01]), ..)`: not read
-    "mindspore_dgu_bert_outputs_tuple_epoch_time.log",  # `outputs are (Tensor(.., value= 0.714172), ..)`: not read
     "mindspore_faster_rcnn_ssod_overflow_rate_scaling_sens_collapse.log",  # `overflow: 0.11`, `scaling_sens`: none
     "mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log",  # throughput_drop@166 (epoch 20 got faster)
     "msrun_deepseek_distill_910a_time_out_nodes_1983.log",  # msrun `Time out nodes are ['3']`, no step: not read
@@ -49,11 +46,8 @@ KNOWN_FAILING = frozenset({
     "beit_pretrain_grad_norm_running_avg_nan_loss_scale_8192_598.log",  # `grad_norm: 0.3922 (nan)` average: no nan
     "caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log",  # net loss 6.90776 at 4 iterations: no degenerate
     "chatglm_finetuning_ds_overflow_16384_to_2048_loss_lines_12.log",  # DeepSpeed OVERFLOW x3, skipped=19: none
-    "hf_trainer_step_samples_per_second_dicts_tqdm_healthy_7.log",  # dicts without a loss: not read
-    "keras_yolo_tutorial_unfreeze_epoch51_loss_nan_1.log",  # Keras `6/6 [===] - .. - loss: nan`: not read
     "llama_cookbook_epoch_train_perplexity_nan_300.log",  # `Epoch 4: train_perplexity=nan, ..`: no nan
     "mindyolo_gpu_overflow_loss_scale_1024_loss_nan_epoch1_440.log",  # nan found; `overflow, still update`: none
-    "pytorch_tutorial_cifar_loss_chinese_rounds_healthy_1.log",  # `训练次数：100, Loss：1.98`: 2 of 15 read
     "ultralytics_v8_negative_box_loss_epochs_21_22_21765.log",  # YOLOv8 epoch table rows: not read
     "yolov5_gpu_box_obj_cls_nan_epoch1_map0_4963.log",  # YOLOv5 epoch table row with nan: not read
 })

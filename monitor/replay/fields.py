@@ -122,7 +122,15 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "number_of_skipped_iterations": ("skipped", None),
     "skipped": ("skipped_total", None),
     "number_of_nan_iterations": ("nan_iterations", None),
+    # Chinese names (the step's count, 训练次数 / 迭代次数; the epoch, 轮次 / 轮; a batch, 批次)
+    **{n: ("step", None) for n in ("训练次数", "迭代次数", "迭代", "训练步数", "步数", "步", "批次")},
+    **{n: ("epoch", None) for n in ("轮次", "轮", "训练轮次", "周期")},
 }
+# Chinese words of names, read as these English words (``训练损失`` is ``train loss``, ``验证损失`` ``val loss``,
+# ``整体测试集上的Loss`` has ``test``, ``平均损失`` is ``avg loss``)
+_CJK_WORDS = {"损失值": "loss", "损失": "loss", "学习率": "lr", "训练": "train", "验证": "val", "测试": "test",
+              "评估": "eval", "平均": "avg", "梯度范数": "grad_norm", "耗时": "time", "用时": "time"}
+_CJK = re.compile("|".join(_CJK_WORDS))
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
@@ -138,6 +146,7 @@ _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
+_PER_STEP = frozenset(("step_time_s", "sps", "tps"))  # what a name ``<..>_step_<name>`` (the step's) may be
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
@@ -185,7 +194,11 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     raw = name.lower()
     words = _words(name)
     hit: tuple[str, str | None] | None = None
-    if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
+    if not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
+        hit = lookup(_CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw))
+    elif (per := _per_step("_".join(words))) is not None:
+        hit = per
+    elif any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
         hit = (EVAL, None)
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
@@ -205,6 +218,17 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+def _per_step(key: str) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of an identifier naming a value of the step, ``<scope>_step_<name>``, when ``<name>`` is a
+    time or a rate (``train_step_samples_per_second``: samples/s) or ``runtime`` (``train_step_runtime``: the step
+    time, where ``train_runtime`` alone is a run's); None otherwise (``<scope>`` has no evaluation word)."""
+    head, sep, name = key.partition("_step_")
+    if not sep or any(w in _EVAL_WORDS for w in head.split("_")):
+        return None
+    hit = NAMES.get("time" if name == "runtime" else name)
+    return hit if hit is not None and hit[0] in _PER_STEP else None
 
 
 def resolve(fields: list[str]) -> list[str]:

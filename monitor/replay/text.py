@@ -100,6 +100,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any
 
 from ..record import StepRecord
@@ -114,17 +115,27 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
-_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
+_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?(?:, [^)]*)?\)")
+# MindSpore's repr of a train cell's output tuple, ``(loss, overflow[, loss scale])``: TrainOneStepWithLossScaleCell
+# returns ``loss, cond, scaling_sens`` (mindspore/nn/wrap/loss_scale.py), which the model zoo's LossCallBack prints
+_MS_TENSOR = r"Tensor\(shape=\[[^\]]*\], dtype={}, (?:value=)?\s*\[?\s*(?P<{}>[^\s\]),]+)\s*\]?\)"
+_OUTPUTS = re.compile(r"\(\s*" + _MS_TENSOR.format(r"B?Float\d+", "loss") + r"(?:,\s*" + _MS_TENSOR.format("Bool", "cond")
+                      + r"(?:,\s*(?:" + _MS_TENSOR.format(r"B?Float\d+", "scale") + r"|Parameter \((?:[^()]|\(\))*\)))?)?\s*,?\s*\)")
+_BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markdown bold around a value
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
+_KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_UNIT = r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
-_PAIR = re.compile(
+_PAIR_TEXT = (
     r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     + _UNIT)
+_PAIR = re.compile(_PAIR_TEXT)
+# on a line that is not ASCII, a name may start with any letter (``训练次数:100, Loss:1.98``)
+_WIDE_PAIR = re.compile(_PAIR_TEXT.replace("[A-Za-z_][", r"[^\W\d][").replace("(?<![A-Za-z_])", r"(?<![^\W\d])"))
 # a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
 # two bare counts (the step), is read through them
 _FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>(?!))?" + _UNIT
@@ -150,12 +161,13 @@ WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped tra
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
 _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
-_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
+_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "mfu"))  # a step record without a loss holds one of these
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
@@ -168,14 +180,28 @@ def _empty(rec: StepRecord) -> bool:
 
 def _undecorated(line: str) -> str:
     """``line`` without its decorations but its date-times."""
+    if not line.isascii():
+        line = unicodedata.normalize("NFKC", line)  # full-width forms: ``Loss：1.98`` is ``Loss:1.98``
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     m = _LEAD.match(line)
     if m is not None:
         line = line[m.end():]
+    if "**" in line:
+        line = _BOLD.sub(r"\1", line)
     if "ensor(" in line:
+        if "(Tensor(" in line:
+            line = _OUTPUTS.sub(_outputs, line)
         line = _TENSOR.sub(r"\1", line)
     return line
+
+
+def _outputs(m: re.Match) -> str:
+    """A train cell's output tuple as named values (the name before it, ``outputs are`` or ``loss:``, names
+    nothing then): ``loss``, and ``overflow`` and ``loss_scale`` when the tuple has them."""
+    named = [(k, m.group(k)) for k in ("loss", "cond", "scale") if m.group(k) is not None]
+    return ", " + ", ".join(f"{'overflow' if k == 'cond' else 'loss_scale' if k == 'scale' else k}: {v}"
+                            for k, v in named)
 
 
 def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
@@ -223,20 +249,29 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
     (:func:`.fields.resolve`), the other losses left out."""
     found = []
     pending = None  # a word value with no separator before a word: a value when that word names the next pair
-    pattern = _FIELD if _VALUE_FIRST.match(text) else _PAIR
+    pattern = _FIELD if _VALUE_FIRST.match(text) else _PAIR if text.isascii() else _WIDE_PAIR
     for m in pattern.finditer(text):
         if pending is not None:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
         if m.end() > since and (hit := lookup(m.group("name"))) is not None:
-            if (pattern is _PAIR and m.group("sep") is None and m.group("val")[-1:].isalpha()
+            if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
             else:
                 found.append((hit, m))
     names = resolve([hit[0] for hit, _ in found])
     return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
+
+
+def _named_loss(text: str) -> str | None:
+    """The name of the one loss ``text`` names when it is a loss named for its objective or part
+    (:data:`.fields.LOSS_OTHER`: ``stage1_pafs_loss: 5.46``), else None."""
+    text = clean(text)
+    names = [m.group("name") for m in (_PAIR if text.isascii() else _WIDE_PAIR).finditer(text)
+             if (hit := lookup(m.group("name"))) is not None and hit[0] in _LOSSES]
+    return names[0].lower() if len(names) == 1 and lookup(names[0]) == (LOSS_OTHER, None) else None
 
 
 def _heads(heads: list, text: str, joiner: str) -> list:
@@ -353,7 +388,9 @@ class Parser(base.Parser):
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
+        self.block: tuple | None = None        # (the record, the names) of lines naming one loss each, summed
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
+        self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
 
     @property
     def done(self) -> int:
@@ -402,7 +439,7 @@ class Parser(base.Parser):
         if not text.strip():
             self.heads = []
             return BLANK
-        bar = _BAR.search(text) if "%" in text else None
+        bar = _BAR.search(text) if "%" in text else _KERAS_BAR.search(text) if "] - " in text else None
         joiner = " " if prev_space else ""
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
@@ -466,7 +503,7 @@ class Parser(base.Parser):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
-        self.plain = self.plain or not summary
+        self.plain = self.plain or not summary and [f[0] for f in found] != ["epoch"]  # (a counter line: no step line)
         values = {}
         try:
             for field, val, tot, unit in found:
@@ -481,6 +518,7 @@ class Parser(base.Parser):
             return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
         if step is None and values.keys() == {"epoch"}:
             self.counter = (text, int(values["epoch"][0]))
+            self.bar_epoch = self.counter[1]
         low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
             self.found = True
@@ -690,6 +728,8 @@ class Parser(base.Parser):
             v, tot = float(bar.group(2)), bar.group(3)
             if int(tot) != self.bar_total:
                 return None
+            if epoch is None and self.bar_epoch is not None:
+                epoch = (float(self.bar_epoch), None, None)  # the bar counts the epoch a line named before it
         elif "/" in text and (count := _count(text, epoch)) is not None:
             v, tot = float(count[0]), count[1]
             epoch = (float(count[2]), None, None) if count[2] is not None else epoch
@@ -737,9 +777,28 @@ class Parser(base.Parser):
         return self.offset + step
 
     def _unnumbered(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
-        """A line of values with no step."""
+        """A line of values with no step. Lines each naming one loss of their own (``stage1_pafs_loss: 5.46``, then
+        ``stage1_heatmaps_loss: 2.05``), one after the other, are the parts of one record's loss: their sum (as the
+        named losses of one line are, :func:`.fields.resolve`)."""
+        name = _named_loss(text) if "loss" in values else None
+        block, last = self.block, self.last
+        if name is not None and block is not None and block[0] is last and name not in block[1]:
+            block[1].add(name)
+            block[0].loss = (block[0].loss or 0.0) + values["loss"][0]
+            self.prev_part = True
+            return MERGED
+        item = self._valued(values, prev, joiner, text, prev_part)
+        if name is not None:
+            rec = item if item.__class__ is StepRecord else last if item == MERGED and last is not None else None
+            self.block = (rec, {name}) if rec is not None else None
+        return item
+
+    def _valued(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
+        """What the line of values with no step is (see :meth:`_unnumbered`)."""
         last = self.last
-        if "loss" in values and not self.numbered:
+        timed = "loss" not in values and not _THROUGHPUT.isdisjoint(values) and (  # a step's time or rate, no loss
+            self.bar > self.step or last is None and ("{'" in text or '{"' in text))
+        if ("loss" in values or timed) and not self.numbered:
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
@@ -872,6 +931,9 @@ class Parser(base.Parser):
             self.absorbs = True
         if last is not None and _empty(last) and not _empty(rec):
             self.absorbs = True  # the step named alone ('Recording summary at step 0', a header's '1 epoch = ..')
+        elif _empty(rec) and not self.named and self.block is not None and self.block[0] is last and len(
+                self.block[1]) > 1:
+            self.absorbs = True  # a block's parts before the first block's step line: the end of a block cut off
         self.taken_over = self.guessed = False
         self.prev_part = True
         return rec
