@@ -166,3 +166,38 @@ def test_a_loss_named_again_is_no_part_of_the_record_before():
     recs = _steps(["Iter: 100", "stage1_pafs_loss: 5.0", "stage1_pafs_loss: 6.0"])
     assert [(r.step, r.loss) for r in recs] == [(100, 5.0)]
     assert text.clean("loss_scale: 2**16") == "loss_scale: 2**16"  # an exponent is no Markdown bold
+
+
+# -- column tables: a header of names, then rows of values under it (monitor/replay/tables.py)
+
+def test_yolo_epoch_table_rows_are_step_lines_and_their_losses_the_sum_of_the_parts():
+    # WongKinYiu/yolov7 issue #251, description: a `total` column (the sum, not read) and a message after a bar
+    lines = ["     Epoch   gpu_mem       box       obj       cls     total    labels  img_size",
+             "     0/299     18.5G    0.1126     2.552    0.4747     3.139       540       768:   0%|▎                                                           | 1/234 [00:04<18:28,  4.76s/it]Reducer buckets have been rebuilt in this iteration.",  # noqa: E501
+             "     0/299     18.7G       nan     2.028       nan       nan       521       768:   6%|███▊                                                       | 15/234 [00:23<04:56,  1.36s/it]"]  # noqa: E501
+    recs = _steps(lines)
+    assert [r.step for r in recs] == [1, 15]  # epoch 0's batches (the bar's count)
+    assert math.isclose(recs[0].loss, 0.1126 + 2.552 + 0.4747) and math.isnan(recs[1].loss)
+
+
+def test_an_ultralytics_table_between_validation_tables(tmp_path):
+    # ultralytics/ultralytics issue #1854, description (YOLOv8, 8 GPUs); the validation table's row is no row
+    lines = ["      Epoch      GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+             "    261/300      2.95G     0.3137     0.3809     0.7961          3        640: 100%|██████████| 246/246 [02:17<00:00,  1.79it/s]",  # noqa: E501
+             "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 983/983 [02:55<00:00,  5.60it/s]",  # noqa: E501
+             "                   all       3932       1523       0.98      0.986      0.994      0.987"]
+    recs = _steps(lines)
+    assert [(r.step, round(r.loss, 4)) for r in recs] == [(260 * 246 + 246, round(0.3137 + 0.3809 + 0.7961, 4))]
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 1 and res.skipped["header"] == 1 and res.events == []
+
+
+def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
+    from training_monitor.replay import tables
+    assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None
+    assert tables.header("               Class     Images     Labels          P          R") is None  # no loss
+    assert tables.header("Epoch loss decreased") is None  # prose: no columns
+    assert tables.header("      Epoch    loss      0.5") is None  # a number: a row, no header
+    columns = tables.header("      Epoch    GPU_mem   box_loss   cls_loss")
+    assert tables.row(columns, "      all       1049       1186      0.929") is None  # the counter counts nothing
+    assert tables.row(columns, "      3/9      1.2G       0.5") is None  # a cell short

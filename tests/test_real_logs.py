@@ -48,8 +48,6 @@ KNOWN_FAILING = frozenset({
     "chatglm_finetuning_ds_overflow_16384_to_2048_loss_lines_12.log",  # DeepSpeed OVERFLOW x3, skipped=19: none
     "llama_cookbook_epoch_train_perplexity_nan_300.log",  # `Epoch 4: train_perplexity=nan, ..`: no nan
     "mindyolo_gpu_overflow_loss_scale_1024_loss_nan_epoch1_440.log",  # nan found; `overflow, still update`: none
-    "ultralytics_v8_negative_box_loss_epochs_21_22_21765.log",  # YOLOv8 epoch table rows: not read
-    "yolov5_gpu_box_obj_cls_nan_epoch1_map0_4963.log",  # YOLOv5 epoch table row with nan: not read
 })
 
 

@@ -122,6 +122,8 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "number_of_skipped_iterations": ("skipped", None),
     "skipped": ("skipped_total", None),
     "number_of_nan_iterations": ("nan_iterations", None),
+    # the loss parts of YOLO's epoch tables (YOLOv5's `box obj cls`, YOLOv3's `GIoU`, YOLOv8's `dfl`): named losses
+    **{n: ("loss_other", None) for n in ("box", "obj", "cls", "giou", "dfl")},
     # Chinese names (the step's count, 训练次数 / 迭代次数; the epoch, 轮次 / 轮; a batch, 批次)
     **{n: ("step", None) for n in ("训练次数", "迭代次数", "迭代", "训练步数", "步数", "步", "批次")},
     **{n: ("epoch", None) for n in ("轮次", "轮", "训练轮次", "周期")},

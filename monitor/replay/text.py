@@ -104,8 +104,8 @@ import unicodedata
 from typing import Any
 
 from ..record import StepRecord
-from . import base, messages
-from .base import BLANK, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
+from . import base, messages, tables
+from .base import BLANK, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
 
@@ -151,6 +151,7 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"), re.compile(r"\[\s*(\d+)\s
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
@@ -388,6 +389,7 @@ class Parser(base.Parser):
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
+        self.table: tuple | None = None        # the columns of the last column table's header (see .tables)
         self.block: tuple | None = None        # (the record, the names) of lines naming one loss each, summed
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
@@ -441,6 +443,10 @@ class Parser(base.Parser):
             return BLANK
         bar = _BAR.search(text) if "%" in text else _KERAS_BAR.search(text) if "] - " in text else None
         joiner = " " if prev_space else ""
+        if self.table is not None or _DIGIT.search(text) is None:
+            item = self._table(text if bar is None else text[:bar.start()], bar)
+            if item is not None:
+                return item
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
             self.bar_total = self.bar_total or total
@@ -463,6 +469,21 @@ class Parser(base.Parser):
             self.prev_message = self.found = True
             return item
         return self._line(text, bar, prev, joiner, prev_part)
+
+    def _table(self, text: str, bar):
+        """A column table's header (:data:`~.base.HEADER`) or row (a step line, at the count of its bar, when
+        it has one), else None (see :mod:`.tables`)."""
+        columns = tables.header(text) if _DIGIT.search(text) is None else None
+        if columns is not None:
+            self.table = columns
+            return HEADER
+        found = tables.row(self.table, text) if self.table is not None else None
+        if found is None:
+            return None
+        if bar is not None and not any(f[0] == "step" for f in found):
+            found.append(("step", bar.group(2), bar.group(3), None))  # the bar counts the row's steps of its epoch
+        self.prev_part = False
+        return self._values(text, bar, "", "", False, False, _summed(found))
 
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no

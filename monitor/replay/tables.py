@@ -1,0 +1,61 @@
+"""Column tables in a text log: a header line of names, then rows of values aligned under them, one row per step
+line (YOLOv5's and Ultralytics' epoch tables, each row a tqdm bar's description)::
+
+          Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size
+          21/55      9.95G    -0.2338       5.07      2.977         12        640: 100%|██████████| 787/787 [..]
+
+A **header** is a line of at least three names laid out in columns (two spaces apart somewhere), none of them a
+number, among them a counter (a name the alias table, :mod:`.fields`, reads as the step or the epoch) and a loss
+(``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells as its header has
+columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number (``nan`` too);
+the other cells (``9.95G``, ``640``) are left as they are. Other lines, the validation tables between the rows
+(``Class  Images  Instances  Box(P  R  mAP50  mAP50-95)``, whose rows count nothing), are no rows of it.
+A row's named values are the line's: its losses one line's (:func:`.fields.resolve`: several named parts are
+summed, a NaN in any one is the sum's), its step found as any step line's (:mod:`.text`: the epoch from the
+counter, the bar's count within it).
+"""
+from __future__ import annotations
+
+import re
+
+from .fields import LOSS_AVERAGE, LOSS_OTHER, lookup, resolve
+
+_CELL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[KMGT]?%?|(?i:[-+]?nan|[-+]?inf)")
+_COUNT = re.compile(r"(\d+)(?:/(\d+))?")
+_COUNTERS = frozenset(("step", "epoch"))
+_LOSSES = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))
+
+
+def header(line: str) -> tuple | None:
+    """The columns of a table header (``(field, unit)`` or None for each name; see the module docstring), or None
+    when ``line`` is no header of a table with a counter and a loss."""
+    names = line.split()
+    if len(names) < 3 or "  " not in line.strip() or any(_CELL.fullmatch(n) for n in names):
+        return None
+    columns = tuple(lookup(n.rstrip(":")) for n in names)
+    fields = {c[0] for c in columns if c is not None}
+    return columns if fields & _COUNTERS and fields & _LOSSES else None
+
+
+def row(columns: tuple, line: str) -> list | None:
+    """``(field, value, total, unit)`` of each cell of ``line`` that ``columns`` names, the line's loss chosen
+    (as :func:`.text.pairs` gives a line's), when ``line`` is a row of that table; else None."""
+    cells = line.rstrip().rstrip(":").split()
+    if len(cells) != len(columns):
+        return None
+    found = []
+    for column, cell in zip(columns, cells):
+        if column is None:
+            continue
+        field, unit = column
+        if field in _COUNTERS:
+            m = _COUNT.fullmatch(cell)
+            if m is None:
+                return None
+            found.append((field, m.group(1), m.group(2), unit))
+        elif _CELL.fullmatch(cell):
+            found.append((field, cell, None, unit))
+        else:
+            return None
+    names = resolve([f for f, *_ in found])
+    return [(name, *rest) for name, (_, *rest) in zip(names, found) if name not in (LOSS_OTHER, LOSS_AVERAGE)]
