@@ -9,7 +9,7 @@ import math
 from test_replay_text import read
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
-from training_monitor.replay.base import Evaluation, Report
+from training_monitor.replay.base import Report
 from training_monitor.replay.fields import lookup
 
 
@@ -98,8 +98,10 @@ def test_keras_batch_lines_and_its_invalid_loss_termination():
 def test_full_width_punctuation_and_chinese_names(tmp_path):
     # tests/data/reallogs/tune/pytorch_tutorial_cifar_loss_chinese_rounds_healthy_1.log's lines
     items = read(["训练次数：100, Loss：1.9817659854888916", "整体测试集上的Loss: 262.62046909332275",
-                  "训练次数：800, Loss：1.2562278509140015"])
-    assert [(r.step, r.loss) for r in items] == [(100, 1.9817659854888916), (800, 1.2562278509140015)]  # a test loss
+                  "整体测试集上的正确率: 0.3889999985694885", "训练次数：800, Loss：1.2562278509140015"], evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 100, 1.9817659854888916), ("Evaluation", 100, 262.62046909332275),  # the test set's loss
+        ("StepRecord", 800, 1.2562278509140015)]
     assert text.clean("Loss：１.５") == "Loss:1.5"
     assert lookup("训练次数") == lookup("迭代次数") == ("step", None) and lookup("轮次") == ("epoch", None)
     assert lookup("学习率") == ("lr", None) and lookup("训练损失")[0] == "loss" and lookup("平均损失")[0] == "loss_average"

@@ -22,11 +22,12 @@ name is not there:
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
-  ``MultiLogisticLoss``: named losses). A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it
-  names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's
-  loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
-  ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or
-  Inf in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
+  ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
+  (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
+  when it names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the
+  line's loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
+  ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or Inf
+  in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
   TensorBoard tags are read one by one: only a step loss name there is the loss;
 * a name made of a loss function's name and at most step words (:data:`LOSS_FUNCTIONS`: ``mse``, ``mae``,
   ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``; TensorLayer's SRGAN prints
@@ -40,6 +41,11 @@ name is not there:
   step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
   time) nor ``per`` (``ms per step`` is a rate, no step).
 
+A name that is not ASCII has its Chinese words read as English ones (:data:`_CJK_WORDS`: ``损失`` loss, ``学习率``
+lr, ``训练`` train, ``验证``/``测试``/``评估`` evaluation words, ``平均`` avg: ``训练损失`` is the step loss,
+``整体测试集上的Loss`` an evaluation value). An identifier ``<scope>_step_<name>`` whose ``<name>`` is a time or rate
+is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time.
+
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
 or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
@@ -51,8 +57,9 @@ time: that name is left out.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, current_steps
-                       (LlamaFactory's ``trainer_log.jsonl``) (...)
-``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
+                       (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
+``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
+                       训练轮次, 周期
 ``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
                        qualified names above)
 ``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
@@ -315,6 +322,8 @@ def _flat(results: dict):
         if isinstance(value, dict):
             yield from _flat(value)
             continue
-        words = [w for w in _WORDS.split(str(name).lower().replace("/", " ").replace("-", " ")) if w]
+        raw = str(name).lower()
+        raw = raw if raw.isascii() else _CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw)
+        words = [w for w in _WORDS.split(raw.replace("/", " ").replace("-", " ")) if w]
         hit = lookup(" ".join(w for w in words if w not in _EVAL_WORDS))
         yield any(w in _EVAL_WORDS for w in words), hit is not None and hit[0] in _LOSS_FIELDS, value

@@ -6,13 +6,13 @@ line (YOLOv5's and Ultralytics' epoch tables, each row a tqdm bar's description)
 
 A **header** is a line of at least three names laid out in columns (two spaces apart somewhere), none of them a
 number, among them a counter (a name the alias table, :mod:`.fields`, reads as the step or the epoch) and a loss
-(``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells as its header has
-columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number (``nan`` too);
-the other cells (``9.95G``, ``640``) are left as they are. Other lines, the validation tables between the rows
-(``Class  Images  Instances  Box(P  R  mAP50  mAP50-95)``, whose rows count nothing), are no rows of it.
-A row's named values are the line's: its losses one line's (:func:`.fields.resolve`: several named parts are
-summed, a NaN in any one is the sum's), its step found as any step line's (:mod:`.text`: the epoch from the
-counter, the bar's count within it).
+(``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells
+as its header has columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number
+(``nan`` too); the other cells (``9.95G``, ``640``) are left as they are. Other lines, the validation tables
+between the rows (``Class  Images  Instances  Box(P  R  mAP50  mAP50-95)``, whose rows count nothing), are no
+rows of it. A row's named values are the line's: its losses one line's (:func:`.fields.resolve`: several named
+parts are summed, a NaN in any one is the sum's), its step found as any step line's (:mod:`.text`: the epoch
+from the counter, the bar's count within it).
 """
 from __future__ import annotations
 

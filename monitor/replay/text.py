@@ -3,10 +3,15 @@ OLMo, nanoGPT, Colossal-AI, MindSpore's callbacks and model suites, custom loops
 
 Each physical line is read in four steps.
 
-1. **Decorations off**: ANSI colours, ``> `` quoting, a log viewer's line numbers (``[1763] ``), ``[rankN]:``
-   and ``[defaultN]:`` prefixes, date-times (``2024-08-06 09:59:26.181``, ``[09/30/22 02:46:23]``); a
-   printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
-   Carriage-return segments are lines of their own already (:mod:`.sources`).
+1. **Decorations off**: on a line that is not ASCII, full-width forms (Unicode NFKC: ``Loss：1.98`` is
+   ``Loss:1.98``; a name there may start with any letter, ``训练次数:100``); ANSI colours, ``> `` quoting, a log
+   viewer's line numbers (``[1763] ``), ``[rankN]:`` and ``[defaultN]:`` prefixes, date-times (``2024-08-06
+   09:59:26.181``, ``[09/30/22 02:46:23]``), a paste's Markdown bold around a value (``**1.97**``); a printed
+   tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``,
+   ``Tensor(shape=[1], dtype=Float32, [ 1.08e+01])``), and a MindSpore train cell's output tuple, a float, a bool
+   and a float tensor (``TrainOneStepWithLossScaleCell``'s ``loss, cond, scaling_sens``), named values ``loss``,
+   ``overflow``, ``loss_scale``. Carriage-return segments are lines of their own already (:mod:`.sources`).
+   A column table's header and rows (:mod:`.tables`) are read before the rest: a row is a step line.
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
    one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
    the others are reports. A message glued after a progress bar whose postfix holds a step line's values
@@ -36,7 +41,9 @@ Each physical line is read in four steps.
    line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
    the optimizer step it names is shared by the micro-batches it accumulates; in a bar's postfix, which tqdm
    prints to 3 significant digits, ``global_step=3.2e+4`` is the bar's count 32040); else the
-   count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
+   count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values) or of a Keras
+   bar (``  3/234 [====>....] - ETA: 8s - loss: 2.3``, the fields after it), within the epoch a line naming only its
+   epoch named before it (Keras' ``Epoch 51/100``); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b``, spaces inside too (``Epoch:[0/19](100/24681)``, ``Epoch
    [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
@@ -52,7 +59,9 @@ Each physical line is read in four steps.
    starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
    0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
    no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
-   at the step after it; in a log whose lines number their steps, such a line is a summary.
+   at the step after it; in a log whose lines number their steps, such a line is a summary. A line with a step time
+   or a throughput and no loss is such a line too (a step record without a loss) when a bar ran ahead of the last
+   record or, before any record, when it is a dict; otherwise it completes the record before it.
 
 What a line becomes:
 
@@ -73,6 +82,10 @@ What a line becomes:
 * a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
   (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
   step line at that epoch when the log counts nothing finer;
+* lines naming one loss each of their own, one after the other (``stage1_pafs_loss: 5.46``, then
+  ``stage1_heatmaps_loss: 2.05``): the parts of one record's loss, summed; such a block before the log's first
+  step line naming only its step is the end of a block whose step line the log does not hold: that step line's
+  record replaces it;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -107,7 +120,7 @@ from ..record import StepRecord
 from . import base, messages, tables
 from .base import BLANK, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, evaluation_loss, lookup, resolve
 
 NAME = "text"
 
@@ -115,12 +128,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
-_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?(?:, [^)]*)?\)")
+_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
+                     r"(?:, [^)]*)?\)")
 # MindSpore's repr of a train cell's output tuple, ``(loss, overflow[, loss scale])``: TrainOneStepWithLossScaleCell
 # returns ``loss, cond, scaling_sens`` (mindspore/nn/wrap/loss_scale.py), which the model zoo's LossCallBack prints
 _MS_TENSOR = r"Tensor\(shape=\[[^\]]*\], dtype={}, (?:value=)?\s*\[?\s*(?P<{}>[^\s\]),]+)\s*\]?\)"
-_OUTPUTS = re.compile(r"\(\s*" + _MS_TENSOR.format(r"B?Float\d+", "loss") + r"(?:,\s*" + _MS_TENSOR.format("Bool", "cond")
-                      + r"(?:,\s*(?:" + _MS_TENSOR.format(r"B?Float\d+", "scale") + r"|Parameter \((?:[^()]|\(\))*\)))?)?\s*,?\s*\)")
+_OUTPUTS = re.compile(r"\(\s*" + _MS_TENSOR.format(r"B?Float\d+", "loss")
+                      + r"(?:,\s*" + _MS_TENSOR.format("Bool", "cond") + r"(?:,\s*(?:"
+                      + _MS_TENSOR.format(r"B?Float\d+", "scale") + r"|Parameter \((?:[^()]|\(\))*\)))?)?\s*,?\s*\)")
 _BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markdown bold around a value
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
@@ -168,10 +183,16 @@ _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_tota
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
+_MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
 _THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "mfu"))  # a step record without a loss holds one of these
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
+
+
+def _measured(fields: dict) -> bool:
+    """``fields`` (a record's) hold a loss, a step time or a throughput: a log of such records is a training log."""
+    return any(fields.get(k) is not None for k in _MEASURED)
 
 
 def _empty(rec: StepRecord) -> bool:
@@ -621,8 +642,7 @@ class Parser(base.Parser):
             self.scale = scale
         if self.overflow_seen:
             fields["overflow"] = False
-        if "loss" in fields:
-            self.found = True
+        self.found = self.found or _measured(fields)
         return self.record(step, **fields)
 
     # The compiled reader of plain step lines (scan.TextBatch) reads them through their recipes with these.
@@ -671,7 +691,7 @@ class Parser(base.Parser):
         self.numbered, self.leading, self.plain, self.prev_part = True, self.leading is True, True, True
         for slots, units in recipes:
             self.units.update(units)
-            self.found = self.found or any(slot[0] == "loss" for slot in slots)
+            self.found = self.found or any(slot[0] in _MEASURED for slot in slots)
         self.line_step, self.scale = step, scale
         total, first, _, _, offset = self.restarts
         self.restarts = (total, first, 0, step, offset)  # the count's last value (its stride is the next line's)
@@ -701,6 +721,12 @@ class Parser(base.Parser):
             x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
             if x is None:
                 return None
+        elif not cleaned.isascii():  # evaluation words the patterns do not know (``整体测试集上的Loss: 262.6``)
+            x = evaluation_loss({m.group("name"): m.group("val") for m in _WIDE_PAIR.finditer(cleaned)
+                                 if lookup(m.group("name")) == (EVAL, None)})
+            if x is None:
+                return None
+            named = None
         else:
             return None
         try:
@@ -803,9 +829,9 @@ class Parser(base.Parser):
         named losses of one line are, :func:`.fields.resolve`)."""
         name = _named_loss(text) if "loss" in values else None
         block, last = self.block, self.last
-        if name is not None and block is not None and block[0] is last and name not in block[1]:
+        if name is not None and block is not None and last is not None and block[0] is last and name not in block[1]:
             block[1].add(name)
-            block[0].loss = (block[0].loss or 0.0) + values["loss"][0]
+            last.loss = (last.loss or 0.0) + values["loss"][0]
             self.prev_part = True
             return MERGED
         item = self._valued(values, prev, joiner, text, prev_part)
@@ -880,8 +906,7 @@ class Parser(base.Parser):
         for key, value in fields.items():
             if value is not None:
                 setattr(self.last, key, value)
-        if fields.get("loss") is not None:
-            self.found = True
+        self.found = self.found or _measured(fields)
         self.prev_part = True
         return MERGED
 
@@ -1003,8 +1028,7 @@ class Parser(base.Parser):
             if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
                 fields["tokens"] = int((total - tokens_before) / gap)
             self.tokens_total = total
-        if fields.get("loss") is not None:
-            self.found = True
+        self.found = self.found or _measured(fields)
         return fields, steps
 
 
