@@ -55,6 +55,14 @@ def test_an_overflowed_step_and_a_scale_sense_parameter_printed_without_its_valu
     assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in recs] == [(1, 1.37603, True, None)]
 
 
+def test_a_loss_only_cells_output_is_the_loss():
+    # a MindSpore Transformer lab report in a public repository (find_string `outputs are [9.748046]`): MindSpore 2.x
+    # prints a one-element output as its values; prose naming several outputs is no loss
+    recs = _steps(["epoch: 1, step: 1, outputs are [9.748046]", "epoch: 15, step: 8850, outputs are [5.0457044]"])
+    assert [(r.step, r.loss) for r in recs] == [(1, 9.748046), (8850, 5.0457044)]
+    assert _steps(["Driver_XOR: contains XOR test, expected outputs are [0, 1, 1, 0] and so far are sucessful."]) == []
+
+
 def test_a_two_output_tuple_and_the_epoch_time_line_after_it(tmp_path):
     # mindspore-ai/models research/cv/centernet_resnet101/README.md (distributed training on Ascend)
     path = _write(tmp_path, [

@@ -10,7 +10,8 @@ Each physical line is read in four steps.
    tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``,
    ``Tensor(shape=[1], dtype=Float32, [ 1.08e+01])``), and a MindSpore train cell's output tuple, a float, a bool
    and a float tensor (``TrainOneStepWithLossScaleCell``'s ``loss, cond, scaling_sens``), named values ``loss``,
-   ``overflow``, ``loss_scale``. Carriage-return segments are lines of their own already (:mod:`.sources`).
+   ``overflow``, ``loss_scale``, and a loss-only cell's one output (``outputs are [9.748046]``) ``loss``.
+   Carriage-return segments are lines of their own already (:mod:`.sources`).
    A column table's header and rows (:mod:`.tables`) are read before the rest: a row is a step line.
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
    one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
@@ -140,6 +141,8 @@ _BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markd
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
+_NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
 _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR_TEXT = (
@@ -215,6 +218,8 @@ def _undecorated(line: str) -> str:
         if "(Tensor(" in line:
             line = _OUTPUTS.sub(_outputs, line)
         line = _TENSOR.sub(r"\1", line)
+    if "outputs are " in line:
+        line = _NET_OUTPUT.sub(lambda m: f"loss: {m.group(1) or m.group(2)}", line)
     return line
 
 
