@@ -116,6 +116,19 @@ def test_full_width_punctuation_and_chinese_names(tmp_path):
     assert lookup("验证损失")[0] == lookup("整体测试集上的Loss")[0] == "eval"
 
 
+def test_a_chinese_tutorial_run_with_full_width_commas_and_its_test_set_evaluations():
+    # a PyTorch tutorial's notes in a public repository (find_string `训练次数：100`): its CIFAR-10 run's output
+    items = read(["训练数据集的长度为：10000", "测试数据集的长度为：10000", "-------第1轮训练开始--------",
+                  "训练次数：100，Loss：2.2933249473571777", "整体测试集上的loss：359.2919616699219",
+                  "整体测试集上的正确率：0.12600000202655792", "-------第2轮训练开始--------",
+                  "训练次数：200，Loss：2.269317626953125", "训练次数：300，Loss：2.2691822052001953",
+                  "整体测试集上的loss：354.2793884277344"], evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 100, 2.2933249473571777), ("Evaluation", 100, 359.2919616699219),
+        ("StepRecord", 200, 2.269317626953125), ("StepRecord", 300, 2.2691822052001953),
+        ("Evaluation", 300, 354.2793884277344)]
+
+
 def test_chinese_loops_print_their_names_with_spaces_or_colons():
     # prints of loops in public repositories (find_string): `print(f'轮次 {epoch}, 批次 {batch_idx}, 损失: ..')` and
     # `print(f'第 {epoch + 1}/{epochs} 轮, 损失: {loss.item()}, 验证损失: {val_loss.item()}')`, with numbers filled in
