@@ -215,6 +215,19 @@ def test_an_ultralytics_table_between_validation_tables(tmp_path):
     assert res.steps == 1 and res.skipped["header"] == 1 and res.events == []
 
 
+def test_a_markdown_table_of_a_notebook_trainer_run_with_its_validation_column(tmp_path):
+    # m3hrdadfi/soxan issue #9, turn 0 (Hugging Face Trainer's notebook table, pasted as Markdown)
+    lines = ["Step | Training Loss | Validation Loss | Accuracy", "-- | -- | -- | --",
+             "10 | 0.698400 | 0.497485 | 0.813416", "20 | 0.394700 | 0.291701 | 0.913778",
+             "30 | 0.225200 | 0.138921 | 0.951371"]
+    items = read(lines, evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 10, 0.6984), ("Evaluation", 10, 0.497485), ("StepRecord", 20, 0.3947),
+        ("Evaluation", 20, 0.291701), ("StepRecord", 30, 0.2252), ("Evaluation", 30, 0.138921)]
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 3 and res.events == []  # (a step line naming an evaluation loss counts as a step)
+
+
 def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     from training_monitor.replay import tables
     assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None

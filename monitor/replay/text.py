@@ -503,13 +503,17 @@ class Parser(base.Parser):
         if columns is not None:
             self.table = columns
             return HEADER
-        found = tables.row(self.table, text) if self.table is not None else None
-        if found is None:
+        got = tables.row(self.table, text) if self.table is not None else None
+        if got is None:
             return None
+        found, evaluations = got
         if bar is not None and not any(f[0] == "step" for f in found):
             found.append(("step", bar.group(2), bar.group(3), None))  # the bar counts the row's steps of its epoch
         self.prev_part = False
-        return self._values(text, bar, "", "", False, False, _summed(found))
+        item = self._values(text, bar, "", "", False, False, _summed(found))
+        if evaluations and item.__class__ is StepRecord and (x := evaluation_loss(evaluations)) is not None:
+            self.after.append(Evaluation(item.step, x, self.rank, item.step))
+        return item
 
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
