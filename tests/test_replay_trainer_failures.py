@@ -250,7 +250,7 @@ def test_a_name_value_block_under_its_counter_line_is_at_that_count():
     assert [(r.step, r.loss) for r in recs] == [(5, 24.569025), (6, 20.572273)]
 
 
-def test_an_epoch_header_does_not_renumber_the_batch_lines_after_it():
+def test_a_keras_bar_counts_the_batches_of_the_epoch_its_header_names():
     # keras-team/keras-tuner issue #442, description: Keras prints `Epoch 5/10`, then a bar line per batch
     lines = ["Epoch 5/10",
              "   1/1500 [..............................] - ETA: 0s - loss: 2.2759 - accuracy: 0.2188",
@@ -258,7 +258,7 @@ def test_an_epoch_header_does_not_renumber_the_batch_lines_after_it():
              "Epoch 6/10",
              "   1/1500 [..............................] - ETA: 0s - loss: 2.2759 - accuracy: 0.2188"]
     recs = [r for r in read(lines) if isinstance(r, StepRecord)]
-    assert [r.step for r in recs] == [5, 6, 7]  # epoch 5's first batch at its epoch, the next lines one by one
+    assert [r.step for r in recs] == [6001, 6002, 7501]  # (epoch - 1) x 1500 + the bar's count
     assert math.isnan(recs[1].loss)
 
 

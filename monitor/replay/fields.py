@@ -22,11 +22,12 @@ name is not there:
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
-  ``MultiLogisticLoss``: named losses). A line (a CSV header) takes one loss, :func:`resolve`: its step loss when it
-  names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the line's
-  loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
-  ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or
-  Inf in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
+  ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
+  (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
+  when it names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the
+  line's loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
+  ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or Inf
+  in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
   TensorBoard tags are read one by one: only a step loss name there is the loss;
 * a name made of a loss function's name and at most step words (:data:`LOSS_FUNCTIONS`: ``mse``, ``mae``,
   ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``; TensorLayer's SRGAN prints
@@ -40,6 +41,11 @@ name is not there:
   step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
   time) nor ``per`` (``ms per step`` is a rate, no step).
 
+A name that is not ASCII has its Chinese words read as English ones (:data:`_CJK_WORDS`: ``损失`` loss, ``学习率``
+lr, ``训练`` train, ``验证``/``测试``/``评估`` evaluation words, ``平均`` avg: ``训练损失`` is the step loss,
+``整体测试集上的Loss`` an evaluation value). An identifier ``<scope>_step_<name>`` whose ``<name>`` is a time or rate
+is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time.
+
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
 or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
@@ -51,8 +57,9 @@ time: that name is left out.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, current_steps
-                       (LlamaFactory's ``trainer_log.jsonl``) (...)
-``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`)
+                       (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
+``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
+                       训练轮次, 周期
 ``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
                        qualified names above)
 ``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
@@ -122,7 +129,17 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "number_of_skipped_iterations": ("skipped", None),
     "skipped": ("skipped_total", None),
     "number_of_nan_iterations": ("nan_iterations", None),
+    # the loss parts of YOLO's epoch tables (YOLOv5's `box obj cls`, YOLOv3's `GIoU`, YOLOv8's `dfl`): named losses
+    **{n: ("loss_other", None) for n in ("box", "obj", "cls", "giou", "dfl")},
+    # Chinese names (the step's count, 训练次数 / 迭代次数; the epoch, 轮次 / 轮; a batch, 批次)
+    **{n: ("step", None) for n in ("训练次数", "迭代次数", "迭代", "训练步数", "步数", "步", "批次")},
+    **{n: ("epoch", None) for n in ("轮次", "轮", "训练轮次", "周期")},
 }
+# Chinese words of names, read as these English words (``训练损失`` is ``train loss``, ``验证损失`` ``val loss``,
+# ``整体测试集上的Loss`` has ``test``, ``平均损失`` is ``avg loss``)
+_CJK_WORDS = {"损失值": "loss", "损失": "loss", "学习率": "lr", "训练": "train", "验证": "val", "测试": "test",
+              "评估": "eval", "平均": "avg", "梯度范数": "grad_norm", "耗时": "time", "用时": "time"}
+_CJK = re.compile("|".join(_CJK_WORDS))
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
@@ -138,6 +155,7 @@ _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
+_PER_STEP = frozenset(("step_time_s", "sps", "tps"))  # what a name ``<..>_step_<name>`` (the step's) may be
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
@@ -185,7 +203,11 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     raw = name.lower()
     words = _words(name)
     hit: tuple[str, str | None] | None = None
-    if any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
+    if not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
+        hit = lookup(_CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw))
+    elif (per := _per_step("_".join(words))) is not None:
+        hit = per
+    elif any(w in _EVAL_WORDS for w in _WORDS.split(raw.replace("/", " ").replace("-", " "))):
         hit = (EVAL, None)
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
@@ -205,6 +227,17 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+def _per_step(key: str) -> tuple[str, str | None] | None:
+    """``(field, unit)`` of an identifier naming a value of the step, ``<scope>_step_<name>``, when ``<name>`` is a
+    time or a rate (``train_step_samples_per_second``: samples/s) or ``runtime`` (``train_step_runtime``: the step
+    time, where ``train_runtime`` alone is a run's); None otherwise (``<scope>`` has no evaluation word)."""
+    head, sep, name = key.partition("_step_")
+    if not sep or any(w in _EVAL_WORDS for w in head.split("_")):
+        return None
+    hit = NAMES.get("time" if name == "runtime" else name)
+    return hit if hit is not None and hit[0] in _PER_STEP else None
 
 
 def resolve(fields: list[str]) -> list[str]:
@@ -290,6 +323,8 @@ def _flat(results: dict):
         if isinstance(value, dict):
             yield from _flat(value)
             continue
-        words = [w for w in _WORDS.split(str(name).lower().replace("/", " ").replace("-", " ")) if w]
+        raw = str(name).lower()
+        raw = raw if raw.isascii() else _CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw)
+        words = [w for w in _WORDS.split(raw.replace("/", " ").replace("-", " ")) if w]
         hit = lookup(" ".join(w for w in words if w not in _EVAL_WORDS))
         yield any(w in _EVAL_WORDS for w in words), hit is not None and hit[0] in _LOSS_FIELDS, value

@@ -3,10 +3,16 @@ OLMo, nanoGPT, Colossal-AI, MindSpore's callbacks and model suites, custom loops
 
 Each physical line is read in four steps.
 
-1. **Decorations off**: ANSI colours, ``> `` quoting, a log viewer's line numbers (``[1763] ``), ``[rankN]:``
-   and ``[defaultN]:`` prefixes, date-times (``2024-08-06 09:59:26.181``, ``[09/30/22 02:46:23]``); a
-   printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``).
+1. **Decorations off**: on a line that is not ASCII, full-width forms (Unicode NFKC: ``Loss：1.98`` is
+   ``Loss:1.98``; a name there may start with any letter, ``训练次数:100``); ANSI colours, ``> `` quoting, a log
+   viewer's line numbers (``[1763] ``), ``[rankN]:`` and ``[defaultN]:`` prefixes, date-times (``2024-08-06
+   09:59:26.181``, ``[09/30/22 02:46:23]``), a paste's Markdown bold around a value (``**1.97**``); a printed
+   tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``,
+   ``Tensor(shape=[1], dtype=Float32, [ 1.08e+01])``), and a MindSpore train cell's output tuple, a float, a bool
+   and a float tensor (``TrainOneStepWithLossScaleCell``'s ``loss, cond, scaling_sens``), named values ``loss``,
+   ``overflow``, ``loss_scale``, and a loss-only cell's one output (``outputs are [9.748046]``) ``loss``.
    Carriage-return segments are lines of their own already (:mod:`.sources`).
+   A column table's header and rows (:mod:`.tables`) are read before the rest: a row is a step line.
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
    one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
    the others are reports. A message glued after a progress bar whose postfix holds a step line's values
@@ -36,7 +42,9 @@ Each physical line is read in four steps.
    line a micro-batch's loss and time, so each line is a record at its iteration, the steps rising line by line;
    the optimizer step it names is shared by the micro-batches it accumulates; in a bar's postfix, which tqdm
    prints to 3 significant digits, ``global_step=3.2e+4`` is the bar's count 32040); else the
-   count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values); else an
+   count of a tqdm bar on the line (``431/788222 [29:28<..., loss=nan]``, its postfix read as values) or of a Keras
+   bar (``  3/234 [====>....] - ETA: 8s - loss: 2.3``, the fields after it), within the epoch a line naming only its
+   epoch named before it (Keras' ``Epoch 51/100``); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b``, spaces inside too (``Epoch:[0/19](100/24681)``, ``Epoch
    [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
@@ -53,7 +61,9 @@ Each physical line is read in four steps.
    0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
    no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
    at the step after it (the very values of the line before again: a copy, another node's, a ``duplicate step``); in
-a log whose lines number their steps, such a line is a summary.
+   a log whose lines number their steps, such a line is a summary. A line with a step time or a throughput and no
+   loss is such a line too (a step record without a loss) when a bar ran ahead of the last record or, before any
+   record, when it is a dict; otherwise it completes the record before it.
 
 What a line becomes:
 
@@ -79,6 +89,10 @@ What a line becomes:
 * a line of a weighted loss term with no step, Caffe's ``Train net output #0: loss = 6.90776 (* 1 = 6.90776
   loss)`` (not a test net's): the last record's loss is the sum of its terms (its step line's ``loss =`` is
   smoothed over the solver's ``average_loss`` iterations);
+* lines naming one loss each of their own, one after the other (``stage1_pafs_loss: 5.46``, then
+  ``stage1_heatmaps_loss: 2.05``): the parts of one record's loss, summed; such a block before the log's first
+  step line naming only its step is the end of a block whose step line the log does not hold: that step line's
+  record replaces it;
 * a line of values with no step (a timing line after its step line, a line of a multi-line metric block,
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
@@ -106,13 +120,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any
 
 from ..record import StepRecord
-from . import base, messages
-from .base import BLANK, DUPLICATE, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
+from . import base, messages, tables
+from .base import BLANK, DUPLICATE, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, lookup, resolve
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, evaluation_loss, lookup, resolve
 
 NAME = "text"
 
@@ -120,17 +135,31 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
-_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, value=\s*\[?\s*)?([^\s\]),]+)\]?(?:, [^)]*)?\)")
+_TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
+                     r"(?:, [^)]*)?\)")
+# MindSpore's repr of a train cell's output tuple, ``(loss, overflow[, loss scale])``: TrainOneStepWithLossScaleCell
+# returns ``loss, cond, scaling_sens`` (mindspore/nn/wrap/loss_scale.py), which the model zoo's LossCallBack prints
+_MS_TENSOR = r"Tensor\(shape=\[[^\]]*\], dtype={}, (?:value=)?\s*\[?\s*(?P<{}>[^\s\]),]+)\s*\]?\)"
+_OUTPUTS = re.compile(r"\(\s*" + _MS_TENSOR.format(r"B?Float\d+", "loss")
+                      + r"(?:,\s*" + _MS_TENSOR.format("Bool", "cond") + r"(?:,\s*(?:"
+                      + _MS_TENSOR.format(r"B?Float\d+", "scale") + r"|Parameter \((?:[^()]|\(\))*\)))?)?\s*,?\s*\)")
+_BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markdown bold around a value
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
+_KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_UNIT = r"(?:\s?(?P<unit>ms|us|µs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
+# a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
+_NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
-_PAIR = re.compile(
+_PAIR_TEXT = (
     r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     + _UNIT)
+_PAIR = re.compile(_PAIR_TEXT)
+# on a line that is not ASCII, a name may start with any letter (``训练次数:100, Loss:1.98``)
+_WIDE_PAIR = re.compile(_PAIR_TEXT.replace("[A-Za-z_][", r"[^\W\d][").replace("(?<![A-Za-z_])", r"(?<![^\W\d])"))
 # a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
 # two bare counts (the step), is read through them
 _FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>(?!))?" + _UNIT
@@ -146,6 +175,7 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"), re.compile(r"\[\s*(\d+)\s
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
 _BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
@@ -163,12 +193,14 @@ WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped tra
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
 _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
-_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
+_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
+_MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
+_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "mfu"))  # a step record without a loss holds one of these
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
@@ -179,6 +211,11 @@ def _averages(text: str) -> list[tuple[str, str, tuple]]:
     return [(m[1], m[2], hit) for m in _AVERAGED.finditer(text) if (hit := lookup(m[1])) in _AVERAGED_FIELDS]
 
 
+def _measured(fields: dict) -> bool:
+    """``fields`` (a record's) hold a loss, a step time or a throughput: a log of such records is a training log."""
+    return any(fields.get(k) is not None for k in _MEASURED)
+
+
 def _empty(rec: StepRecord) -> bool:
     """``rec`` holds nothing but its step."""
     return all(getattr(rec, k) is None for k in _RECORDED)
@@ -186,14 +223,30 @@ def _empty(rec: StepRecord) -> bool:
 
 def _undecorated(line: str) -> str:
     """``line`` without its decorations but its date-times."""
+    if not line.isascii():
+        line = unicodedata.normalize("NFKC", line)  # full-width forms: ``Loss：1.98`` is ``Loss:1.98``
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     m = _LEAD.match(line)
     if m is not None:
         line = line[m.end():]
+    if "**" in line:
+        line = _BOLD.sub(r"\1", line)
     if "ensor(" in line:
+        if "(Tensor(" in line:
+            line = _OUTPUTS.sub(_outputs, line)
         line = _TENSOR.sub(r"\1", line)
+    if "outputs are " in line:
+        line = _NET_OUTPUT.sub(lambda m: f"loss: {m.group(1) or m.group(2)}", line)
     return line
+
+
+def _outputs(m: re.Match) -> str:
+    """A train cell's output tuple as named values (the name before it, ``outputs are`` or ``loss:``, names
+    nothing then): ``loss``, and ``overflow`` and ``loss_scale`` when the tuple has them."""
+    named = [(k, m.group(k)) for k in ("loss", "cond", "scale") if m.group(k) is not None]
+    return ", " + ", ".join(f"{'overflow' if k == 'cond' else 'loss_scale' if k == 'scale' else k}: {v}"
+                            for k, v in named)
 
 
 def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
@@ -241,20 +294,29 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
     (:func:`.fields.resolve`), the other losses left out."""
     found = []
     pending = None  # a word value with no separator before a word: a value when that word names the next pair
-    pattern = _FIELD if _VALUE_FIRST.match(text) else _PAIR
+    pattern = _FIELD if _VALUE_FIRST.match(text) else _PAIR if text.isascii() else _WIDE_PAIR
     for m in pattern.finditer(text):
         if pending is not None:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
         if m.end() > since and (hit := lookup(m.group("name"))) is not None:
-            if (pattern is _PAIR and m.group("sep") is None and m.group("val")[-1:].isalpha()
+            if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
             else:
                 found.append((hit, m))
     names = resolve([hit[0] for hit, _ in found])
     return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
+
+
+def _named_loss(text: str) -> str | None:
+    """The name of the one loss ``text`` names when it is a loss named for its objective or part
+    (:data:`.fields.LOSS_OTHER`: ``stage1_pafs_loss: 5.46``), else None."""
+    text = clean(text)
+    names = [m.group("name") for m in (_PAIR if text.isascii() else _WIDE_PAIR).finditer(text)
+             if (hit := lookup(m.group("name"))) is not None and hit[0] in _LOSSES]
+    return names[0].lower() if len(names) == 1 and lookup(names[0]) == (LOSS_OTHER, None) else None
 
 
 def _heads(heads: list, text: str, joiner: str) -> list:
@@ -374,9 +436,12 @@ class Parser(base.Parser):
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
+        self.table: tuple | None = None        # the columns of the last column table's header (see .tables)
+        self.block: tuple | None = None        # (the record, the names) of lines naming one loss each, summed
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
         self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
         self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
+        self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
 
     @property
     def done(self) -> int:
@@ -426,8 +491,12 @@ class Parser(base.Parser):
         if not text.strip():
             self.heads = []
             return BLANK
-        bar = _BAR.search(text) if "%" in text else None
+        bar = _BAR.search(text) if "%" in text else _KERAS_BAR.search(text) if "] - " in text else None
         joiner = " " if prev_space else ""
+        if self.table is not None or _DIGIT.search(text) is None:
+            item = self._table(text if bar is None else text[:bar.start()], bar)
+            if item is not None:
+                return item
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
             self.bar_total = self.bar_total or total
@@ -478,6 +547,25 @@ class Parser(base.Parser):
             return item
         return report if item is None or item.__class__ is str else item
 
+    def _table(self, text: str, bar):
+        """A column table's header (:data:`~.base.HEADER`) or row (a step line, at the count of its bar, when
+        it has one), else None (see :mod:`.tables`)."""
+        columns = tables.header(text) if _DIGIT.search(text) is None else None
+        if columns is not None:
+            self.table = columns
+            return HEADER
+        got = tables.row(self.table, text) if self.table is not None else None
+        if got is None:
+            return None
+        found, evaluations = got
+        if bar is not None and not any(f[0] == "step" for f in found):
+            found.append(("step", bar.group(2), bar.group(3), None))  # the bar counts the row's steps of its epoch
+        self.prev_part = False
+        item = self._values(text, bar, "", "", False, False, _summed(found))
+        if evaluations and item.__class__ is StepRecord and (x := evaluation_loss(evaluations)) is not None:
+            self.after.append(Evaluation(item.step, x, self.rank, item.step))
+        return item
+
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
         trainer message: a record, a report or a skip reason (see the module docstring)."""
@@ -517,7 +605,7 @@ class Parser(base.Parser):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
-        self.plain = self.plain or not summary
+        self.plain = self.plain or not summary and [f[0] for f in found] != ["epoch"]  # (a counter line: no step line)
         values = {}
         try:
             for field, val, tot, unit in found:
@@ -532,6 +620,7 @@ class Parser(base.Parser):
             return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
         if step is None and values.keys() == {"epoch"}:
             self.counter = (text, int(values["epoch"][0]))
+            self.bar_epoch = self.counter[1]
         low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
             self.found = True
@@ -613,8 +702,7 @@ class Parser(base.Parser):
             self.scale = scale
         if self.overflow_seen:
             fields["overflow"] = False
-        if "loss" in fields:
-            self.found = True
+        self.found = self.found or _measured(fields)
         return self.record(step, **fields)
 
     # The compiled reader of plain step lines (scan.TextBatch) reads them through their recipes with these.
@@ -663,7 +751,7 @@ class Parser(base.Parser):
         self.numbered, self.leading, self.plain, self.prev_part = True, self.leading is True, True, True
         for slots, units in recipes:
             self.units.update(units)
-            self.found = self.found or any(slot[0] == "loss" for slot in slots)
+            self.found = self.found or any(slot[0] in _MEASURED for slot in slots)
         self.line_step, self.scale = step, scale
         total, first, _, _, offset = self.restarts
         self.restarts = (total, first, 0, step, offset)  # the count's last value (its stride is the next line's)
@@ -693,6 +781,12 @@ class Parser(base.Parser):
             x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
             if x is None:
                 return None
+        elif not cleaned.isascii():  # evaluation words the patterns do not know (``整体测试集上的Loss: 262.6``)
+            x = evaluation_loss({m.group("name"): m.group("val") for m in _WIDE_PAIR.finditer(cleaned)
+                                 if lookup(m.group("name")) == (EVAL, None)})
+            if x is None:
+                return None
+            named = None
         else:
             return None
         try:
@@ -741,6 +835,8 @@ class Parser(base.Parser):
             v, tot = float(bar.group(2)), bar.group(3)
             if int(tot) != self.bar_total:
                 return None
+            if epoch is None and self.bar_epoch is not None:
+                epoch = (float(self.bar_epoch), None, None)  # the bar counts the epoch a line named before it
         elif "/" in text and (count := _count(text, epoch)) is not None:
             v, tot = float(count[0]), count[1]
             epoch = (float(count[2]), None, None) if count[2] is not None else epoch
@@ -788,9 +884,28 @@ class Parser(base.Parser):
         return self.offset + step
 
     def _unnumbered(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
-        """A line of values with no step."""
+        """A line of values with no step. Lines each naming one loss of their own (``stage1_pafs_loss: 5.46``, then
+        ``stage1_heatmaps_loss: 2.05``), one after the other, are the parts of one record's loss: their sum (as the
+        named losses of one line are, :func:`.fields.resolve`)."""
+        name = _named_loss(text) if "loss" in values else None
+        block, last = self.block, self.last
+        if name is not None and block is not None and last is not None and block[0] is last and name not in block[1]:
+            block[1].add(name)
+            last.loss = (last.loss or 0.0) + values["loss"][0]
+            self.prev_part = True
+            return MERGED
+        item = self._valued(values, prev, joiner, text, prev_part)
+        if name is not None:
+            rec = item if item.__class__ is StepRecord else last if item == MERGED and last is not None else None
+            self.block = (rec, {name}) if rec is not None else None
+        return item
+
+    def _valued(self, values: dict, prev: str, joiner: str, text: str, prev_part: bool):
+        """What the line of values with no step is (see :meth:`_unnumbered`)."""
         last = self.last
-        if "loss" in values and not self.numbered:
+        timed = "loss" not in values and not _THROUGHPUT.isdisjoint(values) and (  # a step's time or rate, no loss
+            self.bar > self.step or last is None and ("{'" in text or '{"' in text))
+        if ("loss" in values or timed) and not self.numbered:
             self.found = True
             if last is not None and self.bar and self.bar == last.step and last.loss is None:
                 return self._fill(values)
@@ -872,8 +987,7 @@ class Parser(base.Parser):
         for key, value in fields.items():
             if value is not None:
                 setattr(self.last, key, value)
-        if fields.get("loss") is not None:
-            self.found = True
+        self.found = self.found or _measured(fields)
         self.prev_part = True
         return MERGED
 
@@ -948,6 +1062,9 @@ class Parser(base.Parser):
             self.absorbs = True
         if last is not None and _empty(last) and not _empty(rec):
             self.absorbs = True  # the step named alone ('Recording summary at step 0', a header's '1 epoch = ..')
+        elif _empty(rec) and not self.named and self.block is not None and self.block[0] is last and len(
+                self.block[1]) > 1:
+            self.absorbs = True  # a block's parts before the first block's step line: the end of a block cut off
         self.taken_over = self.guessed = False
         self.prev_part = True
         return rec
@@ -1012,8 +1129,7 @@ class Parser(base.Parser):
             if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
                 fields["tokens"] = int((total - tokens_before) / gap)
             self.tokens_total = total
-        if fields.get("loss") is not None:
-            self.found = True
+        self.found = self.found or _measured(fields)
         return fields, steps
 
 

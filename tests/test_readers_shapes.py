@@ -1,0 +1,239 @@
+"""Step-line shapes of the generic text reader (monitor/replay/text.py, the alias table monitor/replay/fields.py),
+each on lines copied exactly from public logs (the source above each): a MindSpore train cell's output tuple,
+Keras progress lines, full-width punctuation and Chinese names, step records without a loss, and a record whose
+loss is printed as named parts one per line."""
+from __future__ import annotations
+
+import math
+
+from test_replay_text import read
+from training_monitor.record import StepRecord
+from training_monitor.replay import replay_file, text
+from training_monitor.replay.base import Report
+from training_monitor.replay.fields import lookup
+
+
+def _write(tmp_path, lines, name="run.log"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _steps(lines):
+    return [r for r in read(lines) if isinstance(r, StepRecord)]
+
+
+# -- a MindSpore train cell's output tuple: TrainOneStepWithLossScaleCell.construct returns
+# `loss, cond, scaling_sens` (mindspore/nn/wrap/loss_scale.py), which the model zoo's LossCallBack prints whole
+
+def test_the_loss_scale_cells_output_tuple_is_loss_overflow_and_loss_scale():
+    # mindspore-ai/models research/nlp/tinybert/README.md (general distill): no brackets, no `value=`
+    recs = _steps([
+        "epoch: 1, step: 100, outputs are (Tensor(shape=[1], dtype=Float32, 28.2093), Tensor(shape=[], dtype=Bool, False), Tensor(shape=[], dtype=Float32, 65536))",  # noqa: E501
+        "epoch: 2, step: 200, outputs are (Tensor(shape=[1], dtype=Float32, 30.1724), Tensor(shape=[], dtype=Bool, False), Tensor(shape=[], dtype=Float32, 65536))",  # noqa: E501
+    ])
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in recs] == [(100, 28.2093, False, 65536.0),
+                                                                         (200, 30.1724, False, 65536.0)]
+    # mindspore-ai/models research/nlp/albert/README.md (distributed pre-training): a bracketed one-element loss
+    recs = _steps(["epoch: 0.0, current epoch percent: 0.001, step: 100, outputs are (Tensor(shape=[1], dtype=Float32, [ 1.08209e+01]), Tensor(shape=[], dtype=Bool, False), Tensor(shape=[], dtype=Float32, 65536))"])  # noqa: E501
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in recs] == [(100, 10.8209, False, 65536.0)]
+
+
+def test_a_tuple_named_loss_with_value_reprs_and_a_falling_scale():
+    # mindspore-ai/models research/cv/FaceRecognition/README.md (training log): `loss:(..)`, then the LR and fps
+    recs = _steps([
+        "epoch[0], iter[200], loss:(Tensor(shape=[], dtype=Float32, value= 49.3693), Tensor(shape=[], dtype=Bool, value= False), Tensor(shape=[], dtype=Float32, value= 32768)), cur_lr:0.001314, mean_fps:4426.42 imgs/sec",  # noqa: E501
+        "epoch[0], iter[300], loss:(Tensor(shape=[], dtype=Float32, value= 48.7081), Tensor(shape=[], dtype=Bool, value= False), Tensor(shape=[], dtype=Float32, value= 16384)), cur_lr:0.001968, mean_fps:4428.09 imgs/sec",  # noqa: E501
+    ])
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in recs] == [(200, 49.3693, False, 32768.0),
+                                                                         (300, 48.7081, False, 16384.0)]
+
+
+def test_an_overflowed_step_and_a_scale_sense_parameter_printed_without_its_value():
+    # mindspore-ai/models ALBERT README (Chinese, RACE fine-tuning on GPU): the third output is the Parameter
+    recs = _steps(["epoch: 0, current epoch percent: 0.001, step: 1, outputs are (Tensor(shape=[], dtype=Float32, value= 1.37603), Tensor(shape=[], dtype=Bool, value= True), Parameter (name=scale_sense, shape=(), dtype=Float32, requires_grad=True))"])  # noqa: E501
+    assert [(r.step, r.loss, r.overflow, r.loss_scale) for r in recs] == [(1, 1.37603, True, None)]
+
+
+def test_a_loss_only_cells_output_is_the_loss():
+    # a MindSpore Transformer lab report in a public repository (find_string `outputs are [9.748046]`): MindSpore 2.x
+    # prints a one-element output as its values; prose naming several outputs is no loss
+    recs = _steps(["epoch: 1, step: 1, outputs are [9.748046]", "epoch: 15, step: 8850, outputs are [5.0457044]"])
+    assert [(r.step, r.loss) for r in recs] == [(1, 9.748046), (8850, 5.0457044)]
+    assert _steps(["Driver_XOR: contains XOR test, expected outputs are [0, 1, 1, 0] and so far are sucessful."]) == []
+
+
+def test_a_two_output_tuple_and_the_epoch_time_line_after_it(tmp_path):
+    # mindspore-ai/models research/cv/centernet_resnet101/README.md (distributed training on Ascend)
+    path = _write(tmp_path, [
+        "epoch: 328, current epoch percent: 1.000, step: 150682, outputs are (Tensor(shape=[], dtype=Float32, value= 1.71943), Tensor(shape=[], dtype=Bool, value= False), Tensor(shape=[], dtype=Float32, value= 1024))",  # noqa: E501
+        "epoch time: 236204.566 ms, per step time: 515.730 ms",
+        "epoch: 329, current epoch percent: 1.000, step: 151140, outputs are (Tensor(shape=[], dtype=Float32, value= 1.53505), Tensor(shape=[], dtype=Bool, value= False), Tensor(shape=[], dtype=Float32, value= 1024))",  # noqa: E501
+        "epoch time: 235430.151 ms, per step time: 514.040 ms",
+    ])
+    res = replay_file(path)
+    assert res.steps == 2 and res.merged_lines == 2 and res.events == []
+    recs = _steps(open(path, encoding="utf-8").read().splitlines())
+    assert [(r.step, r.loss, r.loss_scale, round(r.step_time_s, 6)) for r in recs] == [
+        (150682, 1.71943, 1024.0, 0.51573), (151140, 1.53505, 1024.0, 0.51404)]
+
+
+# -- Keras: `Epoch e/E`, then a progress bar line per batch, ` - name: value` fields after the bar
+
+def test_keras_bar_lines_are_steps_of_the_epoch_their_header_names_and_val_names_are_evaluations():
+    # divamgupta/image-segmentation-keras issue #50, description
+    items = read(["Epoch 1/1", "512/512 [==============================] - 127s 247ms/step - loss: nan - acc: nan - val_loss: nan - val_acc: nan"],  # noqa: E501
+                 evaluations=True)
+    assert [type(i).__name__ for i in items] == ["StepRecord", "Evaluation"]
+    assert items[0].step == 512 and math.isnan(items[0].loss) and items[1].step == 512
+    # matterport/Mask_RCNN issue #1997, turn 0: epoch 2's 100 batches after epoch 1's
+    recs = _steps(["Epoch 2/100", "100/100 [==============================] - 126s 1s/step - loss: nan - rpn_class_loss: 0.6931 - rpn_bbox_loss: nan - mrcnn_class_loss: 0.6931 - mrcnn_bbox_loss: 0.0000e+00 - mrcnn_mask_loss: 0.0000e+00 - val_loss: nan - val_rpn_class_loss: 0.6931 - val_rpn_bbox_loss: nan - val_mrcnn_class_loss: 0.6931 - val_mrcnn_bbox_loss: 0.0000e+00 - val_mrcnn_mask_loss: 0.0000e+00",  # noqa: E501
+                   "Epoch 3/100", "100/100 [==============================] - 127s 1s/step - loss: nan - rpn_class_loss: 0.6931 - rpn_bbox_loss: nan - mrcnn_class_loss: 0.6931 - mrcnn_bbox_loss: 0.0000e+00 - mrcnn_mask_loss: 0.0000e+00 - val_loss: nan - val_rpn_class_loss: 0.6931 - val_rpn_bbox_loss: nan - val_mrcnn_class_loss: 0.6931 - val_mrcnn_bbox_loss: 0.0000e+00 - val_mrcnn_mask_loss: 0.0000e+00"])  # noqa: E501
+    assert [r.step for r in recs] == [200, 300] and all(math.isnan(r.loss) for r in recs)
+
+
+def test_keras_batch_lines_and_its_invalid_loss_termination():
+    # manishsoni1908/Mobilenet-ssd-keras issue #21, description (TerminateOnNaN's message glued after the bar)
+    items = read(["Epoch 1/10",
+                  "  3/234 [..............................] - ETA: 33:37:24 - loss: 44.4110Batch 3: Invalid loss, terminating training",  # noqa: E501
+                  "  4/234 [..............................] - ETA: 25:09:00 - loss: inf "])
+    assert isinstance(items[0], Report) and (items[0].rule, items[0].step) == ("nan_inf", 3)
+    assert (items[1].step, items[1].loss) == (4, math.inf)
+
+
+# -- full-width punctuation and Chinese names
+
+def test_full_width_punctuation_and_chinese_names(tmp_path):
+    # tests/data/reallogs/tune/pytorch_tutorial_cifar_loss_chinese_rounds_healthy_1.log's lines
+    items = read(["训练次数：100, Loss：1.9817659854888916", "整体测试集上的Loss: 262.62046909332275",
+                  "整体测试集上的正确率: 0.3889999985694885", "训练次数：800, Loss：1.2562278509140015"], evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 100, 1.9817659854888916), ("Evaluation", 100, 262.62046909332275),  # the test set's loss
+        ("StepRecord", 800, 1.2562278509140015)]
+    assert text.clean("Loss：１.５") == "Loss:1.5"
+    assert lookup("训练次数") == lookup("迭代次数") == ("step", None) and lookup("轮次") == ("epoch", None)
+    assert lookup("学习率") == ("lr", None) and lookup("训练损失")[0] == "loss" and lookup("平均损失")[0] == "loss_average"
+    assert lookup("验证损失")[0] == lookup("整体测试集上的Loss")[0] == "eval"
+
+
+def test_a_chinese_tutorial_run_with_full_width_commas_and_its_test_set_evaluations():
+    # a PyTorch tutorial's notes in a public repository (find_string `训练次数：100`): its CIFAR-10 run's output
+    items = read(["训练数据集的长度为：10000", "测试数据集的长度为：10000", "-------第1轮训练开始--------",
+                  "训练次数：100，Loss：2.2933249473571777", "整体测试集上的loss：359.2919616699219",
+                  "整体测试集上的正确率：0.12600000202655792", "-------第2轮训练开始--------",
+                  "训练次数：200，Loss：2.269317626953125", "训练次数：300，Loss：2.2691822052001953",
+                  "整体测试集上的loss：354.2793884277344"], evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 100, 2.2933249473571777), ("Evaluation", 100, 359.2919616699219),
+        ("StepRecord", 200, 2.269317626953125), ("StepRecord", 300, 2.2691822052001953),
+        ("Evaluation", 300, 354.2793884277344)]
+
+
+def test_chinese_loops_print_their_names_with_spaces_or_colons():
+    # prints of loops in public repositories (find_string): `print(f'轮次 {epoch}, 批次 {batch_idx}, 损失: ..')` and
+    # `print(f'第 {epoch + 1}/{epochs} 轮, 损失: {loss.item()}, 验证损失: {val_loss.item()}')`, with numbers filled in
+    assert [(r.step, r.loss) for r in _steps(["轮次 0, 批次 10, 损失: 2.301", "轮次 0, 批次 20, 损失: 2.215"])] == [
+        (10, 2.301), (20, 2.215)]
+    assert [r.loss for r in _steps(["第 1/50 轮, 损失: 0.693, 验证损失: 0.701"])] == [0.693]
+
+
+def test_only_a_line_that_is_not_ascii_is_normalised():
+    assert text.clean("step 5 | loss 2.5") == "step 5 | loss 2.5"
+    assert text.clean("step 5 | time 0.3 µs") == "step 5 | time 0.3 μs"  # NFKC: the micro sign is the Greek mu
+    assert [(r.step, r.loss) for r in _steps(["step: 5, loss: 2.5, time: 300 µs"])] == [(5, 2.5)]
+    assert _steps(["step: 5, loss: 2.5, time: 300 µs"])[0].step_time_s == 300e-6
+
+
+# -- step records without a loss: a step time or a throughput is a step record
+
+def test_step_time_and_samples_dicts_between_tqdm_bars_are_step_records(tmp_path):
+    # microsoft/huggingface-transformers pull request #7, description ("Sample prints for each train step")
+    lines = ["{'train_step_runtime': 0.6309, 'train_step_samples_per_second': 57.063, 'epoch': 0.98}", "",
+             " 98%|█████████▊| 2086/2120 [26:01<00:22,  1.49it/s]", " 98%|█████████▊| 2087/2120 [26:02<00:22,  1.48it/s]",
+             "                                                   ",
+             "{'train_step_runtime': 0.641, 'train_step_samples_per_second': 56.162, 'epoch': 0.98}"]
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 2 and res.events == []
+    recs = _steps(lines)
+    assert [(r.step, r.step_time_s, r.samples) for r in recs] == [(1, 0.6309, 36), (2087, 0.641, 36)]
+    assert lookup("train_step_runtime") == ("step_time_s", None) and lookup("train_runtime")[0] == "eval"
+    assert lookup("train_step_samples_per_second")[0] == "sps"
+
+
+def test_a_timing_line_without_a_bar_before_it_still_completes_its_record():
+    recs = _steps(["{'loss': 2.5, 'epoch': 0.1}", "{'train_step_runtime': 0.6309, 'epoch': 0.1}"])
+    assert [(r.step, r.loss, r.step_time_s) for r in recs] == [(1, 2.5, 0.6309)]
+    assert _steps(["Total time: 3.2s"]) == []  # prose with a time, no dict and no bar: no record
+
+
+# -- a record's loss printed as named parts, one per line
+
+def test_named_losses_one_per_line_are_the_parts_of_the_records_loss(tmp_path):
+    # tests/data/reallogs/tune/lightweight_pose_stage_losses_jump_iter3200_100.log (Daniil-Osokin/lightweight-human-
+    # pose-estimation.pytorch's train.py prints `Iter: N` and then each stage's losses)
+    lines = ["  1%|          | 4/516 [00:13<27:49,  3.26s/it]Iter: 3100", "stage1_pafs_loss:     5.463875732421875",
+             "stage1_heatmaps_loss: 2.0516973876953126", "stage2_pafs_loss:     5.2807315063476565",
+             "stage2_heatmaps_loss: **1.9725639724731445**",
+             " 20%|██        | 104/516 [02:42<10:42,  1.56s/it]Iter: 3200", "stage1_pafs_loss:     131.51344520568847",
+             "stage1_heatmaps_loss: 49.36172973632812", "stage2_pafs_loss:     127.09879386901855",
+             "stage2_heatmaps_loss: nan"]
+    recs = _steps(lines)
+    assert [r.step for r in recs] == [3100, 3200]
+    assert math.isclose(recs[0].loss, 5.463875732421875 + 2.0516973876953126 + 5.2807315063476565 + 1.9725639724731445)
+    assert math.isnan(recs[1].loss)  # a NaN part is the sum's
+    res = replay_file(_write(tmp_path, lines))
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 3200)]
+
+
+def test_a_loss_named_again_is_no_part_of_the_record_before():
+    recs = _steps(["Iter: 100", "stage1_pafs_loss: 5.0", "stage1_pafs_loss: 6.0"])
+    assert [(r.step, r.loss) for r in recs] == [(100, 5.0)]
+    assert text.clean("loss_scale: 2**16") == "loss_scale: 2**16"  # an exponent is no Markdown bold
+
+
+# -- column tables: a header of names, then rows of values under it (monitor/replay/tables.py)
+
+def test_yolo_epoch_table_rows_are_step_lines_and_their_losses_the_sum_of_the_parts():
+    # WongKinYiu/yolov7 issue #251, description: a `total` column (the sum, not read) and a message after a bar
+    lines = ["     Epoch   gpu_mem       box       obj       cls     total    labels  img_size",
+             "     0/299     18.5G    0.1126     2.552    0.4747     3.139       540       768:   0%|▎                                                           | 1/234 [00:04<18:28,  4.76s/it]Reducer buckets have been rebuilt in this iteration.",  # noqa: E501
+             "     0/299     18.7G       nan     2.028       nan       nan       521       768:   6%|███▊                                                       | 15/234 [00:23<04:56,  1.36s/it]"]  # noqa: E501
+    recs = _steps(lines)
+    assert [r.step for r in recs] == [1, 15]  # epoch 0's batches (the bar's count)
+    assert math.isclose(recs[0].loss, 0.1126 + 2.552 + 0.4747) and math.isnan(recs[1].loss)
+
+
+def test_an_ultralytics_table_between_validation_tables(tmp_path):
+    # ultralytics/ultralytics issue #1854, description (YOLOv8, 8 GPUs); the validation table's row is no row
+    lines = ["      Epoch      GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+             "    261/300      2.95G     0.3137     0.3809     0.7961          3        640: 100%|██████████| 246/246 [02:17<00:00,  1.79it/s]",  # noqa: E501
+             "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 983/983 [02:55<00:00,  5.60it/s]",  # noqa: E501
+             "                   all       3932       1523       0.98      0.986      0.994      0.987"]
+    recs = _steps(lines)
+    assert [(r.step, round(r.loss, 4)) for r in recs] == [(260 * 246 + 246, round(0.3137 + 0.3809 + 0.7961, 4))]
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 1 and res.skipped["header"] == 1 and res.events == []
+
+
+def test_a_markdown_table_of_a_notebook_trainer_run_with_its_validation_column(tmp_path):
+    # m3hrdadfi/soxan issue #9, turn 0 (Hugging Face Trainer's notebook table, pasted as Markdown)
+    lines = ["Step | Training Loss | Validation Loss | Accuracy", "-- | -- | -- | --",
+             "10 | 0.698400 | 0.497485 | 0.813416", "20 | 0.394700 | 0.291701 | 0.913778",
+             "30 | 0.225200 | 0.138921 | 0.951371"]
+    items = read(lines, evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [
+        ("StepRecord", 10, 0.6984), ("Evaluation", 10, 0.497485), ("StepRecord", 20, 0.3947),
+        ("Evaluation", 20, 0.291701), ("StepRecord", 30, 0.2252), ("Evaluation", 30, 0.138921)]
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 3 and res.events == []  # (a step line naming an evaluation loss counts as a step)
+
+
+def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
+    from training_monitor.replay import tables
+    assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None
+    assert tables.header("               Class     Images     Labels          P          R") is None  # no loss
+    assert tables.header("Epoch loss decreased") is None  # prose: no columns
+    assert tables.header("      Epoch    loss      0.5") is None  # a number: a row, no header
+    columns = tables.header("      Epoch    GPU_mem   box_loss   cls_loss")
+    assert tables.row(columns, "      all       1049       1186      0.929") is None  # the counter counts nothing
+    assert tables.row(columns, "      3/9      1.2G       0.5") is None  # a cell short
