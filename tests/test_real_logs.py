@@ -38,21 +38,13 @@ SHARED_SAMPLES = frozenset({
 KNOWN_FAILING = frozenset({
     # promoted from heldout3: two overflows (scale 4 and 2) as records; the scale reaches 1 only in `reducing to 1`
     "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",
-    # promoted from heldout7 after scoring (to be fixed)
     # heldout9 at its first replay (scored, not studied)
-    "darknet_yolov3_region_avg_iou_class_obj_nan_3984.log",  # `Region 82 Avg IOU: nan, ..` lines, no loss: not read
     "detectron2_floatingpointerror_nan_iteration_2137_838.log",  # nan_inf@1: `at iteration=2137!` not the step
     "libfacedetection_epoch0_iter_lm_loss_epoch_time_24.log",  # `|| iter: 800/803 || .. All: 3.02(3.20)`: not read
-    "mindspore_bert_standalone_outputs_tuple_steps_1_2_scale_65536.log",  # `outputs are (Tensor(..))`: not read
-    "mindspore_bert_thor_sink_outputs_step_time_span_alternates.log",  # `outputs are [5.08], ..span is`: not read
-    "mindspore_centernet_det_ascend_outputs_tuple_overflow_false_1024.log",  # `outputs are (Tensor(..))`: not read
-    "mindspore_centernet_det_gpu_8_ranks_same_step_outputs.log",  # `step: 195827, outputs are 1.628212`: not read
-    "mindspore_tinybert_gd_outputs_tuple_loss_28_to_30.log",  # `outputs are (Tensor(.., 28.2093), ..)`: not read
     "paddlenlp_ernie1_pretrain_trainer_loss_global_step_20_40_4949.log",  # `- loss: .., global_step: 20`: not read
     "yolox_data_time_6_to_8s_of_9s_iter_time_1548.log",  # data_time 4.2-8.3 s of a 5-10 s iteration: no event
     # heldout10 at its first replay (scored, not studied)
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # per step 719 -> 1044 ms over 4 epochs: no event
-    "mindspore_ktnet_squad_outputs_tuple_overflow_false_65536.log",  # `outputs are (Tensor(..))`: not read
     "mmdet_aitod_detectors_nwd_iter_600_all_losses_nan_10.log",  # nan_inf@7604: global step, not `[2][600/7004]`
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s of 14-34 s, 3 iters: no event
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # `(107.969888s)` 3-108 s per iteration: no event
