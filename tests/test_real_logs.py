@@ -36,8 +36,6 @@ SHARED_SAMPLES = frozenset({
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
-    # promoted from heldout3: two overflows (scale 4 and 2) as records; the scale reaches 1 only in `reducing to 1`
-    "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",
     # promoted from heldout7 after scoring (to be fixed)
     "chatglm_tuning_loss_0001_flat_epoch50_300_271.log",  # loss 1.141, 0.0003, then 0.0001 x4: no degenerate
     "lightweight_pose_stage_losses_jump_iter3200_100.log",  # `stage1_pafs_loss:` lines, 5.5 -> 132 at 3200: no spike
