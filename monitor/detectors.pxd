@@ -8,8 +8,8 @@ cdef double NAN
 
 cdef class Rec:
     cdef long long step
-    cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span
-    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied
+    cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span, next_scale
+    cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied, has_next_scale
     cdef int overflow, unit
     cdef long long overflows
 
@@ -164,7 +164,7 @@ cdef class LossScaleCollapse(LossScaleWatch):
     cdef public long long window, max_halvings
     cdef double highest
     cdef Steps drops
-    @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t)
+    @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t, low=double)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 

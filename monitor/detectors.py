@@ -29,16 +29,17 @@ class Rec:
     ``period`` (step time + data wait), ``wait`` its data wait, ``span`` the seconds the record stands for
     (``period`` x its steps). ``overflow``: -1 unknown (None), 0 False, 1 True; ``overflows``: the steps that
     overflowed since the previous record (StepRecord.overflows), -1 unknown; ``applied``: the overflowed step's
-    update was applied (StepRecord.overflow_applied). ``positional``: the step is the record's position in a log
+    update was applied (StepRecord.overflow_applied); ``next_scale``: the scale the trainer set for the next step
+    (StepRecord.loss_scale_next). ``positional``: the step is the record's position in a log
     that numbers no steps (:meth:`Judge.by_position`). One is filled per record (:func:`rec_from`, or the
     compiled reader)."""
 
     def __init__(self):
         self.step = 0
         self.loss = self.grad_norm = self.loss_scale = self.rate = self.mfu = self.lr = 0.0
-        self.period = self.wait = self.span = 0.0
+        self.period = self.wait = self.span = self.next_scale = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
-        self.has_lr = False
+        self.has_lr = self.has_next_scale = False
         self.positional = self.applied = False
         self.overflow = self.overflows = -1
         self.unit = 0
@@ -76,6 +77,10 @@ def rec_from(r, rec):
     r.has_lr = v is not None
     if r.has_lr:
         r.lr = v
+    v = rec.loss_scale_next
+    r.has_next_scale = v is not None
+    if r.has_next_scale:
+        r.next_scale = v
     v = rec.overflow
     r.overflow = -1 if v is None else (1 if v else 0)
     v = rec.overflows
@@ -1082,12 +1087,14 @@ class LossScaleCollapse(LossScaleWatch):
     (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). So does a
     scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
     0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
-    skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings.
+    skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings. A
+    record that says the scale the trainer set for the next step (``Rec.next_scale``: DeepSpeed's ``Attempted
+    loss scale: 2, reducing to 1``) is judged at the floor by the lower of the two: the log may end there.
     Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
-    reads = ('loss_scale', 'overflow', 'overflows')
+    reads = ('loss_scale', 'overflow', 'overflows', 'loss_scale_next')
     plots = "loss_scale"
 
     # settings (Detector.__init__ sets them from cfg.params)
@@ -1107,13 +1114,14 @@ class LossScaleCollapse(LossScaleWatch):
             return None
         if scale > self.highest:
             self.highest = scale
-        if self.calibrating(r) and (r.overflow != 1 or scale > self.floor):
+        low = r.next_scale if r.has_next_scale and r.next_scale < scale else scale
+        if self.calibrating(r) and (r.overflow != 1 or low > self.floor):
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
-        if (scale <= self.floor < self.highest or scale == 0.0
-                or scale <= self.floor and (r.overflow == 1 or had and scale < prev)
-                and (scale < self.floor or self.startup)):
-            return scale, self.drops.first() if n else r.step, f"loss scale {scale:g} at its floor {self.floor:g}"
+        if (low <= self.floor < self.highest or low == 0.0
+                or low <= self.floor and (r.overflow == 1 or had and low < prev)
+                and (low < self.floor or self.startup)):
+            return low, self.drops.first() if n else r.step, f"loss scale {low:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"
         return None

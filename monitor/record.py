@@ -37,6 +37,8 @@ class StepRecord:
             ``overflow`` says whether this step overflowed).
         overflow_applied: True when this step overflowed and the trainer applied its update all the same
             (MindYOLO's and mindcv's ``overflow_still_update``): non-finite gradients went into the weights.
+        loss_scale_next: the loss scale the trainer set for the step after this one when it says so (DeepSpeed's
+            ``Attempted loss scale: 2, reducing to 1``: ``loss_scale`` 2, ``loss_scale_next`` 1); None when unknown.
     """
 
     # the order of the fields is relied upon: training_monitor.callbacks.TrainingMonitor and the MindFormers log reader
@@ -59,6 +61,7 @@ class StepRecord:
     samples: int | None = None
     overflows: int | None = None
     overflow_applied: bool | None = None
+    loss_scale_next: float | None = None
 
     @property
     def tokens_per_second(self) -> float | None:

@@ -40,6 +40,21 @@ def test_overflows_counted_over_an_interval_count_the_fewest_some_window_of_it_h
     assert events(clean + [StepRecord(130, loss=1.0, overflows=3)]) == [("overflow_storm", 130, 130)]
 
 
+
+def test_the_scale_a_message_says_the_trainer_set_next_is_judged_at_the_floor():
+    # DeepSpeed's `Attempted loss scale: 2, reducing to 1` as the log's last overflow (FaithDiff's run, tune/
+    # deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log): the scale is at its floor of 1 though no record follows
+    recs = [StepRecord(16, loss_scale=4.0, loss_scale_next=2.0, overflow=True),
+            StepRecord(17, loss_scale=2.0, loss_scale_next=1.0, overflow=True)]
+    assert events(recs) == [("loss_scale_collapse", 17, 17)]
+    # the same record without the next scale: 2 is above the floor
+    assert events([recs[0], StepRecord(17, loss_scale=2.0, overflow=True)]) == []
+    # DeepSpeed's lines give both scales
+    line = ("[2025-08-27 10:12:25,030] [INFO] [loss_scaler.py:184:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            "Skipping step. Attempted loss scale: 2, reducing to 1")
+    [rec] = read([line])
+    assert (rec.loss_scale, rec.loss_scale_next, rec.overflow) == (2.0, 1.0, True)
+
 def test_a_count_reaching_into_the_start_up_steps_leaves_them_to_calibration():
     # Megatron-LM's healthy start: 16 of the first 100 iterations skipped while the scale fell from 2^32 to 2^17;
     # all 16 may be among the first 24 (calibration), and a clean one came among the 100: calibration is over

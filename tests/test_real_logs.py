@@ -36,8 +36,6 @@ SHARED_SAMPLES = frozenset({
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
-    # promoted from heldout3: two overflows (scale 4 and 2) as records; the scale reaches 1 only in `reducing to 1`
-    "deepspeed_tqdm_noise_step_loss_nan_faithdiff34.log",
     # heldout9 at its first replay (scored, not studied)
     "detectron2_floatingpointerror_nan_iteration_2137_838.log",  # nan_inf@1: `at iteration=2137!` not the step
     "libfacedetection_epoch0_iter_lm_loss_epoch_time_24.log",  # `|| iter: 800/803 || .. All: 3.02(3.20)`: not read

@@ -157,7 +157,8 @@ class Parser(abc.ABC):
                    applied: bool = False):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
         loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed),
-        its update skipped (``applied``: applied all the same). A record of its own (DeepSpeed prints no step),
+        its update skipped (``applied``: applied all the same), ``new`` its ``loss_scale_next`` when both are
+        printed. A record of its own (DeepSpeed prints no step),
         unless :meth:`repeats` the last one; before any step the log names, numbered by its position
         (:attr:`named`)."""
         scale = attempted if attempted is not None else new
@@ -165,7 +166,8 @@ class Parser(abc.ABC):
         if repeat is not None:
             return repeat
         self.overflow_lines += 1
-        rec = self.record(self.next_step(), overflow=True, loss_scale=scale, overflow_applied=applied or None)
+        rec = self.record(self.next_step(), overflow=True, loss_scale=scale, overflow_applied=applied or None,
+                          loss_scale_next=new if attempted is not None else None)
         self._named = (iteration, rec)
         if not self.named and self.done == self.step:
             self.placing = rec

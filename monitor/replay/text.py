@@ -1057,7 +1057,8 @@ class Parser(base.Parser):
         if takes:
             assert last is not None
             rec.overflow = rec.overflow if "overflow" in values else True
-            rec.loss_scale = last.loss_scale if rec.loss_scale is None else rec.loss_scale
+            if rec.loss_scale is None:
+                rec.loss_scale, rec.loss_scale_next = last.loss_scale, last.loss_scale_next
             rec.overflow_applied = last.overflow_applied
             self.absorbs = True
         if last is not None and _empty(last) and not _empty(rec):
