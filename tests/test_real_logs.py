@@ -47,8 +47,6 @@ KNOWN_FAILING = frozenset({
     # heldout10 (scored, not studied): the label names the printed `[2][600/7004]`, replay the global step
     "mmdet_aitod_detectors_nwd_iter_600_all_losses_nan_10.log",  # nan_inf@7604: global step, not `[2][600/7004]`
     # heldout11 (scored, not studied)
-    "mindformers_glm_6b_finetune_overflow_cond_true_loss_scale_268435460_to_16384.log",  # 5 steps read, `overflow
-    # cond: True` at steps 4 and 8 with loss scale 268435460 -> 16384: no event
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then
     # 0.29 s: no event
