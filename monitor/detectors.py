@@ -1355,9 +1355,9 @@ class ThroughputDrop(Detector):
     Input-bound (a level, not a drop, so at any history): ``bound_steps`` records or more in a row after the
     warm-up each spending at least ``data_share`` of its period waiting for data, that together waited
     ``bound_seconds`` (a record's wait times its ``steps``, or the steps since the streak's previous record
-    when more: a log printing every few steps): the accelerator idles most of every step, the data pipeline
-    sets the run's pace (NVIDIA DLProf's "input bound" verdict, MindSpore's data-preparation
-    advice in MindInsight). A run's first steps waiting for its loader's workers to start are in the warm-up.
+    when more: a log printing every few steps): the device idles most of every step waiting for batches, the
+    data pipeline sets the run's pace. A run's first steps waiting for its loader's workers to start are in
+    the warm-up.
 
     Onset: the first low step of the stretch (the step itself for an excursion, the streak's first record when
     input-bound). A throughput that is not a number (a NaN step time) and a step known to be slow
