@@ -205,7 +205,8 @@ cdef class SustainedLow(Detector):
 
 cdef class ThroughputDrop(Detector):
     cdef public Py_ssize_t window, min_history, min_steps, excursion_history
-    cdef public double ratio, data_share, min_seconds, excursion_ratio, excursion_seconds
+    cdef public Py_ssize_t bound_steps
+    cdef public double ratio, data_share, min_seconds, excursion_ratio, excursion_seconds, bound_seconds
     cdef Window values, waits  # the medians of the rate and data wait of each min_steps steps (a block)
     cdef Window early, early_waits  # the rates and data waits of the steps before min_history (excursions)
     cdef long long[::1] steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...
@@ -215,13 +216,19 @@ cdef class ThroughputDrop(Detector):
     cdef long long low_since, first  # first: the first step judged
     cdef int unit  # the series' RATE_UNITS index (len(RATE_UNITS): none yet)
     cdef double seconds
+    cdef Py_ssize_t streak  # input-bound records in a row (bound), since step streak_since, waiting streak_wait s
+    cdef long long streak_since, streak_last  # streak_last: the streak's newest record
+    cdef double streak_wait
     @cython.locals(n=Py_ssize_t, j=Py_ssize_t)
     cdef Py_ssize_t low(self, double bound) noexcept
     @cython.locals(v="double[::1]", j=Py_ssize_t)
     cdef double ring_median(self, Py_ssize_t slot) noexcept
     @cython.locals(x=double, m=double, med=double, lost=double, waited=double, known=bint, c=Py_ssize_t,
                    i=Py_ssize_t, j=Py_ssize_t, onset=cython.longlong)
+    cdef object drop(self, Rec r)
     cdef object update(self, Rec r)
+    @cython.locals(steps=double)
+    cdef object bound(self, Rec r)
     @cython.locals(e=Window, m=double, lost=double, waited=double)
     cdef object excursion(self, Rec r, double x)
     cdef void forget(self, long long step) noexcept

@@ -1294,8 +1294,9 @@ class ThroughputDropSettings(RuleSettings):
     a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
     times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
-    whose record lasts `min_seconds`. Steps known to be slow (checkpoint saves, rollbacks, epoch ends:
-    StepRecord.slow_reason) are not judged."""
+    whose record lasts `min_seconds`. At any history, an input-bound run: `bound_steps` records in a row each
+    waiting for data `data_share` of its period, `bound_seconds` in all. Steps known to be slow (checkpoint
+    saves, rollbacks, epoch ends: StepRecord.slow_reason) are not judged."""
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1311,6 +1312,9 @@ class ThroughputDropSettings(RuleSettings):
                                           "the earlier ones' median (0: wait for min_history)...", min=0)
     excursion_history: int = setting(2, "...judged against at least this many earlier steps", min=1)
     excursion_seconds: float = setting(1.0, "...that lost at least this long (wall seconds)", min=0)
+    bound_steps: int = setting(3, "records in a row (after the warm-up) each waiting for data at least data_share "
+                                  "of its period: an input-bound run (0: off)...", min=0)
+    bound_seconds: float = setting(30.0, "...that together waited at least this long (wall seconds)", min=0)
 
 
 class ThroughputDrop(Detector):
@@ -1348,8 +1352,16 @@ class ThroughputDrop(Detector):
     A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
     waits for ``min_history`` steps.
 
-    Onset: the first low step of the stretch (the step itself for an excursion). A throughput that is not a
-    number (a NaN step time) and a step known to be slow (``StepRecord.slow_reason``) are not judged.
+    Input-bound (a level, not a drop, so at any history): ``bound_steps`` records or more in a row after the
+    warm-up each spending at least ``data_share`` of its period waiting for data, that together waited
+    ``bound_seconds`` (a record's wait times its ``steps``, or the steps since the streak's previous record
+    when more: a log printing every few steps): the device idles most of every step waiting for batches, the
+    data pipeline sets the run's pace. A run's first steps waiting for its loader's workers to start are in
+    the warm-up.
+
+    Onset: the first low step of the stretch (the step itself for an excursion, the streak's first record when
+    input-bound). A throughput that is not a number (a NaN step time) and a step known to be slow
+    (``StepRecord.slow_reason``) are not judged.
     """
 
     settings = ThroughputDropSettings
@@ -1367,6 +1379,8 @@ class ThroughputDrop(Detector):
     excursion_ratio: float
     excursion_history: int
     excursion_seconds: float
+    bound_steps: int
+    bound_seconds: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -1379,6 +1393,7 @@ class ThroughputDrop(Detector):
         self.n = self.k = 0
         self.low_since, self.seconds = NONE, 0.0
         self.unit, self.first = len(RATE_UNITS), NONE
+        self.streak, self.streak_since, self.streak_last, self.streak_wait = 0, NONE, NONE, 0.0
 
     def ring_median(self, slot):
         v = self.scratch
@@ -1395,6 +1410,35 @@ class ThroughputDrop(Detector):
         return n
 
     def update(self, r):
+        found = self.drop(r)
+        bound = self.bound(r)
+        return bound if found is None else found
+
+    def bound(self, r):
+        """The input-bound test (see the class docstring) of ``r``, after :meth:`drop` judged it."""
+        if not self.bound_steps or not r.has_rate or r.rate != r.rate or r.unit != self.unit:
+            return None
+        if r.step <= self.warmup_steps:
+            return None
+        if r.wait < self.data_share * r.period:
+            self.streak = 0
+            return None
+        steps = r.span / r.period
+        if self.streak == 0:
+            self.streak_since, self.streak_wait = r.step, 0.0
+        elif r.step - self.streak_last > steps:  # a log printing every few steps: its line times each of them
+            steps = r.step - self.streak_last
+        self.streak += 1
+        self.streak_last = r.step
+        self.streak_wait += r.wait * steps
+        if self.streak < self.bound_steps or self.streak_wait < self.bound_seconds:
+            return None
+        return (r.rate, self.streak_since, f"input-bound: each of the {self.streak} records since step "
+                                           f"{self.streak_since} waited for data {self.data_share:.0%} of its "
+                                           f"period or more, {self.streak_wait:.3g} s in all")
+
+    def drop(self, r):
+        """The drop and excursion tests (see the class docstring) of ``r``."""
         x, m, lost, waited = r.rate, NAN, 0.0, 0.0
         c = self.min_steps
         if not r.has_rate or x != x or r.unit > self.unit:
@@ -1483,7 +1527,7 @@ class ThroughputDrop(Detector):
         self.waits.rewind(step)
         self.early.rewind(step)
         self.early_waits.rewind(step)
-        self.n = self.k = 0
+        self.n = self.k = self.streak = 0
         self.low_since = NONE
 
 

@@ -372,6 +372,29 @@ def test_throughput_drop_when_the_steps_wait_for_data():
     assert fired(fast_start, "throughput_drop") == []
 
 
+def test_an_input_bound_run_is_reported_at_any_history():
+    # every step after the warm-up waits 2 s for data and computes 0.5 s: no drop, the pipeline sets the pace
+    bound = steady(40, wait=2.0)
+    assert fired(bound, "throughput_drop") == [(20, 6)]  # 15 records in a row waited 30 s (bound_seconds)
+    (ev,) = [e for e in run(bound) if e.rule == "throughput_drop"]
+    assert ev.message.startswith("input-bound: each of the 15 records since step 6")
+    assert fired(steady(40, step_time=2.2, wait=2.0), "throughput_drop") == []  # waiting under half of each step
+    start = steady(40)
+    for r in start[:5]:
+        r.data_wait_s = 30.0  # the loader's workers starting: in the warm-up
+    assert fired(start, "throughput_drop") == []
+    broken = steady(40, wait=2.0)
+    for r in broken[7::2]:
+        r.data_wait_s = 0.001  # every other step fed at once: no streak of bound_steps
+    assert fired(broken, "throughput_drop") == []
+    # a log printing every 10th step (or a sink of 10 steps): 3 lines of 6 s waits in 8 s steps, 3 x 60 s
+    for sink in (1, 10):
+        lines = [StepRecord(s, loss=3.0 + s / 100, tokens=4096, step_time_s=2.0, data_wait_s=6.0, steps=sink)
+                 for s in (10, 20, 30)]
+        assert fired(lines, "throughput_drop") == [(30, 10)]
+        assert fired(lines[:2], "throughput_drop") == []  # 2 lines: fewer than bound_steps
+
+
 def test_a_slower_compute_is_a_drop_only_when_it_lasts():
     # a busy shared host stretches the step's compute for a while; the data wait stays where it was
     busy = steady(250)

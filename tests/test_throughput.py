@@ -13,6 +13,7 @@ from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
 from training_monitor.callbacks import TrainingMonitor
 from training_monitor.callbacks.tinylm import make_dataset
 from training_monitor.replay import replay_file
+from training_monitor.ruleset import Rules
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -61,3 +62,27 @@ def test_a_slower_pipeline_and_a_sleeping_callback_are_drops_and_nothing_else_is
         [(e.rule, e.step, e.onset_step) for e in mon.kept.events]
     slow = [row["step"] for row in csv.DictReader(open(records)) if row["slow_reason"] == "checkpoint"]
     assert slow == ["51", "101", "151", "201", "251", "301"]
+
+
+class BoundSource(Served):
+    def __getitem__(self, i):
+        time.sleep(0.1)  # a pipeline several times slower than the tiny model's step: the run waits for data
+        return super().__getitem__(i)
+
+
+def test_an_input_bound_run_is_reported_live_and_in_replay(tmp_path):
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    net = tiny_net()
+    rules = {"throughput_drop": {"bound_seconds": 1.0}}  # (30 s by default: a short test waits 1 s in all)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False, rules=rules,
+                          tokens_per_step=BATCH * SEQ, exit_on_stop=False)
+    cell = nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05))
+    Model(cell).train(1, make_dataset(BoundSource(CORPUS, SEQ, BATCH, 40, 0)), callbacks=[mon],
+                      dataset_sink_mode=False)
+    mon.close()
+    (ev,) = mon.kept.events
+    assert ev.rule == "throughput_drop" and ev.message.startswith("input-bound:"), ev
+    assert 6 <= ev.onset_step <= ev.step <= 40, ev  # after the warm-up (the batches prefetched while compiling)
+    replayed = replay_file(str(tmp_path / "records_rank0.csv"), rules=Rules(rules))
+    assert [(e.rule, e.step, e.onset_step) for e in replayed.events] == [(ev.rule, ev.step, ev.onset_step)]
