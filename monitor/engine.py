@@ -32,7 +32,6 @@ class Engine:
         self.judge = Judge(self.rules.detectors(), self.rules.detectors(EVALUATORS))
         self.sinks = list(sinks or [])
         self._quiet_until: dict[str, int] = {}
-        self._last: dict[str, Event] = {}  # each rule's last event
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
 
     @property
@@ -55,7 +54,7 @@ class Engine:
         else:
             hits = records.judge(self.judge, due)
         if self.judge.went_back:
-            self._forget()
+            self._quiet_until.clear()
         return [] if hits is None else self._fire(hits, records.step, records.rank)
 
     def evaluate(self, step: int, loss: float, rank: int = 0) -> list[Event]:
@@ -77,22 +76,13 @@ class Engine:
                source: str = "trainer", details: str = "", onset: int | None = None) -> Event:
         """Publish something found outside the detectors (a trainer's log line, the watchdog), under the
         settings of ``rule``; ``onset``: where the excursion began (None or after ``step``: ``step``). Safe to
-        call from another thread. A report of the step and rank of ``rule``'s last event is that event (a
-        trainer's message saying what the rule raised: one event), returned and not published again."""
-        last = self._last.get(rule)
-        if last is not None and last.step == step and last.rank == rank:
-            return last
+        call from another thread."""
         return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details)
 
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
         self.judge.rewind(step)
-        self._forget()
-
-    def _forget(self) -> None:
-        """The run went back in steps: cooldowns end, and the same steps' events are new ones."""
         self._quiet_until.clear()
-        self._last.clear()
 
     def _publish(self, rule, step, onset, value, message, source, rank, details="") -> Event:
         cfg = self.rules.rules[rule]
@@ -101,7 +91,6 @@ class Engine:
                       runbook=self.rules.runbook(rule), details=details)
         with self._lock:
             self._quiet_until[rule] = step + cfg.cooldown_steps
-            self._last[rule] = event
         for sink in self.sinks:
             try:
                 sink.on_event(event)

@@ -179,22 +179,6 @@ def test_same_records_same_events_and_rewind_forgets_the_future():
     assert [e.step for e in kept.events] == [81, 81]
 
 
-
-def test_a_report_of_the_step_a_rule_raised_is_that_event_and_after_a_rewind_a_new_one():
-    kept = EventList()
-    eng = Engine(sinks=[kept])
-    [nan] = eng.observe(StepRecord(5, loss=math.nan))
-    # the trainer's own message about that step (e.g. "loss is nan, stopping") is the same event
-    assert eng.report("nan_inf", 5, None, "trainer says: loss is nan") is nan and len(kept.events) == 1
-    # another rank's, or another step's, is not
-    eng.report("nan_inf", 5, None, "rank 1 says: loss is nan", rank=1)
-    eng.report("nan_inf", 6, None, "trainer says: loss is nan")
-    # after a rollback to step 4, step 5 is a new step
-    eng.rewind(4)
-    eng.report("nan_inf", 5, None, "trainer says: loss is nan")
-    assert [(e.step, e.rank, e.source) for e in kept.events] == \
-        [(5, 0, "rule"), (5, 1, "trainer"), (6, 0, "trainer"), (5, 0, "trainer")]
-
 def test_a_sink_that_raises_does_not_stop_detection():
     class Broken(Sink):
         def on_event(self, event):
