@@ -180,7 +180,7 @@ def test_deepspeed_minimum_scale_is_a_collapse_report(tmp_path):
             "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
     res = replay_file(write(tmp_path, "ds.log", text))
     assert res.format == "text" and [(e.rule, e.step, e.value) for e in res.events] == \
-        [("loss_scale_collapse", 1, 2.0)]
+        [("loss_scale_collapse", 1, 1.0), ("loss_scale_collapse", 1, 2.0)]  # the rule (scale set next: 1); the message
 
 
 # JSONL: the names are read through the alias table the CSV reader uses (monitor/replay/fields.py).
