@@ -15,16 +15,18 @@ name is not there:
   - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
     ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
     darkflow's ``moving ave loss``);
-  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``lm``,
-    ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``, litgpt's ``loss
-    train (curr)``);
+  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``all``,
+    ``overall``, ``lm``, ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``,
+    litgpt's ``loss train (curr)``);
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
   ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
   (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
-  when it names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the
+  when it names one (the others are averages or parts), else its total, :data:`LOSS_TOTAL` (a name of a total word
+  alone, ``total``, ``all``, ``overall``, printed with a separator: libfacedetection's ``L: 0.58(0.57) IOU: .. C:
+  2.30(2.46) All: 3.02(3.20)`` after its loss parts), else its only other loss (``loss_net: 0.94`` alone is the
   line's loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
   ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or Inf
   in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
@@ -44,7 +46,10 @@ name is not there:
 A name that is not ASCII has its Chinese words read as English ones (:data:`_CJK_WORDS`: ``损失`` loss, ``学习率``
 lr, ``训练`` train, ``验证``/``测试``/``评估`` evaluation words, ``平均`` avg: ``训练损失`` is the step loss,
 ``整体测试集上的Loss`` an evaluation value). An identifier ``<scope>_step_<name>`` whose ``<name>`` is a time or rate
-is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time.
+is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time;
+``interval_<name>`` (PaddleNLP's ``Trainer``, over the steps since the last logged line) is that rate of the steps
+(``interval_steps_per_second``, ``interval_samples_per_second``), ``interval_runtime`` the interval's time
+(``span_s``), no summary.
 
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
@@ -82,6 +87,9 @@ field                  names
 ``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
 ``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
                        unit), samples_per_second, samples_per_sec, samples/s (samples = samples/s x step time)
+``step_rate``          steps_per_second, steps_per_sec, steps/s: the record's step time is 1 / rate when the line
+                       prints none (PaddleNLP's benchmark callback: ``avg_batch_cost = 1 /
+                       interval_steps_per_second``)
 ``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
 ``overflow``           overflow, overflow_cond, is_overflow (``True``/``False``, 1/0)
 ``skipped``            number_of_skipped_iterations (skipped steps in the logged interval, Megatron)
@@ -146,7 +154,8 @@ LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss on
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
 LOSS_PART = "loss_part"        # one of a line's named losses, summed into its loss (resolve)
 LOSS_TOTAL = "loss_total"      # the total of a line's losses: the line's loss when it names no step loss
-_LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # what a name read as a loss stands for
+OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # not the line's loss unless resolve picks it
+_LOSS_FIELDS = frozenset(("loss",)) | OTHER_LOSSES  # what a name read as a loss stands for
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
                          "iteration", "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",

@@ -127,7 +127,17 @@ from ..record import StepRecord
 from . import base, messages, tables
 from .base import BLANK, DUPLICATE, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, LOSS_TOTAL, evaluation_loss, lookup, resolve
+from .fields import (
+    EVAL,
+    LOSS_AVERAGE,
+    LOSS_OTHER,
+    LOSS_PART,
+    LOSS_TOTAL,
+    OTHER_LOSSES,
+    evaluation_loss,
+    lookup,
+    resolve,
+)
 
 NAME = "text"
 
@@ -187,8 +197,7 @@ _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+
                        r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
 # (lookup's hits) judged by nan_inf
 _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
-_OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER, LOSS_TOTAL))  # losses that are not the line's (fields.resolve)
-_LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
+_LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
@@ -201,7 +210,7 @@ _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
 _MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
-_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "step_rate", "mfu"))  # a step record without a loss holds one of these
+_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "step_rate", "mfu"))  # a step record without a loss holds one
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "step_rate", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
@@ -309,7 +318,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             else:
                 found.append((hit, m))
     names = resolve([hit[0] for hit, _ in found])
-    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
+    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
 
 
 def _named_loss(text: str) -> str | None:
