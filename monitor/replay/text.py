@@ -106,7 +106,9 @@ What a line becomes:
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
 * a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
-  a ``nan_inf`` report at the line's step.
+  a ``nan_inf`` report at the line's step; a line with a loss and no step right after a trainer's NaN report
+  (detectron2's ``loss_dict = {..}`` after ``Loss became infinite or NaN at iteration=2137!``): the losses the
+  report is about (merged).
 
 An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
 line; otherwise it is a record of its own at the step after the last one seen, which the next step line takes
