@@ -48,6 +48,7 @@ def test_paddlenlp_interval_metrics_are_the_steps_rates_not_a_summary(tmp_path):
     assert (res.steps, res.events) == (2, [])
     assert lookup("interval_runtime")[0] == "span_s" and lookup("interval_steps_per_second")[0] == "step_rate"
     assert lookup("interval_samples_per_second")[0] == "sps" and lookup("steps/s")[0] == "step_rate"
+    assert lookup("interval_time") is None  # a time of the interval is no step's time
     # an end-of-run summary and an evaluation's rates stay what they were
     assert lookup("train_runtime")[0] == "eval" and lookup("eval_steps_per_second")[0] == "eval"
 

@@ -168,6 +168,7 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
+_INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
@@ -251,7 +252,7 @@ def _per_step(key: str) -> tuple[str, str | None] | None:
     steps since the last log), is that rate of its steps; ``interval_runtime``, the interval's time, is its span."""
     if key.startswith("interval_"):
         hit = ("span_s", _S) if key == "interval_runtime" else NAMES.get(key[9:])
-        return hit if hit is not None and hit[0] in _PER_STEP | {"span_s"} else None
+        return hit if hit is not None and hit[0] in _INTERVAL else None
     head, sep, name = key.partition("_step_")
     if not sep or any(w in _EVAL_WORDS for w in head.split("_")):
         return None
