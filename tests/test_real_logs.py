@@ -37,9 +37,6 @@ SHARED_SAMPLES = frozenset({
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
     # promoted from heldout9/heldout10 after scoring (to be fixed)
-    "detectron2_floatingpointerror_nan_iteration_2137_838.log",  # nan_inf@1: `at iteration=2137!` not the step
-    "libfacedetection_epoch0_iter_lm_loss_epoch_time_24.log",  # `|| iter: 800/803 || .. All: 3.02(3.20)`: not read
-    "paddlenlp_ernie1_pretrain_trainer_loss_global_step_20_40_4949.log",  # `- loss: .., global_step: 20`: not read
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # 719 -> 1044 ms/step, no data time: 40 s lost
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # 3-108 s/iter, no data time: ~150 s lost vs the median

@@ -285,3 +285,34 @@ def test_bare_step_loss_pairs_are_read_only_in_a_log_of_them():
             ] == [StepRecord(1000, loss=0.5)]
     named = read(["step 1 loss 2.5", "step 2 loss 2.4", "   3 0.25", "   4 0.5"])
     assert [r.step for r in named] == [1, 2]
+
+
+def test_a_nan_check_naming_its_iteration_is_a_nan_at_that_iteration(tmp_path):
+    # facebookresearch/detectron2 issue #838, description (tests/data/reallogs/tune/detectron2_floatingpointerror_..)
+    lines = [
+        "    self.iter, loss_dict",
+        "FloatingPointError: Loss became infinite or NaN at iteration=2137!",
+        "loss_dict = {'loss_cls': tensor(nan, device='cuda:0', grad_fn=<NllLossBackward>), 'loss_box_reg': tensor(nan, device='cuda:0', grad_fn=<DivBackward0>), 'loss_mask': tensor(1265158.6250, device='cuda:0',",  # noqa: E501
+        "       grad_fn=<BinaryCrossEntropyWithLogitsBackward>),",
+    ]
+    items = read(lines)
+    assert [(type(i).__name__, i.rule, i.step) for i in items] == [("Report", "nan_inf", 2137)]  # the losses: its
+    res = replay_file(_write(tmp_path, lines))
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 2137)] and res.steps == 0
+    # facebookresearch/detectron2 issue #425, description; csuhan/opendet2 issue #29, description
+    assert [(r.rule, r.step) for r in reports([
+        "FloatingPointError: Loss became infinite or NaN at iteration=27!",
+        "loss_dict = {'loss_cls': tensor(nan, device='cuda:1', grad_fn=<NllLossBackward>), 'loss_box_reg': tensor(0.2576, device='cuda:1', grad_fn=<DivBackward0>)}"])] == [("nan_inf", 27)]  # noqa: E501
+    assert [(r.rule, r.step) for r in reports([
+        "Runtime Error: floatingPointError: Loss became infinite or NaN at iteration=166!",
+        "loss_dict = {'loss_cls_ce': nan, 'loss_box_reg': nan, 'loss_ins_con': 0.0, 'loss_cls_up': nan}"])] == [
+        ("nan_inf", 166)]
+
+
+def test_megatron_cores_rerun_state_machine_names_the_iteration_it_found_a_nan_in():
+    # NVIDIA/Megatron-LM issue #5026, description (its log line)
+    logged = reports(["ERROR:megatron.core.rerun_state_machine:Unexpected result nan on rank 3 at iteration #3 invocation #2 (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')"])  # noqa: E501
+    assert [(r.rule, r.step) for r in logged] == [("nan_inf", 3)]
+    # NVIDIA-NeMo/Speech issue #14348, comment of 2025-08-13: the RuntimeError, told no iteration (-1)
+    raised = reports(["i.pretrain/0 [default2]:[rank2]: RuntimeError: Rank 2, node dcfai-xe9680-01, device 2, iteration -1: Unexpected result nan (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')"])  # noqa: E501
+    assert [(r.rule, r.step) for r in raised] == [("nan_inf", 0)]  # after the last step done (none here)

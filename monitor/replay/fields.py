@@ -15,16 +15,18 @@ name is not there:
   - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
     ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
     darkflow's ``moving ave loss``);
-  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``lm``,
-    ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``, litgpt's ``loss
-    train (curr)``);
+  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``all``,
+    ``overall``, ``lm``, ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``,
+    litgpt's ``loss train (curr)``);
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
   ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
   (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
-  when it names one (the others are averages or parts), else its only other loss (``loss_net: 0.94`` alone is the
+  when it names one (the others are averages or parts), else its total, :data:`LOSS_TOTAL` (a name of a total word
+  alone, ``total``, ``all``, ``overall``, printed with a separator: libfacedetection's ``L: 0.58(0.57) IOU: .. C:
+  2.30(2.46) All: 3.02(3.20)`` after its loss parts), else its only other loss (``loss_net: 0.94`` alone is the
   line's loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
   ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or Inf
   in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
@@ -44,7 +46,10 @@ name is not there:
 A name that is not ASCII has its Chinese words read as English ones (:data:`_CJK_WORDS`: ``损失`` loss, ``学习率``
 lr, ``训练`` train, ``验证``/``测试``/``评估`` evaluation words, ``平均`` avg: ``训练损失`` is the step loss,
 ``整体测试集上的Loss`` an evaluation value). An identifier ``<scope>_step_<name>`` whose ``<name>`` is a time or rate
-is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time.
+is that value of the step (``train_step_samples_per_second``: samples/s), ``train_step_runtime`` its step time;
+``interval_<name>`` (PaddleNLP's ``Trainer``, over the steps since the last logged line) is that rate of the steps
+(``interval_steps_per_second``, ``interval_samples_per_second``), ``interval_runtime`` the interval's time
+(``span_s``), no summary.
 
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
@@ -82,6 +87,9 @@ field                  names
 ``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
 ``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
                        unit), samples_per_second, samples_per_sec, samples/s (samples = samples/s x step time)
+``step_rate``          steps_per_second, steps_per_sec, steps/s: the record's step time is 1 / rate when the line
+                       prints none (PaddleNLP's benchmark callback: ``avg_batch_cost = 1 /
+                       interval_steps_per_second``)
 ``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
 ``overflow``           overflow, overflow_cond, is_overflow (``True``/``False``, 1/0)
 ``skipped``            number_of_skipped_iterations (skipped steps in the logged interval, Megatron)
@@ -124,6 +132,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "mfu": ("mfu", None),
     **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s")},
     **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s")},
+    **{n: ("step_rate", None) for n in ("steps_per_second", "steps_per_sec", "steps/s")},
     "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
     **{n: ("overflow", None) for n in ("overflow", "overflow_cond", "is_overflow")},
     "number_of_skipped_iterations": ("skipped", None),
@@ -144,18 +153,22 @@ EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
 LOSS_PART = "loss_part"        # one of a line's named losses, summed into its loss (resolve)
-_LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))  # what a name read as a loss stands for
-_STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "lm", "iter", "iteration",
-                         "batch"))
+LOSS_TOTAL = "loss_total"      # the total of a line's losses: the line's loss when it names no step loss
+OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # not the line's loss unless resolve picks it
+_LOSS_FIELDS = frozenset(("loss",)) | OTHER_LOSSES  # what a name read as a loss stands for
+_STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
+                         "iteration", "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
                             "epoch"))
+_TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: the total of the line's losses
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
-_PER_STEP = frozenset(("step_time_s", "sps", "tps"))  # what a name ``<..>_step_<name>`` (the step's) may be
+_PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
+_INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 _WORDS = re.compile(r"[\s_]+")
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
@@ -211,6 +224,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = (EVAL, None)
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
+    elif "_".join(words) in _TOTAL_WORDS:
+        hit = (LOSS_TOTAL, None)  # libfacedetection's `All: 3.02(3.20)` after its loss parts
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
@@ -232,7 +247,12 @@ def lookup(name: str) -> tuple[str, str | None] | None:
 def _per_step(key: str) -> tuple[str, str | None] | None:
     """``(field, unit)`` of an identifier naming a value of the step, ``<scope>_step_<name>``, when ``<name>`` is a
     time or a rate (``train_step_samples_per_second``: samples/s) or ``runtime`` (``train_step_runtime``: the step
-    time, where ``train_runtime`` alone is a run's); None otherwise (``<scope>`` has no evaluation word)."""
+    time, where ``train_runtime`` alone is a run's); None otherwise (``<scope>`` has no evaluation word). A rate of
+    the logged interval, ``interval_<name>`` (PaddleNLP's ``Trainer``: ``speed_metrics("interval", ..)`` over the
+    steps since the last log), is that rate of its steps; ``interval_runtime``, the interval's time, is its span."""
+    if key.startswith("interval_"):
+        hit = ("span_s", _S) if key == "interval_runtime" else NAMES.get(key[9:])
+        return hit if hit is not None and hit[0] in _INTERVAL else None
     head, sep, name = key.partition("_step_")
     if not sep or any(w in _EVAL_WORDS for w in head.split("_")):
         return None
@@ -242,12 +262,13 @@ def _per_step(key: str) -> tuple[str, str | None] | None:
 
 def resolve(fields: list[str]) -> list[str]:
     """The fields of one line's (or one header's) names in order, with the line's loss chosen: a step loss
-    name's; else its only :data:`LOSS_OTHER`; else its first :data:`LOSS_AVERAGE`; else the sum of its
-    :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`). The chosen one becomes ``loss``; the other losses keep
-    their pseudo-fields (no record field)."""
-    if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields):
+    name's; else its first :data:`LOSS_TOTAL`; else its only :data:`LOSS_OTHER`; else its first
+    :data:`LOSS_AVERAGE`; else the sum of its :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`). The chosen one
+    becomes ``loss``; the other losses keep their pseudo-fields (no record field)."""
+    if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields and LOSS_TOTAL not in fields):
         return fields
-    pick = LOSS_OTHER if fields.count(LOSS_OTHER) == 1 else LOSS_AVERAGE if LOSS_AVERAGE in fields else None
+    pick = (LOSS_TOTAL if LOSS_TOTAL in fields else LOSS_OTHER if fields.count(LOSS_OTHER) == 1
+            else LOSS_AVERAGE if LOSS_AVERAGE in fields else None)
     if pick is None:
         return [LOSS_PART if f == LOSS_OTHER else f for f in fields]
     i = fields.index(pick)

@@ -128,7 +128,15 @@ step line of their own.
       RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.
 
   (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
-  reads it as that step's ``nan_inf``.)
+  reads it as that step's ``nan_inf``.) A check that names its iteration is a ``nan_inf`` at that iteration:
+  detectron2's ``SimpleTrainer._detect_anomaly`` (``detectron2/engine/train_loop.py``; the losses it found follow
+  on the next line, ``loss_dict = {..}``: the text reader reads them as the report's) and Megatron-core's rerun
+  state machine (``megatron/core/rerun_state_machine.py``, ``validate_result``: a NaN or Inf loss or grad norm;
+  ``iteration -1`` when it was not told the iteration: after the last step done)::
+
+      FloatingPointError: Loss became infinite or NaN at iteration=2137!
+      RuntimeError: Rank 55, node g21u01, device 7, iteration 1: Unexpected result nan (message='found NaN in local grad norm ..')
+      ERROR:megatron.core.rerun_state_machine:Unexpected result nan on rank 3 at iteration #3 invocation #2 (message='..')
 
 * The process crashing, a ``trainer_crash`` report after the last step done (published at the next record's
   step, or at the end; none when a timeout, a ``stall`` above, is reported at its step: the crash is the
@@ -203,6 +211,11 @@ _NOT_RUN = re.compile(r"optimizer not run, scale_before: " + _NUM + r", scale_af
 # a trainer's own non-finite loss check: TensorFlow's NanTensorHook, PyTorch's anomaly detection
 _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during training"
                         r"|Function '(\w+)' returned (nan|inf) values in its")
+# ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
+# rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
+_NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
+                           r"|iteration (-?\d+): Unexpected result -?(?:nan|inf)\b"
+                           r"|Unexpected result -?(?:nan|inf) on rank \d+ at iteration #(-?\d+)")
 # msrun: a worker or the scheduler exited with an exception
 _EXITED = r"(?:Worker|Scheduler) process \d+ exit with exception|worker exits with exception"
 # a MindSpore cluster's timed-out nodes: msrun's list, the scheduler's node and count, a worker's cluster state
@@ -219,6 +232,7 @@ MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing 
          "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
+         "infinite or NaN at iteration", "Unexpected result",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num")
 _MENTIONED = re.compile("|".join(MARKS))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
@@ -348,6 +362,12 @@ def _failure(line: str, parser):
         m = _NOT_RUN.search(line)
         if m is not None:
             return parser.overflowed(_float(m.group(1)), _float(m.group(2)))
+    m = _NONFINITE_AT.search(line) if "infinite or NaN at" in line or "Unexpected result" in line else None
+    if m is not None:
+        named = int(next(g for g in m.groups() if g is not None))
+        step = named if named >= 0 else parser.done  # (-1: the check was not told its iteration)
+        return parser.once(Report("nan_inf", step, math.nan, f"trainer: the loss or its gradients are not finite at "
+                                  f"iteration {step} (its NaN check stopped training)", parser.rank))
     m = _NONFINITE.search(line) if "Model diverged" in line or "NaN loss" in line or "values in its" in line else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else

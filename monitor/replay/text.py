@@ -106,7 +106,9 @@ What a line becomes:
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
 * a line saying the trainer stopped on a NaN/Inf loss (``... loss is NAN or INF ... terminating training``):
-  a ``nan_inf`` report at the line's step.
+  a ``nan_inf`` report at the line's step; a line with a loss and no step right after a trainer's NaN report
+  (detectron2's ``loss_dict = {..}`` after ``Loss became infinite or NaN at iteration=2137!``): the losses the
+  report is about (merged).
 
 An overflow message after a record that covers an interval (Megatron-DeepSpeed) is counted into the next step
 line; otherwise it is a record of its own at the step after the last one seen, which the next step line takes
@@ -127,7 +129,17 @@ from ..record import StepRecord
 from . import base, messages, tables
 from .base import BLANK, DUPLICATE, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, LOSS_PART, evaluation_loss, lookup, resolve
+from .fields import (
+    EVAL,
+    LOSS_AVERAGE,
+    LOSS_OTHER,
+    LOSS_PART,
+    LOSS_TOTAL,
+    OTHER_LOSSES,
+    evaluation_loss,
+    lookup,
+    resolve,
+)
 
 NAME = "text"
 
@@ -185,9 +197,9 @@ _EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re
 # a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
 _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
                        r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
-_AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None))  # (lookup's hits) judged by nan_inf
-_OTHER_LOSSES = frozenset((LOSS_AVERAGE, LOSS_OTHER))  # losses that are not the line's (fields.resolve)
-_LOSSES = frozenset(("loss", LOSS_PART)) | _OTHER_LOSSES  # a line's losses, the line's own or not
+# (lookup's hits) judged by nan_inf
+_AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
+_LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
@@ -200,9 +212,9 @@ _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
 _MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
-_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "mfu"))  # a step record without a loss holds one of these
+_THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "step_rate", "mfu"))  # a step record without a loss holds one
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
-                   "tps", "sps", "tokens_total", "skipped", "skipped_total",
+                   "tps", "sps", "step_rate", "tokens_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
 
 
@@ -300,14 +312,15 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
-        if m.end() > since and (hit := lookup(m.group("name"))) is not None:
+        if m.end() > since and (hit := lookup(m.group("name"))) is not None and (
+                hit[0] != LOSS_TOTAL or pattern is not _FIELD and m.group("sep") is not None):
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
             else:
                 found.append((hit, m))
     names = resolve([hit[0] for hit, _ in found])
-    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in _OTHER_LOSSES]
+    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
 
 
 def _named_loss(text: str) -> str | None:
@@ -419,6 +432,8 @@ class Parser(base.Parser):
         self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
         self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
+        self.nan_reported = False            # the line before is a trainer's NaN report...
+        self.payload = False                 # ... (for the line being read): its losses may follow it
         self.taken_over = False              # the last record is an overflow message's; a step line may take it over
         self.counted = False                 # ... and a progress bar, not a step line, gave the step before it
         self.guessed = False                 # ... and its step was a guess (no step known)
@@ -488,6 +503,7 @@ class Parser(base.Parser):
         text = _undecorated(line).rstrip("\r\n")
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
+        self.payload, self.nan_reported = self.nan_reported, False
         if not text.strip():
             self.heads = []
             return BLANK
@@ -517,6 +533,7 @@ class Parser(base.Parser):
         item = self._message(text, prev if not prev_message else "", joiner)
         if item is not None:
             self.prev_message = self.found = True
+            self.nan_reported = item.__class__ is Report and item.rule == "nan_inf"
             return item
         item = self._line(text, bar, prev, joiner, prev_part)
         return self._averaged(item, text) if "(" in text else item
@@ -627,6 +644,8 @@ class Parser(base.Parser):
             at = self.step if step is None else step
             return Report("nan_inf", at, math.nan, f"trainer: loss is NaN or Inf at step {at}, training terminated",
                           self.rank)
+        if step is None and self.payload and "loss" in values:
+            return MERGED  # the losses a NaN report prints after it (detectron2's `loss_dict = {..}`): the report's
         if step is None:
             return self._unnumbered(values, prev, joiner, text, prev_part)
         if bar is not None and "step" not in values:
@@ -763,6 +782,7 @@ class Parser(base.Parser):
             heads = _heads(heads, text, " " if before[-1:].isspace() else "")
         self.heads = heads
         self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
+        self.nan_reported = False
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
@@ -1014,6 +1034,9 @@ class Parser(base.Parser):
             elif key in ("tokens", "samples"):
                 v = int(v) if 0 <= v < math.inf else None
             out[key] = v
+        rate = values.get("step_rate", (None,))[0]
+        if "step_time_s" not in out and rate.__class__ is float and 0 < rate < math.inf:
+            out["step_time_s"] = 1.0 / rate  # steps/s: the steps' mean time
         rank = values.get("rank", (None,))[0]
         if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
             out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
