@@ -179,7 +179,7 @@ cdef class LossDegenerate(Detector):
     cdef double high
     cdef long long same_since
     cdef long long same_n
-    cdef bint has_last
+    cdef bint has_last, repeated
     @cython.locals(x=double)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept

@@ -1134,8 +1134,9 @@ class LossScaleCollapse(LossScaleWatch):
 @dataclass(frozen=True)
 class LossDegenerateSettings(RuleSettings):
     """Loss exactly zero (|loss| < zero_below), the very same value `frozen_steps` steps in a row, or for
-    `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits or
-    has collapsed to under `collapse_ratio` x the run's highest loss (the print's resolution)."""
+    `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
+    no earlier value of the run was printed twice in a row) or has collapsed to under `collapse_ratio` x the
+    run's highest loss (the print's resolution)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1165,8 +1166,10 @@ class LossDegenerate(Detector):
     graph, a constant batch, a loss that no longer depends on the weights), or for ``frozen_records`` records in
     a row (a log printing every N steps) when that cannot be chance: the value is printed with at least
     ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
-    1000 classes) and is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
-    repeats by rounding), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
+    1000 classes), is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
+    repeats by rounding) and no earlier value of the run was printed twice in a row (:attr:`repeated`: then
+    the log's resolution makes repeats chance, as a slowly converging loss printed every step to 4 decimals
+    repeats now and then), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
     resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log tells). Onset: the first
     record of the value."""
 
@@ -1186,6 +1189,7 @@ class LossDegenerate(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
+        self.repeated = False  # an earlier value was printed twice in a row or more
 
     def update(self, r):
         x = r.loss
@@ -1194,6 +1198,7 @@ class LossDegenerate(Detector):
         if abs(x) < self.zero_below:
             return x, r.step, f"loss is {x:g} at step {r.step}"
         if not self.has_last or x != self.last:
+            self.repeated = self.repeated or self.same_n >= 2
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
             self.high = max(self.high, x)
             return None
@@ -1204,7 +1209,7 @@ class LossDegenerate(Detector):
             return None
         if abs(x) < self.collapse_ratio * self.high:
             why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
-        elif significant_digits(x) >= self.frozen_digits:
+        elif not self.repeated and significant_digits(x) >= self.frozen_digits:
             why = f"printed to {significant_digits(x)} significant digits"
         else:
             return None

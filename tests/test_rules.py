@@ -305,7 +305,8 @@ def test_loss_zero_or_frozen_is_degenerate():
 # chance over 1000 classes) at iterations 20-80 (jixing0415/caffe-mobilenet-v3 issue #1); ChatGLM-Tuning's
 # `{'loss': 0.0001, ..}` four times after 1.141 (mymusise/ChatGLM-Tuning issue #271, the corpus file
 # chatglm_tuning_loss_0001_flat_epoch50_300_271.log), collapsed to the print's 4 decimals. A coarse value
-# repeated (a healthy loss printed to 4 decimals, converging slowly) is no event.
+# repeated (a healthy loss printed to 4 decimals, converging slowly), or a precise one in a log that repeated
+# values before, is no event.
 def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(tmp_path):
     caffe = [StepRecord(0, loss=6.91161)] + [StepRecord(s, loss=6.90776) for s in (20, 40, 60, 80)]
     assert fired(caffe, "loss_degenerate") == [(40, 20)]  # 21 steps
@@ -317,6 +318,11 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     assert [(e.step, e.onset_step) for e in hits] == [(5, 3)] and "highest loss 1.141" in hits[0].message
     coarse = [StepRecord(i + 1, loss=x) for i, x in enumerate([0.0131, 0.0125, 0.0123, 0.0123, 0.0123, 0.0121])]
     assert fired(coarse, "loss_degenerate") == []
+    # a log whose values repeat by chance at its resolution (a loss printed every step to 4 decimals, converging
+    # slowly: 2.0213 twice, later 2.0212 three times) shows it before: only frozen_steps in a row are degenerate
+    chance = [2.0219, 2.0213, 2.0213, 2.0215, 2.0211, 2.0212, 2.0212, 2.0212, 2.0214]
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(chance)], "loss_degenerate") == []
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(chance[3:])], "loss_degenerate") == [(5, 3)]
     assert significant_digits(6.90776) == 6 and significant_digits(1e-05) == 1 and significant_digits(100.0) == 0
     # a bf16 loss repeats by rounding: tinygrad's `11.8750 loss` at warm-up (tinygrad/tinygrad PR #13803)
     assert significant_digits(11.875) == 0
