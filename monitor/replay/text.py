@@ -549,7 +549,7 @@ class Parser(base.Parser):
         for name, value, hit in _averages(text):
             if hit[0] == "grad_norm" and "inf" in value.lower():
                 continue
-            if _value(value) - _value(value) == 0:
+            if math.isfinite(_value(value)):
                 self.nonfinite.discard(name)
             elif name not in self.nonfinite:
                 self.nonfinite.add(name)
