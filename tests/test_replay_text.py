@@ -325,8 +325,8 @@ def test_unnamed_counts_dicts_and_epochs_as_steps():
     fairseq = read(["| epoch 010  2000 / 8223 loss=1.27 (1.50), wps=962, lr=0.001, clip=100%, gnorm=2.1427\n",
                     "| epoch 010 | train loss 1.44 | train ppl 2.72 | lr 0.001000 | gnorm 2.1113\n",
                     "| epoch 011  1000 / 8223 loss=1.89 (1.38), wps=963, lr=0.001, clip=100%, gnorm=2.0860\n"])
-    assert [(r.step, r.loss, r.grad_norm) for r in fairseq] == [(9 * 8223 + 2000, 1.27, 2.1427),
-                                                                 (10 * 8223 + 1000, 1.89, 2.086)]
+    # counted from the first epoch the log shows: an excerpt's steps are the counts it prints
+    assert [(r.step, r.loss, r.grad_norm) for r in fairseq] == [(2000, 1.27, 2.1427), (8223 + 1000, 1.89, 2.086)]
     keras = read([f"epoch: {e} loss: {0.2 + e / 1e5}\n" for e in range(3442, 3446)])
     assert [r.step for r in keras] == [3442, 3443, 3444, 3445]
     noted = read(["{'loss': 1.14,  'grad_norm':    92.10}    <-- spike #1 (step 4)\n",

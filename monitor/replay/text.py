@@ -54,8 +54,9 @@ Each physical line is read in four steps.
    nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples" tutorial and the many loops
    copied from it print): the step and its loss (``640 480``, a count that does not rise, a line with
    anything else is no such pair); else, when
-   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global:
-   ``(epoch - first epoch number) x steps per epoch + step`` when the count has a total, else the steps of the epochs
+   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global
+   from the first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]``
+   first: step 600): ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs
    before are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that
    starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
    0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
@@ -425,7 +426,7 @@ class Parser(base.Parser):
         self.plain = False                   # a step line without evaluation values was read
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch: Any = None               # epoch of the last step line
-        self.base: int | None = None         # the first epoch's number
+        self.base: int | None = None         # the epoch of the first step line that named one
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
         self.drawn: Any = None               # (the last record, moved) when a tqdm bar counted its step
         self.restarts: tuple = (None, 0, 0, 0, 0)  # a count of a total, no epoch: total, first, two last, steps before
@@ -891,7 +892,7 @@ class Parser(base.Parser):
 
     def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
         if self.base is None:
-            self.base = 0 if epoch == 0 else 1
+            self.base = epoch
         if per_epoch:
             return max(0, epoch - self.base) * per_epoch + step
         if self.epoch is None or epoch < self.epoch:  # the first step line, or a new run in the same log
