@@ -516,3 +516,10 @@ def test_a_line_led_by_bare_counts_numbers_its_step():
     # a leading count is no step when the line names its step, or when a date-time leads it
     assert [r.step for r in read(["7 | step: 12, loss: 2.5\n", "2024-05-30 10:21:44 step: 13, loss: 2.4\n"])] == \
         [12, 13]
+    # a logger's prefix (date-time, level) before the bare counts: the Learning-to-See-in-the-Dark loop's
+    # `333 154 Loss=nan Time=0.040` and a `print(t, loss.item())` pair, written through a logger
+    lsid = read(["[2024-03-07 06:40:01,123] 333 154 Loss=nan Time=0.040\n", "INFO:root: 333 155 Loss=nan Time=0.041\n",
+                 "2018-02-04 05:22:22 | INFO | 76980 nan\n"])
+    assert [r.step for r in lsid] == [154, 155]
+    pairs = read(["INFO:root:2018-02-04 05:22:22,000: 76980 2.61\n", "[WARNING] 76990 nan\n"])
+    assert [r.step for r in pairs] == [76980, 76990] and math.isnan(pairs[1].loss)

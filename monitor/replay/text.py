@@ -148,6 +148,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
+# what a logger prints before a message: date-times, a level (``INFO:root:``, ``[INFO]``), separators; bare counts
+# leading the message (``333 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too
+_PREFIX = re.compile(r"(?:\s*(?:" + _STAMP.pattern + r"|\[?(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?"
+                     r"(?::[\w.]*:)?|[-|:]+(?=\s)))*")
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
                      r"(?:, [^)]*)?\)")
 # MindSpore's repr of a train cell's output tuple, ``(loss, overflow[, loss scale])``: TrainOneStepWithLossScaleCell
@@ -282,6 +286,16 @@ def _dict(text: str) -> str:
         return text
     end = text.rfind("}")
     return text[start:end + 1] if end > start else text[start:]
+
+
+def _leading(text: str) -> re.Match | None:
+    """The bare counts leading ``text`` behind its logger prefix (:data:`_LEADING`), else None."""
+    return _LEADING.match(text, _PREFIX.match(text).end())
+
+
+def _bare(text: str) -> re.Match | None:
+    """``text`` as a bare count and value behind its logger prefix (:data:`_BARE`), else None."""
+    return _BARE.match(text, _PREFIX.match(text).end())
 
 
 def _blank(m: re.Match) -> str:
@@ -611,7 +625,7 @@ class Parser(base.Parser):
         """What the line of named values ``found`` is (see :meth:`_line`; ``summary``: it has evaluation
         values): a record, a report or a skip reason."""
         if not found:
-            if bar is None and not self.plain and (m := _BARE.match(text)) is not None and int(m[1]) > self.step:
+            if bar is None and not self.plain and (m := _bare(text)) is not None and int(m[1]) > self.step:
                 self.numbered = self.found = True  # a log of bare (step, loss) pairs
                 return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
             if self.plain and _EVAL_START.match(text):
@@ -619,7 +633,7 @@ class Parser(base.Parser):
             if bar is not None:
                 return PROGRESS
             if ("/" not in text or not self.numbered or _count(text, None) is None) and (
-                    bar is not None or self.leading is False or _LEADING.match(text) is None):
+                    bar is not None or self.leading is False or _leading(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
@@ -846,7 +860,7 @@ class Parser(base.Parser):
             v, tot, _ = values["step"]
             if bar is not None and (n := int(bar.group(2))) != v and float(f"{n:.3g}") == v:
                 v = float(n)  # a bar's postfix rounds its numbers to 3 digits (tqdm): the bar's count is exact
-        elif bar is None and self.leading is not False and (m := _LEADING.match(text)) is not None:
+        elif bar is None and self.leading is not False and (m := _leading(text)) is not None:
             v, tot = float(m[2] or m[1]), None
             epoch = (float(m[1]), None, None) if m[2] else epoch
             self.leading = True
