@@ -2,7 +2,7 @@
 
 Every file of the corpus is an excerpt of a public training log (``SOURCES.md`` names each source), in ``tune/``
 (may be used to improve the reader and the rules), ``heldout/``, ``heldout2/``, ``heldout3/``, ``heldout4/``,
-``heldout5/`` to ``heldout11/`` (only scored; each later held-out batch was gathered
+``heldout5/`` to ``heldout13/`` (only scored; each later held-out batch was gathered
 and labelled after the ones before it had been used). Each file is replayed with the command line, ``monitor replay FILE
 --json`` (invoked through click in this process, one invocation per file, so the corpus takes seconds), and its
 anomalies are matched to the file's labels:
@@ -20,7 +20,7 @@ its ``must`` events as missed. Per split it prints, for each category, events fo
 alarms, then files read / files, and the misses, false alarms and unread files by name.
 
 Usage: ``.venv/bin/python benchmarks/real_logs.py
-[--split tune|heldout|heldout2|..|heldout11|all] [--json] [--corpus DIR]``;
+[--split tune|heldout|heldout2|..|heldout13|all] [--json] [--corpus DIR]``;
 ``--json`` prints one object: ``splits`` (the tables' numbers) and ``files`` (each file's outcome).
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from training_monitor.cli import main as monitor_cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reallogs"
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
-          "heldout9", "heldout10", "heldout11")
+          "heldout9", "heldout10", "heldout11", "heldout13")
 # corpus category -> substrings of the rule ids that report it (rule ids are the engine's, e.g. nan_inf,
 # overflow_storm, loss_scale_collapse, loss_degenerate, loss_plateau, throughput_drop, stall); anomalies of
 # other rules (low_mfu: a level, not an event in the log) are listed per file but not scored

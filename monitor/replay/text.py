@@ -619,6 +619,7 @@ class Parser(base.Parser):
         if evaluation.named is None:  # the evaluation of the step line's own step
             evaluation = evaluation._replace(step=item.step)
         self.after.append(evaluation)
+        self.found = True  # a loss at a step, if only an evaluation's: a log of evaluation lines is a training log
         return item
 
     def _values(self, text: str, bar, prev: str, joiner: str, prev_part: bool, summary: bool, found: list):
@@ -645,7 +646,10 @@ class Parser(base.Parser):
                     values[field] = (_value(val), tot, unit)
         except ValueError:
             return NUMBER
+        leading = self.leading
         step = self._step(values, text, bar)
+        if summary and leading is None:
+            self.leading = None  # an evaluation line naming its step says nothing of how the step lines number theirs
         counter, self.counter = self.counter, None
         if step is None and "loss" in values and counter is not None and counter[0] == prev and (
                 self.last is None or counter[1] > self.last.step):
