@@ -43,6 +43,8 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout13 after scoring: a log of bare tqdm bars (no postfix) and watchdog lines; the stall is
     # found, the bars are no records
     "firefly_llama2_lora_tqdm_step_568_allreduce_timeout_1801014ms_183.log",
+    # promoted from heldout12 after scoring: three bare tqdm bars (329 s/it), no other line
+    "llamafactory_ascend_d910_single_card_tqdm_steps_68_70_329s_it_1444.log",
     # heldout11 (scored, not studied)
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then
@@ -75,7 +77,8 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout2") >= 15 and gathered.count("heldout3") >= 25 and gathered.count("heldout4") >= 30
     assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
     assert gathered.count("heldout8") >= 30 and gathered.count("heldout9") >= 30
-    assert gathered.count("heldout10") >= 25 and gathered.count("heldout11") >= 25 and gathered.count("heldout13") >= 25
+    assert gathered.count("heldout10") >= 25 and gathered.count("heldout11") >= 25 and gathered.count("heldout12") >= 25
+    assert gathered.count("heldout13") >= 25
     assert KNOWN_FAILING <= set(on_disk)
 
 

@@ -316,3 +316,20 @@ def test_megatron_cores_rerun_state_machine_names_the_iteration_it_found_a_nan_i
     # NVIDIA-NeMo/Speech issue #14348, comment of 2025-08-13: the RuntimeError, told no iteration (-1)
     raised = reports(["i.pretrain/0 [default2]:[rank2]: RuntimeError: Rank 2, node dcfai-xe9680-01, device 2, iteration -1: Unexpected result nan (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')"])  # noqa: E501
     assert [(r.rule, r.step) for r in raised] == [("nan_inf", 0)]  # after the last step done (none here)
+
+
+def test_megatron_cores_grad_norm_nan_check_is_a_nan_report_after_the_last_step():
+    # megatron/core/distributed/param_and_grad_buffer.py, start_grad_sync: its AssertionError, or the traceback's
+    # failing statement when an excerpt ends before the message (tests/data/reallogs/tune/mindspeed_megatron070_..)
+    steps = [" iteration      427/    5000 | lm loss: 8.567080E+00 | grad norm: 35.518 |",
+             " iteration      428/    5000 | lm loss: 7.180392E+00 | grad norm: 36.838 |"]
+    said = steps + ["AssertionError: Rank 0: found NaN in local grad norm in backward pass before data-parallel "
+                    "communication collective. Device: 0, node: host-1"]
+    shown = steps + ["Traceback (most recent call last):", '  File "param_and_grad_buffer.py", line 114, in start_grad_sync',
+                     "    assert not norm.isnan(), ("]
+    for lines in (said, shown):
+        assert [(r.rule, r.step) for r in reports(lines)] == [("nan_inf", 428)]
+    # an assert of anything else, or a NaN check's name in prose, is no report
+    assert reports(steps + ["    assert step > 0, (", "we check isnan( on the loss"]) == []
+    res = replay_file("tests/data/reallogs/tune/mindspeed_megatron070_iters_427_428_then_found_nan_in_local_grad_norm.log")
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 428)]

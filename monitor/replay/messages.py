@@ -127,6 +127,13 @@ step line of their own.
       tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: NaN loss during training.
       RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.
 
+  Megatron-core's check before the data-parallel reduction (``megatron/core/distributed/param_and_grad_buffer.py``,
+  ``start_grad_sync``), as its ``AssertionError`` says it or, when the excerpt ends before the message, as the
+  traceback shows the failing statement (any trainer's ``assert`` of a ``isnan(``, ``isinf(`` or ``isfinite(`` check)::
+
+      AssertionError: Rank 0: found NaN in local grad norm in backward pass before data-parallel communication collective. ..
+          assert not norm.isnan(), (
+
   (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
   reads it as that step's ``nan_inf``.) A check that names its iteration is a ``nan_inf`` at that iteration:
   detectron2's ``SimpleTrainer._detect_anomaly`` (``detectron2/engine/train_loop.py``; the losses it found follow
@@ -210,7 +217,8 @@ _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) se
 _NOT_RUN = re.compile(r"optimizer not run, scale_before: " + _NUM + r", scale_after: " + _NUM)
 # a trainer's own non-finite loss check: TensorFlow's NanTensorHook, PyTorch's anomaly detection
 _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during training"
-                        r"|Function '(\w+)' returned (nan|inf) values in its")
+                        r"|Function '(\w+)' returned (nan|inf) values in its"
+                        r"|found (?:NaN|Inf) in local grad norm|^\s*assert\b.*\bis(?:nan|inf|finite)\(")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
@@ -232,9 +240,9 @@ MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing 
          "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
-         "infinite or NaN at iteration", "Unexpected result",
+         "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num")
-_MENTIONED = re.compile("|".join(MARKS))
+_MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
 
@@ -368,10 +376,11 @@ def _failure(line: str, parser):
         step = named if named >= 0 else parser.done  # (-1: the check was not told its iteration)
         return parser.once(Report("nan_inf", step, math.nan, f"trainer: the loss or its gradients are not finite at "
                                   f"iteration {step} (its NaN check stopped training)", parser.rank))
-    m = _NONFINITE.search(line) if "Model diverged" in line or "NaN loss" in line or "values in its" in line else None
+    m = _NONFINITE.search(line) if ("Model diverged" in line or "NaN loss" in line or "values in its" in line
+                                    or "local grad norm" in line or "is" in line and "assert" in line) else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
-                "the loss is not finite (its NaN check stopped training)")
+                "the loss or its gradients are not finite (its NaN check stopped training)")
         return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
                                   parser.rank))
     m = _CRASH.search(line) if _FAILED.search(line) is not None else None
