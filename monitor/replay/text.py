@@ -58,8 +58,8 @@ Each physical line is read in four steps.
    from the first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]``
    first: step 600): ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps
    of the epochs before are added when the count starts again in a new epoch. A count with a total on lines naming
-   no epoch that starts again when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss:
-   0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
+   no epoch that starts again when its next print would have passed its total (MindSpore's and PyTorch's quick
+   start, ``loss: 0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
    no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
    at the step after it (the very values of the line before again: a copy, another node's, a ``duplicate step``); in
    a log whose lines number their steps, such a line is a summary. A line with a step time or a throughput and no
