@@ -54,17 +54,17 @@ Each physical line is read in four steps.
    nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples" tutorial and the many loops
    copied from it print): the step and its loss (``640 480``, a count that does not rise, a line with
    anything else is no such pair); else, when
-   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global
-   from the first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]``
-   first: step 600): ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps
-   of the epochs before are added when the count starts again in a new epoch. A count with a total on lines naming
-   no epoch that starts again when its next print would have passed its total (MindSpore's and PyTorch's quick
-   start, ``loss: 0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and
-   no step (Hugging Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else
-   at the step after it (the very values of the line before again: a copy, another node's, a ``duplicate step``); in
-   a log whose lines number their steps, such a line is a summary. A line with a step time or a throughput and no
-   loss is such a line too (a step record without a loss) when a bar ran ahead of the last record or, before any
-   record, when it is a dict; otherwise it completes the record before it.
+   the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global from the
+   first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]`` first: step 600):
+   ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs before
+   are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that starts again
+   when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss: 0.58  [  0/938]``
+   after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and no step (Hugging
+   Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else at the step after it
+   (the very values of the line before again: a copy, another node's, a ``duplicate step``); in a log whose lines number
+   their steps, such a line is a summary. A line with a step time or a throughput and no loss is such a line too (a step
+   record without a loss) when a bar ran ahead of the last record or, before any record, when it is a dict; otherwise it
+   completes the record before it.
 
 What a line becomes:
 
@@ -288,14 +288,20 @@ def _dict(text: str) -> str:
     return text[start:end + 1] if end > start else text[start:]
 
 
+def _prefix_end(text: str) -> int:
+    """Where the text after ``text``'s logger prefix (:data:`_PREFIX`, which matches any text) begins."""
+    m = _PREFIX.match(text)
+    return 0 if m is None else m.end()
+
+
 def _leading(text: str) -> re.Match | None:
     """The bare counts leading ``text`` behind its logger prefix (:data:`_LEADING`), else None."""
-    return _LEADING.match(text, _PREFIX.match(text).end())
+    return _LEADING.match(text, _prefix_end(text))
 
 
 def _bare(text: str) -> re.Match | None:
     """``text`` as a bare count and value behind its logger prefix (:data:`_BARE`), else None."""
-    return _BARE.match(text, _PREFIX.match(text).end())
+    return _BARE.match(text, _prefix_end(text))
 
 
 def _blank(m: re.Match) -> str:
