@@ -377,7 +377,7 @@ def _failure(line: str, parser):
         return parser.once(Report("nan_inf", step, math.nan, f"trainer: the loss or its gradients are not finite at "
                                   f"iteration {step} (its NaN check stopped training)", parser.rank))
     m = _NONFINITE.search(line) if ("Model diverged" in line or "NaN loss" in line or "values in its" in line
-                                    or "local grad norm" in line or "is" in line and "assert" in line) else None
+                                    or "local grad norm" in line or "assert" in line) else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
                 "the loss or its gradients are not finite (its NaN check stopped training)")
