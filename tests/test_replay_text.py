@@ -184,6 +184,16 @@ def test_overflow_messages_anywhere_mark_the_step_after_the_last_one(message, sc
     assert [r.overflow for r in out[:-1]] == [None] * 3  # before the message: unknown
 
 
+def test_the_scale_a_message_announced_is_no_second_overflow_on_the_next_line():
+    # the overflowed step's line prints the scale it ran with, the message the halved one the next line shows
+    steps = [f"Step {s} | loss 2.{s} | loss_scale {131072.0 if s == 41 else 65536.0}" for s in range(38, 45)]
+    message = "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 65536.0"
+    out = read([*steps[:3], message, *steps[3:]])
+    assert [(r.step, r.overflow) for r in out[3:]] == [(41, True), (42, False), (43, False), (44, False)]
+    # without the message, the fall is all there is to say an overflow happened: unknown, not clean
+    assert [(r.step, r.overflow) for r in read(steps)[3:]] == [(41, None), (42, None), (43, None), (44, None)]
+
+
 def test_overflow_messages_inside_a_logged_interval_mark_the_next_iteration_line():
     # Megatron-DeepSpeed logs every 10 iterations; DeepSpeed's messages in between belong to the next line's interval
     its = [line for line in sample("megatron_ds_tr1_13b_spike_lossscale_01.log") if "iteration" in line]

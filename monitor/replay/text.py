@@ -1093,7 +1093,9 @@ class Parser(base.Parser):
                                                           or last.step < step and not self.counted)
         overflows, self.overflow_lines = self.overflow_lines, 0
         separate, self.overflow_records = self.overflow_records - takes, 0  # records of their own (not taken over)
-        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate]
+        announced = (last.loss_scale_next if last.loss_scale_next is not None else last.loss_scale) if takes else None
+        self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate,
+                     announced]
         derived = self._derive(*self.line)
         if derived.__class__ is Report:
             return derived
@@ -1118,10 +1120,14 @@ class Parser(base.Parser):
         self.prev_part = True
         return rec
 
-    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0):
+    def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0,
+                announced=None):
         """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
         (its step ``gap`` ago, its loss scale, running skipped and token totals), the overflow messages since and
-        how many of them are records of their own (``separate``); keeps those totals for the next line. A count
+        how many of them are records of their own (``separate``); keeps those totals for the next line. The scale
+        an overflow message taken into this record ``announced`` (apex's ``reducing loss scale to 65536.0``) is
+        the one the next line is compared with, when lower than the printed one: a fall to it is that
+        overflow's halving, not another overflow. A count
         that is not a finite number >= 0 is left out. The steps that overflowed since the record before
         (``overflows``) are counted from Megatron's skipped iterations of the interval, DeepSpeed's running
         ``skipped`` (since the line before that gave it, or the run's start; less the messages' own records) or an
@@ -1133,6 +1139,8 @@ class Parser(base.Parser):
         scale = fields.get("loss_scale")
         fell = scale is not None and scale_before is not None and scale < scale_before
         self.scale = scale if scale is not None else scale_before
+        if announced is not None and self.scale is not None and announced < self.scale:
+            self.scale = announced
         steps = 1
         span, time = values.get("span_s"), fields.get("step_time_s")
         if self.by_epoch and span is not None and span[2] in _UNITS and time and span[0].__class__ is float:
