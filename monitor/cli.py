@@ -8,7 +8,6 @@ import sys
 from dataclasses import fields
 from datetime import datetime
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import NoReturn
 
 import click
@@ -31,17 +30,28 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def _declared():
+    """The commands installed packages declare (:data:`COMMANDS`). importlib.metadata is imported here, not at the
+    top: the built-in commands start without it."""
+    from importlib.metadata import entry_points
+
+    return entry_points(group=COMMANDS)
+
+
 class _Commands(click.Group):
     """The commands defined here and those that installed packages declare in the entry point group
     :data:`COMMANDS` (each a click command, imported when it is run or listed by ``--help``)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *entry_points(group=COMMANDS).names})
+        return sorted({*super().list_commands(ctx), *_declared().names})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if (command := super().get_command(ctx, name)) is not None or name not in entry_points(group=COMMANDS).names:
+        if (command := super().get_command(ctx, name)) is not None:
             return command
-        point = entry_points(group=COMMANDS)[name]
+        declared = _declared()
+        if name not in declared.names:
+            return None
+        point = declared[name]
         try:
             return point.load()
         except ImportError as exc:
