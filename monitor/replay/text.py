@@ -1093,7 +1093,9 @@ class Parser(base.Parser):
                                                           or last.step < step and not self.counted)
         overflows, self.overflow_lines = self.overflow_lines, 0
         separate, self.overflow_records = self.overflow_records - takes, 0  # records of their own (not taken over)
-        announced = (last.loss_scale_next if last.loss_scale_next is not None else last.loss_scale) if takes else None
+        announced = None  # the scale the overflow message taken over announced
+        if takes and last is not None:
+            announced = last.loss_scale_next if last.loss_scale_next is not None else last.loss_scale
         self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate,
                      announced]
         derived = self._derive(*self.line)
