@@ -40,11 +40,6 @@ KNOWN_FAILING = frozenset({
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # 719 -> 1044 ms/step, no data time: 40 s lost
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # 3-108 s/iter, no data time: ~150 s lost vs the median
-    # promoted from heldout13 after scoring: a log of bare tqdm bars (no postfix) and watchdog lines; the stall is
-    # found, the bars are no records
-    "firefly_llama2_lora_tqdm_step_568_allreduce_timeout_1801014ms_183.log",
-    # promoted from heldout12 after scoring: three bare tqdm bars (329 s/it), no other line
-    "llamafactory_ascend_d910_single_card_tqdm_steps_68_70_329s_it_1444.log",
     # heldout11 (scored, not studied)
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then

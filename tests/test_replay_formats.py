@@ -2,7 +2,9 @@
 TensorBoard read by the generic text reader (monitor/replay/text.py). Each input follows the line its trainer
 prints, as read in the trainer's source (cited at each test); the TensorBoard files are written with TensorBoard
 itself."""
+import io
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -145,9 +147,10 @@ def test_hf_trainer_between_progress_bars(tmp_path):
     out += "\r" + " 50%|#####     | 5/10 [00:01<00:01,  4.00it/s]\n{'eval_loss': 2.3, 'epoch': 0.3}\n"
     out += "{'train_runtime': 100.0, 'train_samples_per_second': 3.0, 'train_loss': 2.1, 'epoch': 1.0}\n"
     res = replay_file(write(tmp_path, "hf.log", out))
-    assert res.format == "text" and res.steps == 30
+    # the bars before the first dict are the log's first records (1, then 2, which the dict completes)
+    assert res.format == "text" and res.steps == 31 and res.merged_lines == 1
     assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 56)]  # the bar's count, not the 28th loss line
-    assert res.skipped["summary or evaluation line"] == 1 and res.evaluations == 1 and res.skipped["progress bar"] == 61
+    assert res.skipped["summary or evaluation line"] == 1 and res.evaluations == 1 and res.skipped["progress bar"] == 59
     assert res.last.step == 60 and res.last.grad_norm == 1.4 and res.last.lr == 5e-05
 
 
@@ -155,6 +158,33 @@ def test_hf_trainer_between_progress_bars(tmp_path):
 # + f" Attempted loss scale: {int(cur_scale)}, reducing to {int(next_scale)}", logged right after tqdm's bar
 # (as in a public Trainer+DeepSpeed log), and Exception("Current loss scale already at minimum - cannot
 # decrease scale anymore. Exiting run.").
+def test_a_log_of_tqdm_bars_alone_gives_step_records_timed_by_the_bars_elapsed_times(tmp_path):
+    # tqdm itself writes the bars (its default smoothing), on a clock of ~2.8 s steps with a 300 s pause (an
+    # evaluation, a checkpoint save) before step 201
+    from tqdm import tqdm
+
+    now = [0.0]
+    out = io.StringIO()
+    bar = tqdm(total=1752, file=out, mininterval=0)
+    bar._time = lambda: now[0]
+    bar.start_t = bar.last_print_t = 0.0
+    for i in range(1, 401):
+        now[0] += 2.8 + (0.1 if i % 3 else 0.0) + (300.0 if i == 201 else 0.0)
+        bar.update(1)
+    bar.close()
+    res = replay_file(write(tmp_path, "bars.log", out.getvalue()))
+    assert res.format == "text" and res.steps + res.merged_lines == 400  # 1..400, each a record
+    # every record with a time says its mean over >= 10 s of bars within 10 %; one spans the pause
+    from test_replay_text import read
+
+    recs = [r for r in read(re.split("[\r\n]+", out.getvalue())) if isinstance(r, StepRecord)]
+    times = sorted(r.step_time_s for r in recs if r.step_time_s is not None)
+    assert len(times) >= 90 and 2.5 <= times[0] and times[-2] <= 3.2 and times[-1] > 70
+    # the pause is one slow record, not the slow stretch tqdm's smoothed rate (65.85s/it, 46.93s/it, .. after it)
+    # would draw (throughput_drop: the median of 10 steps below 70 % for 300 s)
+    assert res.events == []
+
+
 def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
     def bar(n):
         return f" 14%|#4        | {n}/2724 [13:55:57<86:19:20, 132.41s/it]"
@@ -167,7 +197,8 @@ def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
             f"\r{bar(380)}{overflow(16)}\r{bar(381)}{overflow(8)}"
             "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
     res = replay_file(write(tmp_path, "hf_ds.log", text))
-    assert res.format == "text" and res.steps == 4 and res.merged_lines == 1  # the dict completes step 380
+    # bars alone until the dict: records of their counts (377, 378, 380); the dict completes step 380
+    assert res.format == "text" and res.steps == 6 and res.merged_lines == 1
     # the overflows at 379..382 are not calibration (step 379 is not a start-up): a storm, then the scaler gives up
     assert [(e.rule, e.step, e.value) for e in res.events] == [("overflow_storm", 381, 3.0),
                                                                 ("loss_scale_collapse", 382, 8.0)]

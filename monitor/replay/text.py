@@ -102,7 +102,8 @@ What a line becomes:
   evaluation word, once the log has had step lines without one (until then such lines are its step lines: some
   loops print the validation loss on every step line; their evaluation loss comes after their record, at their
   step): an :class:`~.base.Evaluation` when it names an evaluation loss (:meth:`Parser._evaluation`), which the
-  runner hands to the engine's evaluation rules, else a summary; a bar with nothing else: a progress bar;
+  runner hands to the engine's evaluation rules, else a summary; a bar with nothing else: a step record of its
+  count while the log has shown no step line (:meth:`Parser._counted`), else a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
@@ -162,6 +163,9 @@ _OUTPUTS = re.compile(r"\(\s*" + _MS_TENSOR.format(r"B?Float\d+", "loss")
                       + _MS_TENSOR.format(r"B?Float\d+", "scale") + r"|Parameter \((?:[^()]|\(\))*\)))?)?\s*,?\s*\)")
 _BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markdown bold around a value
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
+# a tqdm bar's elapsed time, first in its brackets: ``[2:11:54<23:25:06, 13.45s/it]``, ``[00:57<..``
+_BAR_ELAPSED = re.compile(r"\s*(?:(\d+):)?(\d+):(\d\d)(?=\s*[<,\]]|$)")
+BAR_CLOCK = 10  # s: a bar's elapsed time (whole seconds) over at least this long says a step time within 10 %
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
@@ -477,6 +481,7 @@ class Parser(base.Parser):
         self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
         self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
         self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
+        self.clocked: tuple[int, int] | None = None  # (count, elapsed s) of the bar alone that last gave a time
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
 
     @property
@@ -638,7 +643,7 @@ class Parser(base.Parser):
             if self.plain and _EVAL_START.match(text):
                 return SUMMARY
             if bar is not None:
-                return PROGRESS
+                return self._counted(bar)
             if ("/" not in text or not self.numbered or _count(text, None) is None) and (
                     bar is not None or self.leading is False or _leading(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
@@ -676,6 +681,32 @@ class Parser(base.Parser):
         if bar is not None and "step" not in values:
             return self._drawn(step, values, prev_part)
         self.drawn = None
+        return self._step_line(step, values)
+
+    def _counted(self, bar: re.Match):
+        """A training bar with nothing after it (no postfix), in a log that has shown no step line so far (bars
+        pasted alone: the run's progress is all they say): a step record at its count; else a progress bar.
+
+        Its step time is the mean over the steps since the last bar that gave one, from the bars' elapsed times,
+        once they differ by :data:`BAR_CLOCK` seconds or more (tqdm prints whole seconds); the records between
+        have none. Not the bar's rate: tqdm smooths it (an exponential moving average), so one long pause (an
+        evaluation, a checkpoint save) would show as a long slow stretch after it. A bar with no elapsed time, at
+        0, or not past the last record's count, is a progress bar."""
+        clock = _BAR_ELAPSED.match(bar.group(4) or "")
+        if self.plain or clock is None or int(bar.group(3)) != self.bar_total or bar.group(2) == "0":
+            return PROGRESS
+        step = self._restarted(int(bar.group(2)), bar.group(3))
+        if self.last is not None and step <= self.last.step:
+            return PROGRESS
+        elapsed = int(clock[1] or 0) * 3600 + int(clock[2]) * 60 + int(clock[3])
+        values = {}
+        since = self.clocked
+        if since is None or elapsed < since[1] or step < since[0]:  # the first bar, or a new bar (an epoch's)
+            self.clocked = (step, elapsed)
+        elif elapsed - since[1] >= BAR_CLOCK:
+            values["step_time_s"] = ((elapsed - since[1]) / (step - since[0]), None, "s")
+            self.clocked = (step, elapsed)
+        self.found = True
         return self._step_line(step, values)
 
     def _drawn(self, step: int, values: dict, prev_part: bool):
