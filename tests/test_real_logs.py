@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
-          "heldout9", "heldout10", "heldout11", "heldout12", "heldout13")
+          "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,6 +40,15 @@ KNOWN_FAILING = frozenset({
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # 719 -> 1044 ms/step, no data time: 40 s lost
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # 3-108 s/iter, no data time: ~150 s lost vs the median
+    # promoted from heldout14 after scoring: names the alias table does not take for a loss (si-snr, an objective;
+    # svoice's `train=`; WaveGlow fork's `loss_-4.06`, a name glued to its value), and a slow interval with one
+    # record before it (mmf logs every 100 iterations: 195 s, then 1371 s)
+    "speechbrain_sepformer_epochs_1_10_train_si_snr_2_23_to_minus_2_33_healthy_1170.log",
+    "svoice_7spk_epochs_0_10_train_4_62_to_3_91_pesq_0_healthy_104.log",
+    "waveglow_steps_78540_78660_negative_loss_then_4191_at_78620_32.log",
+    "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log",
+    # heldout14 (scored, not studied)
+    "nnunet_epochs_249_251_epoch_took_257s_355s_1148s_1194.log",
     # heldout11 (scored, not studied)
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then
@@ -73,7 +82,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
     assert gathered.count("heldout8") >= 30 and gathered.count("heldout9") >= 30
     assert gathered.count("heldout10") >= 25 and gathered.count("heldout11") >= 25 and gathered.count("heldout12") >= 25
-    assert gathered.count("heldout13") >= 25
+    assert gathered.count("heldout13") >= 25 and gathered.count("heldout14") >= 25
     assert KNOWN_FAILING <= set(on_disk)
 
 

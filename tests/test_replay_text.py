@@ -103,8 +103,7 @@ def test_colossalai_found_inf_marks_the_step_of_the_bar_line_that_follows():
 
 def test_deepspeed_overflows_behind_tqdm_bars_and_fairseq_warnings():
     ds = read(sample("deepspeed_overflow_collapse_07.log"))  # "  0%| | 32/63645 [..][date] [INFO] .. OVERFLOW! .."
-    assert [(r.step, r.overflow, r.loss_scale) for r in ds][:4] == [(32, None, None), (33, True, 2.0), (34, True, 1.0),
-                                                                    (35, True, 1.0)]  # (32: the bar alone, a record)
+    assert [(r.step, r.overflow, r.loss_scale) for r in ds][:3] == [(33, True, 2.0), (34, True, 1.0), (35, True, 1.0)]
     fairseq = read(sample("fairseq_min_loss_scale_10.log"))
     assert rows(fairseq[:1]) == [(10198, 6.343, 0.39, 0.5, None, 0.000626286, None, None)]  # num_updates; gnorm
     assert [(r.step, r.overflow, r.loss_scale) for r in fairseq[1:]] == \
@@ -370,10 +369,8 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
     res = replay_file(str(DATA / "reallogs" / "tune" / "nemo_lightning_watchdog_118369.log"))
     assert res.steps == 1 and [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 32040, 0),
                                                                                     ("stall", 32040, 7)]
-    # a bar alone before the message (LLaMA-Factory, see above), in a log of bars: the record of its count (no
-    # step time: one bar's elapsed time says none), then the report
-    assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [
-        (24, None, None, None, None, None, None, None), ("stall", 24)]
+    # a bar without values before the message (LLaMA-Factory, see above) gives no record: the report alone
+    assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [("stall", 24)]
     # the same postfix without a message is the record as well, and a step that is no rounding of the count
     # is the postfix's own
     assert rows(read([NEMO_BAR + "\n"])) == rows([rec])

@@ -28,6 +28,13 @@ def nan_or(v):
     ("current loss scale", "loss_scale"), ("loss at step", None), ("loss 2", None),
     ("norm", "grad_norm"), ("global norm", "grad_norm"), ("clipped grad norm", "grad_norm"), ("norm_average", None),
     ("weight norm", None), ("param_norm", None), ("iter time", "step_time_s"), ("Training Iteration", "step"),
+    # loss functions' names, words apart or not (OpenNMT's `xent`, GluonCV's `CrossEntropy=`, `SmoothL1=`)
+    ("xent", LOSS_OTHER), ("CrossEntropy", LOSS_OTHER), ("cross_entropy", LOSS_OTHER), ("SmoothL1", LOSS_OTHER),
+    ("Smooth L1", LOSS_OTHER), ("entropy", None), ("policy_entropy", None), ("val_xent", "eval"),
+    ("losses", "loss"),  # (maskrcnn-benchmark loops' `losses = sum(loss for loss in loss_dict.values())`)
+    # camelCase words apart; PyTorch's GradScaler scale
+    ("LearningRate", "lr"), ("GlobalStep", "step"), ("valLoss", "eval"), ("TrainLoss", "loss"),
+    ("lossScale", "loss_scale"), ("Fp16 Grad Scale", "loss_scale"), ("IoU", None), ("mAP", None),
 ])
 def test_a_loss_or_norm_name_is_read_by_its_qualifiers(name, field):
     hit = lookup(name)
@@ -132,3 +139,23 @@ def test_a_line_of_value_first_fields_after_a_bare_count():
     # a line not made of value-first fields is read name first: `2.5 loss` there is no pair
     assert [f[:2] for f in text.pairs("step 3, 2.5 loss, 0.1 lr")] == [("step", "3")]
     assert [f[:2] for f in text.pairs("step 3: loss 2.5, 4.32 s run")] == [("step", "3"), ("loss", "2.5")]
+
+
+def test_a_record_hard_wrapped_before_its_step_is_at_that_step():
+    # deepinsight/insightface issue #2262, description (tests/data/reallogs/tune/insightface_arcface_torch_fp16_..)
+    res = replay_file(str(TUNE / "insightface_arcface_torch_fp16_grad_scale_0_loss_nan_steps_20_40_2262.log"))
+    assert res.steps == 3 and res.merged_lines == 1
+    assert [(e.rule, e.step) for e in res.events][:2] == [("nan_inf", 20), ("loss_scale_collapse", 20)]
+    # a step line after a record whose step was named is its own record
+    recs = read(["step 5 loss 2.5", "step 6 lr 0.1"])
+    assert [(r.step, r.loss, r.lr) for r in recs] == [(5, 2.5, None), (6, None, 0.1)]
+
+
+def test_pytorch_examples_count_and_a_line_naming_only_a_step_before_step_lines_with_evaluation_values():
+    # MuggleWang/CosFace_pytorch issue #14, PyTorch's examples' `Train Epoch: 1 [51200/490871 (10%)]`: the count
+    recs = read(lines("cosface_pytorch_epoch1_iters_100_900_loss_24_2_to_21_2_elapsed_per_100_iters_healthy_14.log"))
+    assert [r.step for r in recs] == [51200 * i for i in range(1, 10)]
+    # facebookresearch/mmf issue #29: `from [iteration 9200]` (prose naming a step alone) does not make the log's
+    # step lines, which print their validation loss too, evaluation lines
+    recs = read(lines("mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log"))
+    assert [(r.step, r.loss) for r in recs] == [(9200, 1.1883), (9300, 1.1513), (9400, 1.1269)]

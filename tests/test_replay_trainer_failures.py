@@ -285,6 +285,16 @@ def test_bare_step_loss_pairs_are_read_only_in_a_log_of_them():
             ] == [StepRecord(1000, loss=0.5)]
     named = read(["step 1 loss 2.5", "step 2 loss 2.4", "   3 0.25", "   4 0.5"])
     assert [r.step for r in named] == [1, 2]
+    # NVIDIA/waveglow issue #38: its train.py prints `"{}:\t{:.9f}".format(iteration, reduced_loss)`
+    res = replay_file("tests/data/reallogs/tune/waveglow_steps_123873_123904_loss_40490_at_123892_then_higher_38.log")
+    assert res.steps == 32 and [(e.rule, e.onset_step) for e in res.events][0] == ("loss_spike", 123892)
+
+
+def test_horovods_stall_inspector_is_a_stall_after_the_last_step():
+    # dmlc/gluon-nlp via horovod/horovod issue #1442: the warning hard-wrapped over two lines, as stored
+    res = replay_file("tests/data/reallogs/tune/gluonnlp_bert_horovod_step_20999_six_ranks_then_stall_inspector_"
+                      "warning_1442.log")
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("stall", 20999, 60.0)]
 
 
 def test_a_nan_check_naming_its_iteration_is_a_nan_at_that_iteration(tmp_path):

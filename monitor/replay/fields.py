@@ -1,10 +1,10 @@
 """Named values -> :class:`StepRecord` fields: the one alias table of every replay reader (text, CSV, TensorBoard).
 
-A name is normalised (lower case, quotes dropped, ``-`` and spaces read as ``_``; of a path such as
-``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`. When the whole
-name is not there:
+A name is normalised (camelCase words apart, lower case, quotes dropped, ``-`` and spaces read as ``_``; of a
+path such as ``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`. When the
+whole name is not there:
 
-* a name with the word ``loss`` in it (words split at anything but letters and digits: ``step_loss``,
+* a name with the word ``loss`` (or ``losses``) in it (words split at anything but letters and digits: ``step_loss``,
   ``loss train (curr)``, ``s0.loss_cls``) and at most two other words, its qualifiers, none a number (``loss is
   nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
 
@@ -32,9 +32,11 @@ name is not there:
   in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).
   TensorBoard tags are read one by one: only a step loss name there is the loss;
 * a name made of a loss function's name and at most step words (:data:`LOSS_FUNCTIONS`: ``mse``, ``mae``,
-  ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``; TensorLayer's SRGAN prints
-  ``time: 41.505s, mse: 0.587``) is a loss named for its objective, as ``mse_loss`` is (:data:`LOSS_OTHER`): the
-  line's loss when it names no other. With any other word it is no loss (``kl_coef``, ``kl_weight``: settings);
+  ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``, ``xent`` and ``crossentropy``
+  (cross-entropy), ``smoothl1``; its words may be apart, ``cross_entropy``, ``Smooth L1``; TensorLayer's SRGAN
+  prints ``time: 41.505s, mse: 0.587``, OpenNMT ``xent: 2.13``, GluonCV's SSD ``CrossEntropy=19.05,
+  SmoothL1=3.60``) is a loss named for its objective, as ``mse_loss`` is (:data:`LOSS_OTHER`): the line's loss
+  when it names no other. With any other word it is no loss (``kl_coef``, ``kl_weight``: settings);
 * a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
   (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
   ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
@@ -69,7 +71,7 @@ field                  names
                        qualified names above)
 ``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
                        ``norm`` names above)
-``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens
+``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens, grad_scale (PyTorch's ``GradScaler``)
 ``lr``                 lr, learning_rate
 ``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
                        batch_time, time_per_step, iter_time, dt, batch_cost and avg_batch_cost (PaddlePaddle's
@@ -119,7 +121,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
                                    "cross_entropy_loss")},
     **{n: ("grad_norm", None) for n in ("grad_norm", "gnorm", "global_norm", "total_grad_norm", "gradient_norm",
                                         "grad_l2_norm")},
-    **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens")},
+    **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens", "grad_scale")},
     "lr": ("lr", None), "learning_rate": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
                                         "time_per_step", "time_per_iteration", "iter_time", "dt",
@@ -164,29 +166,32 @@ _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: t
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
-LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc"))
+LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
+                            "crossentropy", "smoothl1"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 _WORDS = re.compile(r"[\s_]+")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")  # camelCase words apart: ``LearningRate`` is ``learning_rate``
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
 
 def _words(name: str) -> list[str]:
-    n = name.strip().strip("'\"").lower().replace("-", "_")
+    n = _CAMEL.sub("_", name.strip().strip("'\"")).lower().replace("-", "_")
     return [w.rsplit("/", 1)[-1] if "/" in w and not w.endswith("/s") else w for w in n.split()] if n else []
 
 
 def _named(tokens: list[str]) -> bool:
     """A word of ``tokens`` is ``norm`` or ends in ``loss``."""
-    return any(t.endswith("loss") or t == "norm" for t in tokens)
+    return any(t.endswith("loss") or t in ("losses", "norm") for t in tokens)
 
 
 def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None:
     """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring);
     ``phrase``: the name has words apart (an identifier, ``loss_step``, is never a phrase)."""
-    tokens = [p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha() else (t,))]
+    tokens = [p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha() else
+                                          ("loss",) if t == "losses" else (t,))]
     if len(tokens) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if "loss" in tokens:
@@ -213,7 +218,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         return _cache[name]
     except KeyError:
         pass
-    raw = name.lower()
+    raw = _CAMEL.sub("_", name).lower()
     words = _words(name)
     hit: tuple[str, str | None] | None = None
     if not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
@@ -229,7 +234,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
-            parts <= LOSS_FUNCTIONS | _STEP_WORDS):
+            parts <= LOSS_FUNCTIONS | _STEP_WORDS) or _TOKENS.sub("", " ".join(words)) in LOSS_FUNCTIONS:
         hit = (LOSS_OTHER, None)  # 'mse', 'train_mse': a loss named for its function
     else:
         for i in range(len(words)):

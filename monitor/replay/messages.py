@@ -85,6 +85,11 @@ step line of their own.
 * Hangs seen by a watchdog or the device runtime, as ``stall`` reports at the last step done (value: seconds
   waited, when printed):
 
+  - Horovod's stall inspector (``horovod/common/stall_inspector.cc``): some ranks submitted a collective's
+    tensors and wait for the others (a deadlock when it lasts)::
+
+      [1,0]<stderr>:[2019-10-09 05:33:38.249493: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate that ...
+
   - PyTorch's NCCL heartbeat monitor (``ProcessGroupNCCL.cpp``, ``heartbeatMonitor``): the watchdog itself
     made no progress, a hang inside an NCCL/CUDA call::
 
@@ -227,6 +232,7 @@ _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
 # msrun: a worker or the scheduler exited with an exception
 _EXITED = r"(?:Worker|Scheduler) process \d+ exit with exception|worker exits with exception"
 # a MindSpore cluster's timed-out nodes: msrun's list, the scheduler's node and count, a worker's cluster state
+_HOROVOD = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
 _TIMED_OUT = re.compile(r"Time out nodes are \[([^\]]*\w[^\]]*)\]|The node: (\S+) is timed out"
                         r"|total number of timed out node is [1-9]\d*(?:\. Timed out node list is: \[([^\]]*)\])?"
                         r"|state of the cluster is error, total nodes num: \d+, abnormal nodes num: [1-9]")
@@ -241,7 +247,7 @@ MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing 
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
-         "imed out node", "Time out nodes", "is timed out", "abnormal nodes num")
+         "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
@@ -322,6 +328,12 @@ def _match(line: str, parser):
 
 def _hang(line: str, parser):
     """A hang, a non-finite silent-check value or a slow data pipeline in ``line`` (see the module), or None."""
+    if "of ranks for more than" in line:
+        m = _HOROVOD.search(line)
+        if m is not None:
+            return parser.once(Report("stall", parser.done, float(m.group(1)),
+                                      f"trainer: tensors of a collective waited more than {m.group(1)} s for the other "
+                                      f"ranks (Horovod's stall inspector) after step {parser.done}", parser.rank))
     if "watchdog got stuck" in line:
         m = _STUCK.search(line)
         if m is not None:

@@ -245,6 +245,7 @@ class _Run:
         if item is None:
             if parser.reason == MERGED:
                 r.merged_lines += 1
+                slot[2] = slot[2] and not parser.named  # (a line merged into the pending record may name its step)
             else:
                 r.skipped_lines += 1
                 r.skipped[parser.reason] += 1

@@ -46,14 +46,15 @@ Each physical line is read in four steps.
    bar (``  3/234 [====>....] - ETA: 8s - loss: 2.3``, the fields after it), within the epoch a line naming only its
    epoch named before it (Keras' ``Epoch 51/100``); else an
    unnamed count ``(a/b)``, ``[a/b]`` or ``a / b``, spaces inside too (``Epoch:[0/19](100/24681)``, ``Epoch
-   [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``; of two printed one after the other,
+   [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``, PyTorch's examples' ``Train Epoch: 1 [51200/490871
+   (10%)]``: samples, as the trainer counts them; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
    (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
-   before it the epoch); else, in a log that has read no named step line, a line of nothing but a count and a
-   value with a fraction (or NaN/Inf), the count higher than the last record's (``76930 2.6496577``, ``76980
-   nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples" tutorial and the many loops
-   copied from it print): the step and its loss (``640 480``, a count that does not rise, a line with
-   anything else is no such pair); else, when
+   before it the epoch); else, in a log that has read no named step line, a line of nothing but a count (a
+   colon after it or not) and a value with a fraction (or NaN/Inf), the count higher than the last record's
+   (``76930 2.6496577``, ``76980 nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples"
+   tutorial and the many loops copied from it print; WaveGlow's ``123873:\t-5.480178833``): the step and its
+   loss (``640 480``, a count that does not rise, a line with anything else is no such pair); else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global from the
    first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]`` first: step 600):
    ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs before
@@ -98,6 +99,10 @@ What a line becomes:
   the second half of a hard-wrapped step line): its values complete the record before it. Right after a
   record's own line the two lines are read joined (without a space when the first does not end in one: a
   wrap cut in the middle of a name or number), so that a name or number cut by the wrap is read whole;
+* a line naming a step, with no loss and only values the record before lacks, right after that record's own
+  line when the log had named no step (its step was its position): the second half of that record, hard-wrapped
+  before its step (insightface's ``.. Loss nan   LearningRate 0.001000`` / ``Epoch: 0   Global Step: 20 ..``):
+  the record, now at that step;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
   evaluation word, once the log has had step lines without one (until then such lines are its step lines: some
   loops print the validation loss on every step line; their evaluation loss comes after their record, at their
@@ -190,16 +195,18 @@ _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
 _UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
 _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
                           + r")+\s*,?\s*$")
-_COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"), re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]"),
-           re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b], a / b: in this order
+_COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
+           re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*(?:\(\s*\d+(?:\.\d+)?%\s*\)\s*)?\]"),
+           re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b] (PyTorch's examples: [a/b (p%)]), a / b
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
-# a line of a count and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``, ``76930 2.6496577``
-_BARE = re.compile(r"\s*(\d{1,15})\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
+# ``76930 2.6496577``, WaveGlow's ``123873:\t-5.480178833``
+_BARE = re.compile(r"\s*(\d{1,15}):?\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
 # a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
 _WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
 _EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)  # (Caffe's `Test net`)
@@ -546,7 +553,8 @@ class Parser(base.Parser):
                 self.bar = n
             tail = text[bar.end():]
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
-            if bar.group(4) and messages.mentioned(tail):  # a message glued after a bar's postfix
+            if bar.group(4) and messages.mentioned(tail) and self._read(bar.group(4), False)[1]:  # a message glued
+                # after a bar's postfix of values (after a bar alone: the message's line, the bar counting the step)
                 rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
                 if rec.__class__ is StepRecord:  # the postfix values: the record of the bar's count, then the message's
                     self.last, self.named = rec, True
@@ -649,7 +657,7 @@ class Parser(base.Parser):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain:
             return SUMMARY  # evaluation values, in a log whose step lines have none
-        self.plain = self.plain or not summary and [f[0] for f in found] != ["epoch"]  # (a counter line: no step line)
+        self.plain = self.plain or not summary and not {f[0] for f in found} <= {"epoch", "step"}  # (a counter: none)
         values = {}
         try:
             for field, val, tot, unit in found:
@@ -681,6 +689,11 @@ class Parser(base.Parser):
         if bar is not None and "step" not in values:
             return self._drawn(step, values, prev_part)
         self.drawn = None
+        last = self.last
+        if prev_part and not self.named and last is not None and step > last.step and "loss" not in values and all(
+                getattr(last, k) is None for k in self._fields(values, step) if k != "rank"):
+            last.step, self.named = step, True  # the line before, numbered by its position: this step's record,
+            return self._fill(values)           # cut before its step (insightface's `Loss nan ..` / `Global Step: 20`)
         return self._step_line(step, values)
 
     def _counted(self, bar: re.Match):
