@@ -47,8 +47,6 @@ KNOWN_FAILING = frozenset({
     "svoice_7spk_epochs_0_10_train_4_62_to_3_91_pesq_0_healthy_104.log",
     "waveglow_steps_78540_78660_negative_loss_then_4191_at_78620_32.log",
     "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log",
-    # heldout14 (scored, not studied)
-    "nnunet_epochs_249_251_epoch_took_257s_355s_1148s_1194.log",
     # heldout11 (scored, not studied)
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then

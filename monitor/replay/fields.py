@@ -43,7 +43,8 @@ whole name is not there:
   norm``, ``param_norm`` are other tensors' norms: no name;
 * else its leading words are dropped one by one (``Train epoch`` -> ``epoch``, ``Dumping profiler traces at
   step`` -> ``step``) as long as the dropped word is not itself a known name (``Train epoch time`` is no step
-  time) nor ``per`` (``ms per step`` is a rate, no step).
+  time) nor ``per`` (``ms per step`` is a rate, no step) nor ``total`` (``Start-to-End total training time`` is
+  the run's).
 
 A name that is not ASCII has its Chinese words read as English ones (:data:`_CJK_WORDS`: ``损失`` loss, ``学习率``
 lr, ``训练`` train, ``验证``/``测试``/``评估`` evaluation words, ``平均`` avg: ``训练损失`` is the step loss,
@@ -73,7 +74,8 @@ field                  names
                        ``norm`` names above)
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens, grad_scale (PyTorch's ``GradScaler``)
 ``lr``                 lr, learning_rate
-``step_time_s``        time, step_time, per_step_time, iteration_time, elapsed_time_per_iteration (ms/s),
+``step_time_s``        time, step_time, step_took (``step took 6.497``, and of iter, iteration, batch), per_step_time,
+                       iteration_time, elapsed_time_per_iteration (ms/s),
                        batch_time, time_per_step, iter_time, dt, batch_cost and avg_batch_cost (PaddlePaddle's
                        suites), itime (PIPs and the trackers built on its loop) (unit from the value: ``ms``, ``s``,
                        ``min``; seconds when it has none)
@@ -82,9 +84,10 @@ field                  names
                        includes it (mmcv/mmengine's ``time`` and ``data_time``, PaddlePaddle's ``batch_cost`` and
                        ``reader_cost``, PIPs' ``itime`` and ``rtime``): when the data time is not longer, the
                        record's step time is the difference
-``span_s``             epoch_time (MindSpore's ``TimeMonitor``: ``epoch time: 201648.793 ms, per step time: 14403.485
-                       ms``): in a log of one line per epoch, the record stands for ``epoch time / per step time``
-                       steps (its ``steps``)
+``span_s``             epoch_time, epoch_took (nnU-Net's ``This epoch took 257.184862 s``; MindSpore's
+                       ``TimeMonitor``: ``epoch time: 201648.793 ms, per step time: 14403.485 ms``): in a log of one
+                       record per epoch, the record stands for ``epoch time / per step time`` steps (its ``steps``),
+                       and without a per-step time the epoch's time is the record's step time
 ``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
 ``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
 ``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
@@ -130,7 +133,8 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
     **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time", "reader_cost", "avg_reader_cost",
                                         "data_cost", "rtime")},
-    "epoch_time": ("span_s", _S),
+    "epoch_time": ("span_s", _S), "epoch_took": ("span_s", _S),
+    **{n: ("step_time_s", _S) for n in ("step_took", "iter_took", "iteration_took", "batch_took")},
     "mfu": ("mfu", None),
     **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s")},
     **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s")},
@@ -242,7 +246,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
             if key in NAMES:
                 hit = NAMES[key]
                 break
-            if words[i] in NAMES or words[i] == "per":  # "ms per step" is a rate, no step
+            if words[i] in NAMES or words[i] in ("per", "total"):  # "ms per step" is a rate, "total .. time" a total
                 break
     if len(_cache) < 4096:
         _cache[name] = hit

@@ -225,12 +225,13 @@ class _Run:
 
     def slot(self, key: int) -> list:
         """The slot of the lines of rank ``key``: ``[parser, pending record, the pending record's step is its
-        position in the log (Parser.named), the records held until the log names a step (_judge)]``."""
+        position in the log (Parser.named), the records held until the log names a step (_judge), the evaluations
+        waiting for the pending record (_evaluate)]``."""
         slot = self.parsers.get(key)
         if slot is None:
             self._bound(self.parsers)
             slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False,
-                                        []]
+                                        [], []]
             stall = self.rules.rules.get("stall")
             slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
             slot[0].fast = self.options.fast  # the text reader's recipes for plain step lines
@@ -344,19 +345,22 @@ class _Run:
         return st
 
     def _judge(self, rec: StepRecord, slot: list) -> None:
-        """Judge ``rec``, the pending record of ``slot``. A record whose step is its position (the log has named no
-        step yet: overflow messages before the first step line) waits, up to :data:`HELD` of them: the step of the
-        next record that has one places them (:meth:`_place`); at the end of the log, before a trainer report, or
-        past :data:`HELD`, they are judged as positions."""
+        """Judge ``rec``, the pending record of ``slot``, then the evaluations that waited for it. A record whose
+        step is its position (the log has named no step yet: overflow messages before the first step line) waits,
+        up to :data:`HELD` of them: the step of the next record that has one places them (:meth:`_place`); at the
+        end of the log, before a trainer report, or past :data:`HELD`, they are judged as positions."""
         if slot[2]:
             if len(slot[3]) < HELD:
                 slot[3].append(rec)
-                return
-            self._place(slot, None)
-            self._observe(rec, True)
-            return
-        self._place(slot, rec.step)
-        self._observe(rec)
+            else:
+                self._place(slot, None)
+                self._observe(rec, True)
+        else:
+            self._place(slot, rec.step)
+            self._observe(rec)
+        waiting, slot[4] = slot[4], []
+        for ev, key in waiting:
+            self._evaluated(ev, key)
 
     def _place(self, slot: list, step: int | None) -> None:
         """Judge the records ``slot`` holds: before a record at trainer step ``step``, at the steps just before it
@@ -456,8 +460,16 @@ class _Run:
         self.unconfirmed = keep
 
     def _evaluate(self, ev: Evaluation, slot: list, key: int) -> None:
-        """Judge the evaluation ``ev`` (after the record before it), as the live callback judges MindSpore's."""
-        self._settle(slot)
+        """Judge the evaluation ``ev`` after the record before it, as the live callback judges MindSpore's: once
+        that record, when it is still pending (lines after the evaluation may complete it: nnU-Net's ``This epoch
+        took ..`` after its validation loss), is judged."""
+        if slot[1] is not None:
+            slot[4].append((ev, key))
+            return
+        self._place(slot, None)
+        self._evaluated(ev, key)
+
+    def _evaluated(self, ev: Evaluation, key: int) -> None:
         rank = key if ev.rank is None else ev.rank
         st = self._rank(rank)
         for event in st.engine.evaluate(ev.step, ev.loss, rank):

@@ -553,9 +553,10 @@ class Parser(base.Parser):
                 self.bar = n
             tail = text[bar.end():]
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
-            if bar.group(4) and messages.mentioned(tail) and self._read(bar.group(4), False)[1]:  # a message glued
-                # after a bar's postfix of values (after a bar alone: the message's line, the bar counting the step)
-                rec = self._line(text[:bar.start()] + ", " + bar.group(4), bar, prev, joiner, prev_part)
+            head = text[:bar.start()] + ", " + (bar.group(4) or "")
+            if bar.group(4) and messages.mentioned(tail) and self._read(clean(head), False)[1]:  # a message glued
+                # after a bar with values (after a bar alone: the message's line, the bar counting the step)
+                rec = self._line(head, bar, prev, joiner, prev_part)
                 if rec.__class__ is StepRecord:  # the postfix values: the record of the bar's count, then the message's
                     self.last, self.named = rec, True
                     item = self._message(tail, "", "")
@@ -1106,6 +1107,9 @@ class Parser(base.Parser):
         rate = values.get("step_rate", (None,))[0]
         if "step_time_s" not in out and rate.__class__ is float and 0 < rate < math.inf:
             out["step_time_s"] = 1.0 / rate  # steps/s: the steps' mean time
+        span, _, unit = values.get("span_s", (None, None, None))
+        if "step_time_s" not in out and self.by_epoch and span.__class__ is float and 0 <= span < math.inf:
+            out["step_time_s"] = span * _UNITS.get(unit or "s", 1.0)  # one record an epoch: the epoch's time is its
         rank = values.get("rank", (None,))[0]
         if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
             out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
