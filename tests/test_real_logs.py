@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
-          "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14")
+          "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -47,6 +47,9 @@ KNOWN_FAILING = frozenset({
     "svoice_7spk_epochs_0_10_train_4_62_to_3_91_pesq_0_healthy_104.log",
     "waveglow_steps_78540_78660_negative_loss_then_4191_at_78620_32.log",
     "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log",
+    # from heldout7: an epoch's first loss back at the excerpt's first level (0.51 -> 5.15) after a fall from 6.00;
+    # within 3x the range of the excerpt's own losses, which the short-excerpt test requires
+    "ner_bilstm_epoch_restart_loss_sawtooth_24.log",
     # heldout11 (scored, not studied)
     "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log",  # 3 steps read, 5.59 -> 92 seconds/step: no event
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",  # 4 iters read, iter_time 8.7/14.4 s (8.4 s data) then
@@ -80,7 +83,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout5") >= 30 and gathered.count("heldout6") >= 30 and gathered.count("heldout7") >= 30
     assert gathered.count("heldout8") >= 30 and gathered.count("heldout9") >= 30
     assert gathered.count("heldout10") >= 25 and gathered.count("heldout11") >= 25 and gathered.count("heldout12") >= 25
-    assert gathered.count("heldout13") >= 25 and gathered.count("heldout14") >= 25
+    assert gathered.count("heldout13") >= 25 and gathered.count("heldout14") >= 25 and gathered.count("heldout15") >= 25
     assert KNOWN_FAILING <= set(on_disk)
 
 

@@ -343,3 +343,13 @@ def test_megatron_cores_grad_norm_nan_check_is_a_nan_report_after_the_last_step(
     assert reports(steps + ["    assert step > 0, (", "we check isnan( on the loss"]) == []
     res = replay_file("tests/data/reallogs/tune/mindspeed_megatron070_iters_427_428_then_found_nan_in_local_grad_norm.log")
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 428)]
+
+
+def test_a_collective_that_failed_or_timed_out_is_a_stall_and_a_count_of_a_total_names_its_step():
+    # PKU-YuanGroup/UniWorld issue #46: NCCL socket errors, then PyTorch takes the process down
+    res = replay_file("tests/data/reallogs/tune/uniworld_accelerate_step_1_104s_it_nccl_socket_errors_operations_timed_"
+                      "out_46.log")
+    assert [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 1, 6)]
+    # modelscope/ms-swift issue #2436: `"global_step/max_steps": "8280/11043"` numbers the record
+    res = replay_file("tests/data/reallogs/tune/msswift_json_global_steps_8270_8280_grad_norm_nan_at_8280_2436.log")
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 8280)]

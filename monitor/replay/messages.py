@@ -85,6 +85,11 @@ step line of their own.
 * Hangs seen by a watchdog or the device runtime, as ``stall`` reports at the last step done (value: seconds
   waited, when printed):
 
+  - PyTorch's process group (``ProcessGroupNCCL.cpp``; torch_npu's ``ProcessGroupHCCL`` alike) taking the
+    process down after a collective failed or timed out (a collective that stopped, whichever it was)::
+
+      [rank6]:[E624 04:14:29.224103812 ProcessGroupNCCL.cpp:684] [Rank 6] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, ...
+
   - Horovod's stall inspector (``horovod/common/stall_inspector.cc``): some ranks submitted a collective's
     tensors and wait for the others (a deadlock when it lasts)::
 
@@ -232,6 +237,7 @@ _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
 # msrun: a worker or the scheduler exited with an exception
 _EXITED = r"(?:Worker|Scheduler) process \d+ exit with exception|worker exits with exception"
 # a MindSpore cluster's timed-out nodes: msrun's list, the scheduler's node and count, a worker's cluster state
+_FAILED_OR_TIMED_OUT = re.compile(r"Some (NCCL|HCCL) operations have failed or timed out")
 _HOROVOD = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
 _TIMED_OUT = re.compile(r"Time out nodes are \[([^\]]*\w[^\]]*)\]|The node: (\S+) is timed out"
                         r"|total number of timed out node is [1-9]\d*(?:\. Timed out node list is: \[([^\]]*)\])?"
@@ -247,7 +253,8 @@ MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing 
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
-         "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than")
+         "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
+         "operations have failed or timed out")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
@@ -328,6 +335,13 @@ def _match(line: str, parser):
 
 def _hang(line: str, parser):
     """A hang, a non-finite silent-check value or a slow data pipeline in ``line`` (see the module), or None."""
+    if "operations have failed or timed out" in line:
+        m = _FAILED_OR_TIMED_OUT.search(line)
+        if m is not None:
+            r = _RANK.search(line)
+            return parser.once(Report("stall", parser.done, None,
+                                      f"trainer: {m.group(1)} collectives failed or timed out (the process is taken "
+                                      f"down) after step {parser.done}", int(r.group(1)) if r else parser.rank))
     if "of ranks for more than" in line:
         m = _HOROVOD.search(line)
         if m is not None:

@@ -333,6 +333,13 @@ def _value(text: str) -> float | bool:
         return low == "true" if low in ("true", "false") else float(text.replace(",", ""))
 
 
+def _name(m: re.Match) -> str:
+    """The name of the pair ``m``; a name ``X/Y`` printed with a count of a total (ms-swift's
+    ``"global_step/max_steps": "8270/11043"``) names the count, ``X``."""
+    name = m.group("name")
+    return name.partition("/")[0] if m.group("tot") and "/" in name else name
+
+
 def _pairs(text: str, since: int = 0) -> list[tuple]:
     """``(field, unit, match)`` of each known name in ``text`` ending after ``since``, the line's loss chosen
     (:func:`.fields.resolve`), the other losses left out."""
@@ -344,7 +351,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
-        if m.end() > since and (hit := lookup(m.group("name"))) is not None and (
+        if m.end() > since and (hit := lookup(_name(m))) is not None and (
                 hit[0] != LOSS_TOTAL or pattern is not _FIELD and m.group("sep") is not None):
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
