@@ -315,22 +315,24 @@ def _match(line: str, parser):
         else:  # the message cut short (an excerpt): a watchdog timeout all the same
             m = _WATCHDOG_RANK.search(line)
             rank, seconds, what = m.group(1) if m else None, None, "a collective timed out (watchdog)"
-        return parser.once(Report("stall", parser.done, seconds, f"trainer: {what} after step {parser.done}",
-                                  int(rank) if rank else parser.rank))
+        return _stall(parser, seconds, what, rank)
     if "EI000" in line:
         m = _HCCL.search(line)
         if m is not None:
             r = _HCCL_RANK.search(line)
-            return parser.once(Report("stall", parser.done, None,
-                                      f"trainer: HCCL {_HCCL_WHAT[m.group(1)]} after step {parser.done}",
-                                      int(r.group(1)) if r else parser.rank))
+            return _stall(parser, None, f"HCCL {_HCCL_WHAT[m.group(1)]}", r and r.group(1))
     if "socket establish timeout" in line:
         m = _SOCKET_WAIT.search(line)
         if m is not None:
-            return parser.once(Report("stall", parser.done, float(m.group(2)) if m.group(2) else None,
-                                      f"trainer: HCCL {_HCCL_WHAT['EI0006']} after step {parser.done}",
-                                      int(m.group(1))))
+            return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
     return _hang(line, parser)
+
+
+def _stall(parser, seconds: float | None, what: str, rank: str | None = None) -> Report | str:
+    """A ``stall`` report of ``what`` (``seconds`` waited, when printed) after the last step done, at ``rank`` (a
+    rank the message names, as printed) or the parser's."""
+    return parser.once(Report("stall", parser.done, seconds, f"trainer: {what} after step {parser.done}",
+                              int(rank) if rank else parser.rank))
 
 
 def _hang(line: str, parser):
@@ -339,23 +341,19 @@ def _hang(line: str, parser):
         m = _FAILED_OR_TIMED_OUT.search(line)
         if m is not None:
             r = _RANK.search(line)
-            return parser.once(Report("stall", parser.done, None,
-                                      f"trainer: {m.group(1)} collectives failed or timed out (the process is taken "
-                                      f"down) after step {parser.done}", int(r.group(1)) if r else parser.rank))
+            return _stall(parser, None, f"{m.group(1)} collectives failed or timed out (the process is taken down)",
+                          r and r.group(1))
     if "of ranks for more than" in line:
         m = _HOROVOD.search(line)
         if m is not None:
-            return parser.once(Report("stall", parser.done, float(m.group(1)),
-                                      f"trainer: tensors of a collective waited more than {m.group(1)} s for the other "
-                                      f"ranks (Horovod's stall inspector) after step {parser.done}", parser.rank))
+            return _stall(parser, float(m.group(1)), f"tensors of a collective waited more than {m.group(1)} s for "
+                                                     "the other ranks (Horovod's stall inspector)")
     if "watchdog got stuck" in line:
         m = _STUCK.search(line)
         if m is not None:
             r = _RANK.search(line)
-            return parser.once(Report("stall", parser.done, float(m.group(2)),
-                                      f"trainer: {m.group(1)}'s watchdog made no progress for {m.group(2)} s (a hang "
-                                      f"inside an NCCL/CUDA call) after step {parser.done}",
-                                      int(r.group(1)) if r else parser.rank))
+            return _stall(parser, float(m.group(2)), f"{m.group(1)}'s watchdog made no progress for {m.group(2)} s "
+                                                     "(a hang inside an NCCL/CUDA call)", r and r.group(1))
     if "timeout]" in line or "during task execution" in line:
         m = _RT_SYNC.search(line)
         what = f"{m.group(1)} failed: {m.group(2)}" if m else None
@@ -364,8 +362,7 @@ def _hang(line: str, parser):
             what = f"{m.group(1).strip()} during a device task" if m else None
         if m is not None:
             seconds = _float(m.group(2)) if m.re is _RT_TASK else None
-            return parser.once(Report("stall", parser.done, seconds,
-                                      f"trainer: Ascend runtime: {what} after step {parser.done}", parser.rank))
+            return _stall(parser, seconds, f"Ascend runtime: {what}")
     if "ComputeL1Error" in line:
         m = _SILENT.search(line)
         if m is not None:
@@ -377,10 +374,9 @@ def _hang(line: str, parser):
         m = _TIMED_OUT.search(line)
         if m is not None:
             nodes = re.findall(r"\w+", m.group(1) or m.group(2) or m.group(3) or "")
-            rank = int(nodes[0]) if nodes and nodes[0].isdigit() else parser.rank
             what = f"node(s) {', '.join(nodes)} timed out" if nodes else "a node timed out"
-            return parser.once(Report("stall", parser.done, None, f"trainer: MindSpore cluster: {what} (no "
-                                      f"heartbeat) after step {parser.done}", rank))
+            return _stall(parser, None, f"MindSpore cluster: {what} (no heartbeat)",
+                          nodes[0] if nodes and nodes[0].isdigit() else None)
     if "Bad performance" in line:
         m = _SLOW_DATA.search(line)
         if m is not None:
