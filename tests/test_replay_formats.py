@@ -185,6 +185,56 @@ def test_a_log_of_tqdm_bars_alone_gives_step_records_timed_by_the_bars_elapsed_t
     assert res.events == []
 
 
+def test_bars_before_training_are_neither_its_records_nor_its_bar(tmp_path):
+    # a Hugging Face Trainer log as tqdm writes it: the checkpoint shards' bar, a dataset's map, then the training
+    # bar, a dict every 10 steps (logging_steps) through tqdm.write, an evaluation bar at step 30
+    from tqdm import tqdm
+
+    now, out = [0.0], io.StringIO()
+
+    def bar(**kw):
+        b = tqdm(file=out, mininterval=0, **kw)
+        b._time = lambda: now[0]
+        b.start_t = b.last_print_t = now[0]
+        return b
+
+    for total, step, kw in ((2, 1, {"desc": "Loading checkpoint shards"}),
+                            (1000, 100, {"desc": "Map", "unit": " examples"})):
+        b = bar(total=total, **kw)
+        for _ in range(total // step):
+            now[0] += 0.5
+            b.update(step)
+        b.close()
+    train = bar(total=60)
+    for s in range(1, 61):
+        now[0] += 2.8
+        train.update(1)
+        if s % 10 == 0:
+            train.write(str({"loss": round(2.0 - s / 100, 4), "learning_rate": 5e-05, "epoch": round(s / 60, 2)}),
+                        file=out)
+        if s == 30:
+            ev = bar(total=5, leave=False)
+            for _ in range(5):
+                now[0] += 1
+                ev.update(1)
+            ev.close()
+            train.write(str({"eval_loss": 1.9, "epoch": 0.5}), file=out)
+    train.close()
+    from test_replay_text import read
+
+    recs = [r for r in read(re.split("[\r\n]+", out.getvalue())) if isinstance(r, StepRecord)]
+    # the dicts at the training bar's counts; the training bar's own records before the first dict (a bar of
+    # nothing but steps until then); none of the shards' or the map's
+    assert [(r.step, r.loss) for r in recs if r.loss is not None] == [(10 * i, 2.0 - i / 10) for i in range(1, 7)]
+    assert all(r.step < 10 and r.loss is None for r in recs if r.step % 10)
+    res = replay_file(write(tmp_path, "hf.log", out.getvalue()))
+    assert res.evaluations == 1 and res.events == []
+    # ml-explore/mlx-examples issue #330's start (tests/data/reallogs/tune/mlx_cuda_healthy_330.log): a described
+    # bar is no step
+    assert [r.step for r in read(["Fetching 11 files: 100%|##########| 11/11 [00:00<00:00, 9.87it/s]",
+                                  "Iter 10: Train loss 2.662, Learning Rate 1.000e-05"])] == [10]
+
+
 def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
     def bar(n):
         return f" 14%|#4        | {n}/2724 [13:55:57<86:19:20, 132.41s/it]"

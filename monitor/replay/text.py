@@ -171,6 +171,7 @@ _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?
 # a tqdm bar's elapsed time, first in its brackets: ``[2:11:54<23:25:06, 13.45s/it]``, ``[00:57<..``
 _BAR_ELAPSED = re.compile(r"\s*(?:(\d+):)?(\d+):(\d\d)(?=\s*[<,\]]|$)")
 BAR_CLOCK = 10  # s: a bar's elapsed time (whole seconds) over at least this long says a step time within 10 %
+_LETTER = re.compile(r"[A-Za-z]")  # (a bar's description: ``Fetching 11 files:``, ``Map:``, ``Loading ..:``)
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
@@ -555,8 +556,9 @@ class Parser(base.Parser):
                 return item
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
-            self.bar_total = self.bar_total or total
-            if total == self.bar_total:
+            if self.bar_total is None or total != self.bar_total and self.bar >= self.bar_total and not self.plain:
+                self.bar_total = total  # the first bar, or, before any step line, one after the last finished
+            if total == self.bar_total:  # (checkpoint shards, a dataset's map, then training); else evaluation bars
                 self.bar = n
             tail = text[bar.end():]
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
@@ -705,8 +707,10 @@ class Parser(base.Parser):
         return self._step_line(step, values)
 
     def _counted(self, bar: re.Match):
-        """A training bar with nothing after it (no postfix), in a log that has shown no step line so far (bars
-        pasted alone: the run's progress is all they say): a step record at its count; else a progress bar.
+        """A training bar with nothing after it (no postfix) and no description before it (the Hugging Face
+        Trainer's; a described one, ``Fetching 11 files:``, ``Loading checkpoint shards:``, ``Map:``, counts other
+        things), in a log that has shown no step line so far (bars pasted alone: the run's progress is all they
+        say): a step record at its count; else a progress bar.
 
         Its step time is the mean over the steps since the last bar that gave one, from the bars' elapsed times,
         once they differ by :data:`BAR_CLOCK` seconds or more (tqdm prints whole seconds); the records between
@@ -714,7 +718,8 @@ class Parser(base.Parser):
         evaluation, a checkpoint save) would show as a long slow stretch after it. A bar with no elapsed time, at
         0, or not past the last record's count, is a progress bar."""
         clock = _BAR_ELAPSED.match(bar.group(4) or "")
-        if self.plain or clock is None or int(bar.group(3)) != self.bar_total or bar.group(2) == "0":
+        if (self.plain or clock is None or int(bar.group(3)) != self.bar_total or bar.group(2) == "0"
+                or _LETTER.search(bar.string, 0, bar.start()) is not None):
             return PROGRESS
         step = self._restarted(int(bar.group(2)), bar.group(3))
         if self.last is not None and step <= self.last.step:
