@@ -1066,8 +1066,9 @@ class OverflowStorm(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
-    """Loss scale fallen to `floor` or below, or at or below it and overflowing or falling (below it, or at
-    start-up: no calibration then), or halved `max_halvings` times within `window` steps, after calibration
+    """Loss scale fallen to `floor` or below, or at or below it and overflowing or falling (below it, at
+    start-up: no calibration then, or kept for the next step on an overflow: the scaler at its minimum), or
+    halved `max_halvings` times within `window` steps, after calibration
     (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
@@ -1084,7 +1085,9 @@ class LossScaleCollapse(LossScaleWatch):
     when it is below ``floor`` (an excerpt that starts in the collapse) or at start-up, in calibration or not
     (:class:`LossScaleWatch`: a first scale of 1 is no fall from an initial one): calibration falls from a
     high initial scale (2^16 to 2^32), and a scaler at its minimum cannot answer an overflow any more
-    (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1). So does a
+    (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1); at any
+    step, when the record says the scaler kept the scale for the next step (``Rec.next_scale``) on an overflow
+    at or below ``floor``: it is at its minimum. So does a
     scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
     0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
     skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings. A
@@ -1120,7 +1123,8 @@ class LossScaleCollapse(LossScaleWatch):
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if (low <= self.floor < self.highest or low == 0.0
                 or low <= self.floor and (r.overflow == 1 or had and low < prev)
-                and (low < self.floor or self.startup)):
+                and (low < self.floor or self.startup or r.overflow == 1 and r.has_next_scale
+                     and r.next_scale >= scale)):
             return low, self.drops.first() if n else r.step, f"loss scale {low:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

@@ -55,6 +55,19 @@ def test_the_scale_a_message_says_the_trainer_set_next_is_judged_at_the_floor():
     [rec] = read([line])
     assert (rec.loss_scale, rec.loss_scale_next, rec.overflow) == (2.0, 1.0, True)
 
+
+def test_a_scaler_that_keeps_its_scale_of_1_on_an_overflow_is_at_its_minimum_at_any_step():
+    # deepspeedai/DeepSpeedExamples issue #307 (DeepSpeed-Chat step 3, far from its start-up): `Reducing dynamic
+    # loss scale from 1 to 1`, `Attempted loss scale: 1, reducing to 1`
+    assert events([StepRecord(3721, loss_scale=1.0, loss_scale_next=1.0, overflow=True)]) == \
+        [("loss_scale_collapse", 3721, 3721)]
+    # a scale of 1 on an overflow, nothing said of the next one (bf16 prints 1), or kept at 1024 (hysteresis)
+    assert events([StepRecord(3721, loss_scale=1.0, overflow=True)]) == []
+    assert events([StepRecord(3721, loss_scale=1024.0, loss_scale_next=1024.0, overflow=True)]) == []
+    res = replay_file(str(TUNE / "deepspeed_chat_step3_grad_overflow_scale_1_to_1_then_act_loss_nan_step_3721_"
+                          "307.log"))
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 3721), ("loss_scale_collapse", 3721)]
+
 def test_a_count_reaching_into_the_start_up_steps_leaves_them_to_calibration():
     # Megatron-LM's healthy start: 16 of the first 100 iterations skipped while the scale fell from 2^32 to 2^17;
     # all 16 may be among the first 24 (calibration), and a clean one came among the 100: calibration is over

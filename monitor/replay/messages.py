@@ -292,7 +292,9 @@ def _match(line: str, parser):
         m = _SCALED.search(line)
         last = parser.last
         if m is not None and last is not None and last.overflow and last.loss_scale is None:
-            last.loss_scale = _float(m.group(1) or m.group(2))  # the overflowed step's record gets its scale
+            last.loss_scale = _float(m.group(1) or m.group(2))  # the overflowed step's record gets its scale...
+            if m.group(1) is not None:
+                last.loss_scale_next = _float(m.group(2))  # ... and the next step's, when both are printed
             return MERGED
     if "inimum" in line:
         m = _MIN_SCALE.search(line)
