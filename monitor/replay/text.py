@@ -1122,7 +1122,7 @@ class Parser(base.Parser):
             out["step_time_s"] = 1.0 / rate  # steps/s: the steps' mean time
         span, _, unit = values.get("span_s", (None, None, None))
         if "step_time_s" not in out and self.by_epoch and span.__class__ is float and 0 <= span < math.inf:
-            out["step_time_s"] = span * _UNITS.get(unit or "s", 1.0)  # one record an epoch: the epoch's time is its
+            out["step_time_s"] = span * _UNITS.get(unit or "s", 1.0)  # one record an epoch: its time is the step's
         rank = values.get("rank", (None,))[0]
         if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
             out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
