@@ -159,3 +159,15 @@ def test_pytorch_examples_count_and_a_line_naming_only_a_step_before_step_lines_
     # step lines, which print their validation loss too, evaluation lines
     recs = read(lines("mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log"))
     assert [(r.step, r.loss) for r in recs] == [(9200, 1.1883), (9300, 1.1513), (9400, 1.1269)]
+
+
+def test_a_dict_assigned_to_a_name_is_a_value_and_a_labelled_dict_the_record():
+    # InternLM's metrics line (tests/data/reallogs/tune/internevo_30b_demo_rst_steps_0_5_loss_11_5_to_3_7_healthy.log)
+    line = ("2023-09-06T10:30:38.216+08:00 INFO [training_internlm.py, line 413, in record_current_batch_training_"
+            "metrics] - pid=15224 : tflops=40.00268401421643 step=0 loss=11.548227310180664 tgs (tokens/gpu/second)="
+            "227.37 lr=9.779754323328192e-05 loss_scale=65536.0 grad_norm={'0_default': 61.5836932112004}")
+    [rec] = read([line])
+    assert (rec.step, rec.loss, rec.loss_scale) == (0, 11.548227310180664, 65536.0)
+    # a dict after a label is the line's values: Hugging Face's `{'loss': ..}` behind a logger prefix
+    [rec] = read(["[INFO|trainer.py:3420] 2024-05-01 10:00:00: {'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}"])
+    assert (rec.loss, rec.lr) == (2.5, 1e-05)

@@ -292,10 +292,10 @@ def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
 
 def _dict(text: str) -> str:
     """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
-    ``text``; a dict that is a name's value (InternLM's ``.. step=0 loss=11.548 .. grad_norm={'0_default': 61.58}``)
-    is no record: ``text``."""
+    ``text``; a dict assigned to a name (InternLM's ``.. step=0 loss=11.548 .. grad_norm={'0_default': 61.58}``)
+    is no record: ``text`` (``eval result: {'Loss': 2.3}`` is its dict's)."""
     start = text.find("{'") if "{'" in text else text.find('{"')
-    if start < 0 or text[:start].rstrip().endswith(("=", ":")):
+    if start < 0 or text[:start].rstrip().endswith("="):
         return text
     end = text.rfind("}")
     return text[start:end + 1] if end > start else text[start:]
