@@ -701,11 +701,16 @@ class Parser(base.Parser):
             return self._drawn(step, values, prev_part)
         self.drawn = None
         last = self.last
-        if prev_part and not self.named and last is not None and step > last.step and "loss" not in values and all(
-                getattr(last, k) is None for k in self._fields(values, step) if k != "rank"):
+        if (prev_part and not self.named and last is not None and step > last.step and "loss" not in values
+                and self._completes(values, step)):
             last.step, self.named = step, True  # the line before, numbered by its position: this step's record,
             return self._fill(values)           # cut before its step (insightface's `Loss nan ..` / `Global Step: 20`)
         return self._step_line(step, values)
+
+    def _completes(self, values: dict, step: int) -> bool:
+        """``values`` hold record fields, and only ones the last record lacks: a later line of that record."""
+        fields = self._fields(values, step)
+        return bool(fields) and all(getattr(self.last, k) is None for k in fields if k != "rank")
 
     def _counted(self, bar: re.Match):
         """A training bar with nothing after it (no postfix) and no description before it (the Hugging Face
@@ -1144,10 +1149,8 @@ class Parser(base.Parser):
             if last is not None and step <= last.step:
                 return NO_LOSS  # a step named again ("saving checkpoint at iteration 5000")
         if (last is not None and step == last.step and not self.taken_over and self.line is not None
-                and self.line[0] == step):
-            fields = self._fields(values, step)
-            if fields and all(getattr(last, k) is None for k in fields if k != "rank"):
-                return self._fill(values)  # a second line of the step (its time after its loss): completes it
+                and self.line[0] == step and self._completes(values, step)):
+            return self._fill(values)  # a second line of the step (its time after its loss): completes it
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
         takes = self.taken_over and last is not None and (self.guessed or last.step == step
