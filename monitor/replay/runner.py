@@ -204,6 +204,20 @@ class _Rank:
         self.engine, self.policy, self.track, self.feed = engine, policy, track, feed
 
 
+class _Slot:
+    """The state of the lines of one rank: their parser, the record it gave last and not yet judged
+    (``pending``), whether that record's step is its position in the log (``positional``: Parser.named),
+    the records held until the log names a step (``unplaced``: _judge) and the evaluations waiting for the
+    pending record (``waiting``: _evaluate)."""
+
+    __slots__ = ("parser", "pending", "positional", "unplaced", "waiting")
+
+    def __init__(self, parser):
+        self.parser, self.pending, self.positional = parser, None, False
+        self.unplaced: list[StepRecord] = []
+        self.waiting: list[tuple[Evaluation, int]] = []
+
+
 class _Run:
     """One log's replay state: a parser per rank seen in it (with its record not yet judged), a :class:`_Rank`
     per rank."""
@@ -211,7 +225,7 @@ class _Run:
     def __init__(self, result: ReplayResult, module, rules: Rules, rank: int, options: ReplayOptions | None = None):
         self.result, self.module, self.rules, self.rank = result, module, rules, rank
         self.options = options or ReplayOptions()
-        self.parsers: dict[int, list] = {}  # line rank -> its slot (see slot)
+        self.parsers: dict[int, _Slot] = {}  # line rank -> its slot
         self.ranks: dict[int, _Rank] = {}
         self.run_label = self.options.run or default_run(result.files[-1] if result.files else result.path)
         self.progress = self.options.progress
@@ -223,30 +237,29 @@ class _Run:
         if len(ranks) >= MAX_RANKS:
             raise SourceError(f"{self.result.path}: more than {MAX_RANKS} distinct ranks in one log")
 
-    def slot(self, key: int) -> list:
-        """The slot of the lines of rank ``key``: ``[parser, pending record, the pending record's step is its
-        position in the log (Parser.named), the records held until the log names a step (_judge), the evaluations
-        waiting for the pending record (_evaluate)]``."""
+    def slot(self, key: int) -> _Slot:
+        """The :class:`_Slot` of the lines of rank ``key``."""
         slot = self.parsers.get(key)
         if slot is None:
             self._bound(self.parsers)
-            slot = self.parsers[key] = [self.module.Parser(key, self.options.openmetrics is not None), None, False,
-                                        [], []]
+            parser = self.module.Parser(key, self.options.openmetrics is not None)
             stall = self.rules.rules.get("stall")
-            slot[0].stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
-            slot[0].fast = self.options.fast  # the text reader's recipes for plain step lines
+            parser.stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
+            parser.fast = self.options.fast  # the text reader's recipes for plain step lines
+            slot = self.parsers[key] = _Slot(parser)
         return slot
 
     def feed(self, line, line_rank=None) -> None:
         r = self.result
         key = self.rank if line_rank is None else line_rank
         slot = self.parsers.get(key) or self.slot(key)
-        parser = slot[0]
+        parser = slot.parser
         item = parser.feed(line)
         if item is None:
             if parser.reason == MERGED:
                 r.merged_lines += 1
-                slot[2] = slot[2] and not parser.named  # (a line merged into the pending record may name its step)
+                # a line merged into the pending record may name its step
+                slot.positional = slot.positional and not parser.named
             else:
                 r.skipped_lines += 1
                 r.skipped[parser.reason] += 1
@@ -258,20 +271,20 @@ class _Run:
             if parser.after:
                 self._after(parser, slot, key)
 
-    def _item(self, item, slot: list, key: int) -> None:
+    def _item(self, item, slot: _Slot, key: int) -> None:
         """Hand on a report or an evaluation of the lines of rank ``key``."""
         if item.__class__ is Evaluation:
             self._evaluate(item, slot, key)
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
 
-    def _took(self, item: StepRecord, slot: list, key: int) -> None:
+    def _took(self, item: StepRecord, slot: _Slot, key: int) -> None:
         """The parser of ``slot`` (lines of rank ``key``) gave the record ``item``: the pending one is judged,
         ``item`` waits in its place."""
-        r, parser, pending = self.result, slot[0], slot[1]
+        r, parser, pending = self.result, slot.parser, slot.pending
         if parser.absorbs:  # the record takes the pending one's place (and this line is merged into it)
             parser.absorbs = False
-            slot[1] = item
+            slot.pending = item
             r.merged_lines += 1
         else:
             if pending is not None:
@@ -281,15 +294,15 @@ class _Run:
                     r.skipped[DUPLICATE] += 1
                     return
                 self._judge(pending, slot)
-            slot[1] = item
+            slot.pending = item
             r.steps += 1
-        slot[2] = not parser.named
+        slot.positional = not parser.named
         if parser.held:
             self._release(parser, slot, key, item.step)
         if parser.after:
             self._after(parser, slot, key)
 
-    def _after(self, parser, slot: list, key: int) -> None:
+    def _after(self, parser, slot: _Slot, key: int) -> None:
         """Hand on what ``parser`` made of the line it just gave, after its item (the line counts as that item's):
         reports, evaluations, an overflow message's record (taken as the next record)."""
         after, parser.after = parser.after, []
@@ -312,17 +325,17 @@ class _Run:
         if not n:
             return
         slot = self.slot(self.rank)
-        slot[0].last = first = batch.record(0)  # as the parser keeps each record it gives
+        slot.parser.last = first = batch.record(0)  # as the parser keeps each record it gives
         self._took(first, slot, self.rank)
         if n == 1:
             return
         # the pending record is the batch's first (or one equal to it) unless a held report had it judged
-        start = 0 if slot[1] is not None else 1
-        slot[1] = None
+        start = 0 if slot.pending is not None else 1
+        slot.pending = None
         self._place(slot, batch.record(start).step)
         self._observe_batch(batch, start, n - 1)
-        slot[1] = slot[0].last = batch.record(n - 1)
-        slot[2] = False
+        slot.pending = slot.parser.last = batch.record(n - 1)
+        slot.positional = False
         r.steps += n - 1
 
     def _rank(self, rank: int) -> _Rank:
@@ -344,31 +357,31 @@ class _Run:
             r.ranks.add(rank)
         return st
 
-    def _judge(self, rec: StepRecord, slot: list) -> None:
+    def _judge(self, rec: StepRecord, slot: _Slot) -> None:
         """Judge ``rec``, the pending record of ``slot``, then the evaluations that waited for it. A record whose
         step is its position (the log has named no step yet: overflow messages before the first step line) waits,
         up to :data:`HELD` of them: the step of the next record that has one places them (:meth:`_place`); at the
         end of the log, before a trainer report, or past :data:`HELD`, they are judged as positions."""
-        if slot[2]:
-            if len(slot[3]) < HELD:
-                slot[3].append(rec)
+        if slot.positional:
+            if len(slot.unplaced) < HELD:
+                slot.unplaced.append(rec)
             else:
                 self._place(slot, None)
                 self._observe(rec, True)
         else:
             self._place(slot, rec.step)
             self._observe(rec)
-        waiting, slot[4] = slot[4], []
+        waiting, slot.waiting = slot.waiting, []
         for ev, key in waiting:
             self._evaluated(ev, key)
 
-    def _place(self, slot: list, step: int | None) -> None:
+    def _place(self, slot: _Slot, step: int | None) -> None:
         """Judge the records ``slot`` holds: before a record at trainer step ``step``, at the steps just before it
         (so the messages before ``iteration 10`` are at start-up, those before ``iteration 17060`` are not), else
         (None) as positions, not known to be at start-up."""
-        if not slot[3]:
+        if not slot.unplaced:
             return
-        held, slot[3] = slot[3], []
+        held, slot.unplaced = slot.unplaced, []
         if step is not None and step > len(held):
             held = [dataclasses.replace(r, step=step - len(held) + i) for i, r in enumerate(held)]
         for r in held:
@@ -419,7 +432,7 @@ class _Run:
         if self.unconfirmed:
             self._confirm(rec)
 
-    def _report(self, rep: Report, slot: list, key: int) -> None:
+    def _report(self, rep: Report, slot: _Slot, key: int) -> None:
         r = self.result
         cfg = self.rules.rules.get(rep.rule)
         if cfg is None or not cfg.enabled:
@@ -459,12 +472,12 @@ class _Run:
                 self.result.skipped[NOT_SLOWER] += 1
         self.unconfirmed = keep
 
-    def _evaluate(self, ev: Evaluation, slot: list, key: int) -> None:
+    def _evaluate(self, ev: Evaluation, slot: _Slot, key: int) -> None:
         """Judge the evaluation ``ev`` after the record before it, as the live callback judges MindSpore's: once
         that record, when it is still pending (lines after the evaluation may complete it: nnU-Net's ``This epoch
         took ..`` after its validation loss), is judged."""
-        if slot[1] is not None:
-            slot[4].append((ev, key))
+        if slot.pending is not None:
+            slot.waiting.append((ev, key))
             return
         self._place(slot, None)
         self._evaluated(ev, key)
@@ -475,15 +488,15 @@ class _Run:
         for event in st.engine.evaluate(ev.step, ev.loss, rank):
             st.policy.after_report(event)
 
-    def _settle(self, slot: list) -> None:
+    def _settle(self, slot: _Slot) -> None:
         """Judge the records of ``slot`` before a report, an evaluation or the end: the pending one, then those it
         holds, at their positions (:meth:`_place`)."""
-        if slot[1] is not None:
-            self._judge(slot[1], slot)
-            slot[1] = None
+        if slot.pending is not None:
+            self._judge(slot.pending, slot)
+            slot.pending = None
         self._place(slot, None)
 
-    def _release(self, parser, slot: list, key: int, step: int) -> None:
+    def _release(self, parser, slot: _Slot, key: int, step: int) -> None:
         """Publish the reports ``parser`` held for the step of its next record (each line merged until now)."""
         held, parser.held = parser.held, []
         for rep in held:
@@ -493,8 +506,8 @@ class _Run:
     def finish(self) -> None:
         for key in sorted(self.parsers):
             slot = self.parsers[key]
-            if slot[0].held:
-                self._release(slot[0], slot, key, slot[0].step)
+            if slot.parser.held:
+                self._release(slot.parser, slot, key, slot.parser.step)
             self._settle(slot)
         if self.unconfirmed and self.result.last is not None:
             self._confirm(self.result.last)  # (the last record of a batch: its records skip _judged)
@@ -565,7 +578,7 @@ def _feed_blocks(run: _Run, raw, head: list, at: list) -> None:
     """As :func:`_feed_lines`, through the compiled reader (:class:`.scan.Batch` of MindFormers step lines, or
     :class:`.scan.TextBatch` of the text reader's plain step lines): the run takes what it read of each block,
     the parser the lines it left."""
-    parser, progress = run.slot(run.rank)[0], run.progress
+    parser, progress = run.slot(run.rank).parser, run.progress
     batch = Batch(run.rank) if run.module is mindformers else TextBatch(run.rank, parser)
     for block, pos, end in _blocks(raw, head, run.options.block_bytes):
         while pos < end:  # (lines after a torchrun prefix are another rank's)
@@ -647,7 +660,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         except Exception as exc:  # a parser bug must name the line, not end in a traceback
             raise ReplayError(f"{shown(path)}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
-    if fmt == generic.NAME and not any(slot[0].found for slot in run.parsers.values()):
+    if fmt == generic.NAME and not any(slot.parser.found for slot in run.parsers.values()):
         raise ReplayError(f"{source.name}: no known training-log format: no step with a loss (or a step time "
                           f"or throughput), and no trainer message, in its {result.lines} lines")
     if result.steps == 0 and result.reports == 0:
