@@ -85,11 +85,21 @@ def test_keras_bar_lines_are_steps_of_the_epoch_their_header_names_and_val_names
     items = read(["Epoch 1/1", "512/512 [==============================] - 127s 247ms/step - loss: nan - acc: nan - val_loss: nan - val_acc: nan"],  # noqa: E501
                  evaluations=True)
     assert [type(i).__name__ for i in items] == ["StepRecord", "Evaluation"]
-    assert items[0].step == 512 and math.isnan(items[0].loss) and items[1].step == 512
-    # matterport/Mask_RCNN issue #1997, turn 0: epoch 2's 100 batches after epoch 1's
+    assert items[0].step == 1 and math.isnan(items[0].loss) and items[1].step == 1  # a finished bar: the epoch
+    # matterport/Mask_RCNN issue #1997, turn 0: a log of finished bars, one per epoch: the epochs are the steps
     recs = _steps(["Epoch 2/100", "100/100 [==============================] - 126s 1s/step - loss: nan - rpn_class_loss: 0.6931 - rpn_bbox_loss: nan - mrcnn_class_loss: 0.6931 - mrcnn_bbox_loss: 0.0000e+00 - mrcnn_mask_loss: 0.0000e+00 - val_loss: nan - val_rpn_class_loss: 0.6931 - val_rpn_bbox_loss: nan - val_mrcnn_class_loss: 0.6931 - val_mrcnn_bbox_loss: 0.0000e+00 - val_mrcnn_mask_loss: 0.0000e+00",  # noqa: E501
                    "Epoch 3/100", "100/100 [==============================] - 127s 1s/step - loss: nan - rpn_class_loss: 0.6931 - rpn_bbox_loss: nan - mrcnn_class_loss: 0.6931 - mrcnn_bbox_loss: 0.0000e+00 - mrcnn_mask_loss: 0.0000e+00 - val_loss: nan - val_rpn_class_loss: 0.6931 - val_rpn_bbox_loss: nan - val_mrcnn_class_loss: 0.6931 - val_mrcnn_bbox_loss: 0.0000e+00 - val_mrcnn_mask_loss: 0.0000e+00"])  # noqa: E501
-    assert [r.step for r in recs] == [100, 200] and all(math.isnan(r.loss) for r in recs)
+    assert [r.step for r in recs] == [2, 3] and all(math.isnan(r.loss) for r in recs)
+
+
+def test_a_log_of_finished_epoch_bars_numbers_its_records_by_epoch_and_its_unfinished_bar_too():
+    # tests/data/reallogs/tune/keras_traffic_sign_epochs_1_3_loss_0_22_to_5_18_spike_at_epoch_2_5.log (Keras 2)
+    res = replay_file("tests/data/reallogs/tune/keras_traffic_sign_epochs_1_3_loss_0_22_to_5_18_spike_at_epoch_2_5.log")
+    assert res.steps == 3 and [(e.rule, e.step) for e in res.events] == [("loss_spike", 2)]
+    # a bar that starts unfinished counts the batches of its epoch (keras-team/keras-tuner issue #442)
+    assert [r.step for r in _steps(["Epoch 5/10", "   1/1500 [....] - ETA: 0s - loss: 2.2759",
+                                    "1500/1500 [====] - 46s - loss: 2.1", "Epoch 6/10",
+                                    "   1/1500 [....] - ETA: 0s - loss: 2.0"])] == [1, 1500, 1501]
 
 
 def test_keras_batch_lines_and_its_invalid_loss_termination():

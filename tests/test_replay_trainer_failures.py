@@ -353,3 +353,11 @@ def test_a_collective_that_failed_or_timed_out_is_a_stall_and_a_count_of_a_total
     # modelscope/ms-swift issue #2436: `"global_step/max_steps": "8280/11043"` numbers the record
     res = replay_file("tests/data/reallogs/tune/msswift_json_global_steps_8270_8280_grad_norm_nan_at_8280_2436.log")
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 8280)]
+
+
+def test_a_report_glued_after_a_bar_alone_follows_the_bars_record():
+    # microsoft/DeepSpeed issue #6705 (tests/data/reallogs/tune/deepspeed_bert_pretrain_tqdm_23054_..): tqdm's bar,
+    # then the NCCL watchdog's message on the same physical line
+    res = replay_file("tests/data/reallogs/tune/deepspeed_bert_pretrain_tqdm_23054_nccl_allreduce_watchdog_600083ms_6705.log")  # noqa: E501
+    assert res.steps == 1 and res.last.step == 23054
+    assert [(e.rule, e.step) for e in res.events] == [("stall", 23054)]

@@ -463,6 +463,8 @@ class Parser(base.Parser):
         self.numbered = False                # the log's lines number their steps
         self.leading: bool | None = None     # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
+        self.finished: bool | None = None    # ... by their epoch, each line its epoch's finished count (None: not
+                                             # known until the first numbered line)
         self.plain = False                   # a step line without evaluation values was read
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch: Any = None               # epoch of the last step line
@@ -559,8 +561,8 @@ class Parser(base.Parser):
             n, total = int(bar.group(2)), int(bar.group(3))
             if self.bar_total is None or total != self.bar_total and self.bar >= self.bar_total and not self.plain:
                 self.bar_total = total  # the first bar, or, before any step line, one after the last finished
-            if total == self.bar_total:  # (checkpoint shards, a dataset's map, then training); else evaluation bars
-                self.bar = n
+            if total == self.bar_total and not self.finished:  # (checkpoint shards, a dataset's map, then training);
+                self.bar = n  # else evaluation bars, or a bar counting within its epoch in a log of epochs
             tail = text[bar.end():]
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
             head = text[:bar.start()] + ", " + (bar.group(4) or "")
@@ -579,6 +581,11 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             self.nan_reported = item.__class__ is Report and item.rule == "nan_inf"
+            if item.__class__ is Report and bar is not None and not self._read(clean(head), False)[1]:
+                rec = self._counted(bar)  # a report glued after a bar alone: the bar's record (a step record while
+                if rec.__class__ is StepRecord:  # bars are all the log shows), then the report
+                    self.after.append(item)
+                    return rec
             return item
         item = self._line(text, bar, prev, joiner, prev_part)
         return self._averaged(item, text) if "(" in text else item
@@ -955,6 +962,12 @@ class Parser(base.Parser):
             return None
         if isinstance(v, bool) or not float(v).is_integer() or not 0 <= v < 1e15:  # no step counts that far
             return None
+        if self.finished is None:
+            self.finished = bar is not None and "step" not in values and epoch is not None and int(tot) == v
+            self.bar = 0 if self.finished else self.bar
+        if self.finished and epoch is not None:
+            self.by_epoch = self.numbered = True  # one line per epoch, at its finished count (Keras' `9595/9595 [====]` after `Epoch
+            return int(epoch[0]) if epoch[0] < 1e15 else None  # 2/10`): the epochs are the steps
         self.numbered, self.leading = True, self.leading is True
         step = int(v)
         if epoch is None:
