@@ -965,9 +965,9 @@ class Parser(base.Parser):
         if self.finished is None:
             self.finished = bar is not None and "step" not in values and epoch is not None and int(tot) == v
             self.bar = 0 if self.finished else self.bar
-        if self.finished and epoch is not None:
-            self.by_epoch = self.numbered = True  # one line per epoch, at its finished count (Keras' `9595/9595 [====]` after `Epoch
-            return int(epoch[0]) if epoch[0] < 1e15 else None  # 2/10`): the epochs are the steps
+        if self.finished and epoch is not None:  # one line per epoch, at its finished count (Keras' `9595/9595
+            self.by_epoch = self.numbered = True  # [====]` after `Epoch 2/10`): the epochs are the steps
+            return int(epoch[0]) if epoch[0] < 1e15 else None
         self.numbered, self.leading = True, self.leading is True
         step = int(v)
         if epoch is None:
