@@ -249,3 +249,12 @@ def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     columns = tables.header("      Epoch    GPU_mem   box_loss   cls_loss")
     assert tables.row(columns, "      all       1049       1186      0.929") is None  # the counter counts nothing
     assert tables.row(columns, "      3/9      1.2G       0.5") is None  # a cell short
+
+
+def test_a_training_split_word_alone_with_a_separator_is_the_lines_loss():
+    # facebookresearch/demucs issue #198 (tests/data/reallogs/tune/demucs_v2_epochs_0_12_..): one line per epoch
+    recs = _steps(["Epoch 000: train=0.17936380 valid=0.23429446 best=0.2343 ms=0.00MB cms=0.00MB duration=0.48 hrs",
+                   "Epoch 001: train=0.16199168 valid=0.22592303 best=0.2259 ms=0.00MB cms=0.00MB duration=0.49 hrs"])
+    assert [(r.step, r.loss) for r in recs] == [(0, 0.1793638), (1, 0.16199168)]
+    # a heading, no separator (tests/data/reallogs/heldout3/custom_gaze_nan_from_step100_3.log)
+    assert _steps(["[2019/06/24 16:19:45 __main__ INFO] - Train 1"]) == []

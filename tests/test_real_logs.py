@@ -42,10 +42,9 @@ KNOWN_FAILING = frozenset({
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # 3-108 s/iter, no data time: ~150 s lost vs the median
     # promoted from heldout14 after scoring: names the alias table does not take for a loss (si-snr, an objective;
-    # svoice's `train=`; WaveGlow fork's `loss_-4.06`, a name glued to its value), and a slow interval with one
+    # WaveGlow fork's `loss_-4.06`, a name glued to its value), and a slow interval with one
     # record before it (mmf logs every 100 iterations: 195 s, then 1371 s)
     "speechbrain_sepformer_epochs_1_10_train_si_snr_2_23_to_minus_2_33_healthy_1170.log",
-    "svoice_7spk_epochs_0_10_train_4_62_to_3_91_pesq_0_healthy_104.log",
     "waveglow_steps_78540_78660_negative_loss_then_4191_at_78620_32.log",
     "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log",
     # from heldout7: an epoch's first loss back at the excerpt's first level (0.51 -> 5.15) after a fall from 6.00;

@@ -54,6 +54,10 @@ is that value of the step (``train_step_samples_per_second``: samples/s), ``trai
 (``interval_steps_per_second``, ``interval_samples_per_second``), ``interval_runtime`` the interval's time
 (``span_s``), no summary.
 
+A training-split word alone (``train``, ``training``) printed with a separator names that split's objective,
+:data:`LOSS_OTHER` (demucs' and svoice's ``train=0.1794 valid=0.2343``: the line's loss when it names no other;
+``Train 1`` is a heading, as is ``Total 3``: :func:`bare`).
+
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
 or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
@@ -167,6 +171,8 @@ _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total"
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
                             "epoch"))
 _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: the total of the line's losses
+_TRAIN_WORDS = frozenset(("train", "training"))  # a name of one alone: the training split's objective, a loss
+_BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
@@ -235,6 +241,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = NAMES["_".join(words)]
     elif "_".join(words) in _TOTAL_WORDS:
         hit = (LOSS_TOTAL, None)  # libfacedetection's `All: 3.02(3.20)` after its loss parts
+    elif "_".join(words) in _TRAIN_WORDS:
+        hit = (LOSS_OTHER, None)  # demucs' `train=0.1794 valid=0.2343`: the split's objective
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
@@ -251,6 +259,12 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+def bare(name: str) -> bool:
+    """``name`` is a total word or a training-split word alone (:func:`lookup`): a loss only when printed with a
+    separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading)."""
+    return "_".join(_words(name)) in _BARE_WORDS
 
 
 def _per_step(key: str) -> tuple[str, str | None] | None:

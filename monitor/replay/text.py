@@ -143,6 +143,7 @@ from .fields import (
     LOSS_PART,
     LOSS_TOTAL,
     OTHER_LOSSES,
+    bare,
     evaluation_loss,
     lookup,
     resolve,
@@ -354,7 +355,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 found.append(pending)
             pending = None
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
-                hit[0] != LOSS_TOTAL or pattern is not _FIELD and m.group("sep") is not None):
+                not bare(_name(m)) or pattern is not _FIELD and m.group("sep") is not None):
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
