@@ -258,3 +258,13 @@ def test_a_training_split_word_alone_with_a_separator_is_the_lines_loss():
     assert [(r.step, r.loss) for r in recs] == [(0, 0.1793638), (1, 0.16199168)]
     # a heading, no separator (tests/data/reallogs/heldout3/custom_gaze_nan_from_step100_3.log)
     assert _steps(["[2019/06/24 16:19:45 __main__ INFO] - Train 1"]) == []
+
+
+def test_rate_names_with_a_slash_are_rates_not_paths():
+    # mlx-lm's `It/sec 0.015, Tokens/sec 1.425` (tests/data/reallogs/heldout/mlx_lora_slow_healthy_210.log),
+    # MaxText's `Tokens/s/device`, TF Estimator's `global_step/sec` (tests/data/reallogs/tune/tf_estimator_..)
+    assert lookup("Tokens/sec") == ("tps", None) and lookup("Tokens/s/device") == ("tps", None)
+    assert lookup("It/sec") == ("step_rate", None) and lookup("global_step/sec") == ("step_rate", None)
+    assert lookup("train/loss") == ("loss", None)  # a path: its last part
+    recs = _steps(["Iter 10: Train loss 3.608, It/sec 0.015, Tokens/sec 1.425"])
+    assert round(recs[0].step_time_s, 3) == 66.667 and round(recs[0].tokens / recs[0].step_time_s, 3) == 1.425

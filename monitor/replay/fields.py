@@ -77,7 +77,7 @@ field                  names
 ``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
                        ``norm`` names above)
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens, grad_scale (PyTorch's ``GradScaler``)
-``lr``                 lr, learning_rate
+``lr``                 lr, learning_rate, cur_lr (MindYOLO)
 ``step_time_s``        time, step_time, step_took (``step took 6.497``, and of iter, iteration, batch), per_step_time,
                        iteration_time, elapsed_time_per_iteration (ms/s),
                        batch_time, time_per_step, iter_time, dt, batch_cost and avg_batch_cost (PaddlePaddle's
@@ -93,10 +93,15 @@ field                  names
                        record per epoch, the record stands for ``epoch time / per step time`` steps (its ``steps``),
                        and without a per-step time the epoch's time is the record's step time
 ``mfu``                mfu (``15.3%`` -> 0.153; negative: not measured yet)
-``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s (tokens = TPS x step time)
+``tps``                tps, tokens_per_second, tokens_per_sec, tokens/s, tokens/sec, tok/s, tok/sec; per device
+                       tokens/s/device (MaxText), tokens/sec/gpu, tokens/gpu/sec, tgs (InternEvo); wps (fairseq's
+                       words, its target tokens, per second) (tokens = TPS x step time; a name ending in a rate's
+                       ``/s``, ``/sec``, ``/device``, ``/gpu`` is no path)
 ``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
                        unit), samples_per_second, samples_per_sec, samples/s (samples = samples/s x step time)
-``step_rate``          steps_per_second, steps_per_sec, steps/s: the record's step time is 1 / rate when the line
+``step_rate``          steps_per_second, steps_per_sec, steps/s, steps/sec, it/s, it/sec (mlx-lm),
+                       global_step/sec (TF Estimator), batches_per_second (OLMo), ups (fairseq's updates per
+                       second): the record's step time is 1 / rate when the line
                        prints none (PaddleNLP's benchmark callback: ``avg_batch_cost = 1 /
                        interval_steps_per_second``)
 ``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
@@ -129,7 +134,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: ("grad_norm", None) for n in ("grad_norm", "gnorm", "global_norm", "total_grad_norm", "gradient_norm",
                                         "grad_l2_norm")},
     **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens", "grad_scale")},
-    "lr": ("lr", None), "learning_rate": ("lr", None),
+    "lr": ("lr", None), "learning_rate": ("lr", None), "cur_lr": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
                                         "time_per_step", "time_per_iteration", "iter_time", "dt",
                                         "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)", "batch_cost",
@@ -140,9 +145,11 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "epoch_time": ("span_s", _S), "epoch_took": ("span_s", _S),
     **{n: ("step_time_s", _S) for n in ("step_took", "iter_took", "iteration_took", "batch_took")},
     "mfu": ("mfu", None),
-    **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s")},
+    **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s", "tokens/sec", "tok/s",
+                                  "tok/sec", "tokens/s/device", "tokens/sec/gpu", "tokens/gpu/sec", "tgs", "wps")},
     **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s")},
-    **{n: ("step_rate", None) for n in ("steps_per_second", "steps_per_sec", "steps/s")},
+    **{n: ("step_rate", None) for n in ("steps_per_second", "steps_per_sec", "steps/s", "steps/sec", "it/s",
+                                        "it/sec", "global_step/sec", "batches_per_second", "ups")},
     "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
     **{n: ("overflow", None) for n in ("overflow", "overflow_cond", "is_overflow")},
     "number_of_skipped_iterations": ("skipped", None),
@@ -183,13 +190,14 @@ _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluati
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 _WORDS = re.compile(r"[\s_]+")
+_PER = re.compile(r"/(?:s|sec|device|gpu)$")  # a rate's name, ``tokens/sec``, ``tokens/s/device``: no path
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")  # camelCase words apart: ``LearningRate`` is ``learning_rate``
 _cache: dict[str, tuple[str, str | None] | None] = {}
 
 
 def _words(name: str) -> list[str]:
     n = _CAMEL.sub("_", name.strip().strip("'\"")).lower().replace("-", "_")
-    return [w.rsplit("/", 1)[-1] if "/" in w and not w.endswith("/s") else w for w in n.split()] if n else []
+    return [w.rsplit("/", 1)[-1] if "/" in w and not _PER.search(w) else w for w in n.split()] if n else []
 
 
 def _named(tokens: list[str]) -> bool:
