@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from training_monitor.record import StepRecord
@@ -106,8 +106,15 @@ def test_no_line_breaks_any_parser(batch):
                 assert item is None and parser.reason or isinstance(item, (StepRecord, Report, tuple)), (name, piece)
 
 
+# a bar's record, then the record of the DeepSpeed overflow message glued after it (found by this test)
+GLUED = (b"[Epoch 0 / Train]:   0% 432/788222 [29:31<786:20:54,  3.59s/it, loss=nan, lr=2.5e-5][2021-06-08 "
+         b"12:03:34,071] [INFO] [stage3.py:2323:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 Skipping step. "
+         b"Attempted loss scale: 2.0, reducing to 1.0\n")
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(files(), st.sampled_from(["auto", *TEXT_FORMATS]))
+@example(GLUED, "auto")
 def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
     fd, path = tempfile.mkstemp(suffix=".log")
     try:
@@ -119,7 +126,8 @@ def test_every_input_line_is_a_record_a_report_merged_or_skipped(data, fmt):
             assert any(s in str(exc) for s in ("empty file", "binary file", "no known training-log format",
                                                "step lines found")), str(exc)
             return
-        assert res.steps + res.evaluations + res.reports + res.merged_lines + res.skipped_lines == line_count(data)
+        assert res.steps + res.evaluations + res.reports + res.merged_lines + res.skipped_lines - res.glued == \
+            line_count(data) == res.lines  # (a line may give a record, then a message's record or report)
         assert sum(res.skipped.values()) == res.skipped_lines
     finally:
         os.unlink(path)

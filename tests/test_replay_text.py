@@ -105,7 +105,8 @@ def test_deepspeed_overflows_behind_tqdm_bars_and_fairseq_warnings():
     ds = read(sample("deepspeed_overflow_collapse_07.log"))  # "  0%| | 32/63645 [..][date] [INFO] .. OVERFLOW! .."
     assert [(r.step, r.overflow, r.loss_scale) for r in ds][:3] == [(33, True, 2.0), (34, True, 1.0), (35, True, 1.0)]
     fairseq = read(sample("fairseq_min_loss_scale_10.log"))
-    assert rows(fairseq[:1]) == [(10198, 6.343, 0.39, 0.5, None, 0.000626286, None, None)]  # num_updates; gnorm
+    # num_updates; gnorm; ups 0.4 (updates per second): a step time of 2.5 s
+    assert rows(fairseq[:1]) == [(10198, 6.343, 0.39, 0.5, None, 0.000626286, 2.5, None)]
     assert [(r.step, r.overflow, r.loss_scale) for r in fairseq[1:]] == \
         [(10198 + i, True, 0.5 / 2 ** i) for i in range(1, 13)]  # "setting loss scale to: X", the new scale
 
@@ -369,8 +370,9 @@ def test_a_bar_s_postfix_before_a_glued_trainer_message_is_the_record_of_its_cou
     res = replay_file(str(DATA / "reallogs" / "tune" / "nemo_lightning_watchdog_118369.log"))
     assert res.steps == 1 and [(e.rule, e.step, e.rank) for e in res.events] == [("stall", 32040, 0),
                                                                                     ("stall", 32040, 7)]
-    # a bar without values before the message (LLaMA-Factory, see above) gives no record: the report alone
-    assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [("stall", 24)]
+    # a bar without values before the message (LLaMA-Factory, see above): the record of a bar alone, then the report
+    assert rows(read(["  1%|          | 24/1752 [01:08<1:22:56,  2.88s/it]" + NEMO_WATCHDOG])) == [
+        (24, None, None, None, None, None, None, None), ("stall", 24)]
     # the same postfix without a message is the record as well, and a step that is no rounding of the count
     # is the postfix's own
     assert rows(read([NEMO_BAR + "\n"])) == rows([rec])
@@ -490,8 +492,9 @@ def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_l
     assert sorted((e.rule, e.step) for e in res.events) == [("loss_spike", 300)] + [
         ("overflow_storm", s) for s in (100, 200, 300, 400)]
     recs = read(sample("reallogs/tune/mindyolo_loss_spike_402.log"))
-    assert rows(recs) == [(s, loss, None, 1024.0, True, None, t, None) for s, loss, t in (
-        (100, 11.6707, 5.73671), (200, 8.8465, 0.6544), (300, 8712.5938, 0.69417), (400, 15806.3818, 0.66074))]
+    assert rows(recs) == [(s, loss, None, 1024.0, True, lr, t, None) for s, loss, lr, t in (  # its `cur_lr: ..`
+        (100, 11.6707, 0.09924906492233276, 5.73671), (200, 8.8465, 0.09849812090396881, 0.6544),
+        (300, 8712.5938, 0.09774718433618546, 0.69417), (400, 15806.3818, 0.0969962477684021, 0.66074))]
     # a log of every step keeps its overflow message's own record when no step line of that step follows
     lines = ["iteration 7/ 100 | lm loss: 2.5 |\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss "
              "scale: 1024, reducing to 512\n", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "

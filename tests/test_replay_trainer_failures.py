@@ -361,3 +361,5 @@ def test_a_report_glued_after_a_bar_alone_follows_the_bars_record():
     res = replay_file("tests/data/reallogs/tune/deepspeed_bert_pretrain_tqdm_23054_nccl_allreduce_watchdog_600083ms_6705.log")  # noqa: E501
     assert res.steps == 1 and res.last.step == 23054
     assert [(e.rule, e.step) for e in res.events] == [("stall", 23054)]
+    # the line gave two items, the bar's record and the report: counted once among the lines read
+    assert res.glued == 1 and res.lines == 6

@@ -120,6 +120,7 @@ class ReplayResult(EventList):
     last: StepRecord | None = None
     reports: int = 0
     merged_lines: int = 0
+    glued: int = 0  # items a line gave after its first (a trainer message glued after a bar's record)
     skipped: Counter = field(default_factory=Counter)
     ranks: set = field(default_factory=set)
     events_dropped: int = 0
@@ -152,8 +153,9 @@ class ReplayResult(EventList):
 
     @property
     def lines(self) -> int:
-        """Lines (TensorBoard: steps and events) read: records + reports + skipped."""
-        return self.records + self.reports + self.skipped_lines
+        """Lines (TensorBoard: steps and events) read: records + reports + skipped, less the items that shared
+        a line with the one before (:attr:`glued`)."""
+        return self.records + self.reports + self.skipped_lines - self.glued
 
     def to_dict(self) -> dict:
         return {"path": self.path, "format": self.format, "records": self.records, "steps": self.steps,
@@ -267,13 +269,13 @@ class _Run:
             self._took(item, slot, key)
         else:
             self._item(item, slot, key)
-            r.evaluations += item.__class__ is Evaluation  # (a report counts in _report)
             if parser.after:
                 self._after(parser, slot, key)
 
     def _item(self, item, slot: _Slot, key: int) -> None:
         """Hand on a report or an evaluation of the lines of rank ``key``."""
         if item.__class__ is Evaluation:
+            self.result.evaluations += 1  # (a report counts in _report)
             self._evaluate(item, slot, key)
         else:
             self._report(item if isinstance(item, Report) else Report(*item), slot, key)
@@ -306,6 +308,7 @@ class _Run:
         """Hand on what ``parser`` made of the line it just gave, after its item (the line counts as that item's):
         reports, evaluations, an overflow message's record (taken as the next record)."""
         after, parser.after = parser.after, []
+        self.result.glued += len(after)
         for item in after:
             if item.__class__ is StepRecord:
                 self._took(item, slot, key)

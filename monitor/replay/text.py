@@ -1263,8 +1263,8 @@ class Parser(base.Parser):
             fields["overflow"] = False  # the log prints its overflows (a message each): a step without one is clean
         if "tokens_total" in values:
             total = values["tokens_total"][0]
-            if "tokens" not in fields and tokens_before is not None and total > tokens_before and gap:
-                fields["tokens"] = int((total - tokens_before) / gap)
+            if tokens_before is not None and total > tokens_before and gap:  # exact, where a rate x time is
+                fields["tokens"] = int((total - tokens_before) / gap)        # rounded (and may be per device)
             self.tokens_total = total
         self.found = self.found or _measured(fields)
         return fields, steps
