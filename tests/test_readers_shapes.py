@@ -268,3 +268,12 @@ def test_rate_names_with_a_slash_are_rates_not_paths():
     assert lookup("train/loss") == ("loss", None)  # a path: its last part
     recs = _steps(["Iter 10: Train loss 3.608, It/sec 0.015, Tokens/sec 1.425"])
     assert round(recs[0].step_time_s, 3) == 66.667 and round(recs[0].tokens / recs[0].step_time_s, 3) == 1.425
+
+
+def test_an_evaluation_word_behind_a_loggers_prefix_starts_an_evaluation_line():
+    # PaddlePaddle/PaddleNLP issue #3867 (tests/data/reallogs/tune/paddlenlp_ernie_loss_scaling_healthy_3867.log)
+    items = read(["[2022-11-23 09:46:28,799] [    INFO] - global step 2000, loss: 8.075826, lm_loss: 7.379850, sop_loss: 0.695985, speed: 2.88 steps/s, ips: 92.20 seqs/s, learning rate: 5.00000e-06, loss_scaling: 131072.00, incr_count: 0.00, decr_count: 0.00",  # noqa: E501
+                  "[2022-11-23 09:46:31,176] [    INFO] - valid step 2000, batch: 10, loss: 7.448310, lm_loss: 6.745527, sop_loss: 0.702782, ips: 135 seqs/s"],  # noqa: E501
+                 evaluations=True)
+    assert [(type(i).__name__, i.step, i.loss) for i in items] == [("StepRecord", 2000, 8.075826),
+                                                                   ("Evaluation", 2000, 7.44831)]

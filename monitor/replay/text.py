@@ -157,7 +157,7 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
 # what a logger prints before a message: date-times, a level (``INFO:root:``, ``[INFO]``), separators; bare counts
 # leading the message (``333 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too
-_PREFIX = re.compile(r"(?:\s*(?:" + _STAMP.pattern + r"|\[?(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?"
+_PREFIX = re.compile(r"(?:\s*(?:" + _STAMP.pattern + r"|\[?\s*(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?"
                      r"(?::[\w.]*:)?|[-|:]+(?=\s)))*")
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
                      r"(?:, [^)]*)?\)")
@@ -415,7 +415,7 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     """``(summary, pairs, shape)`` of a line read in full: the shape holds, for each pair, the places of its
     value and total in the line (a word value, ``nan`` or ``True``, is part of the shape: itself)."""
     cleaned = clean(text)
-    summary = _EVAL_START.match(cleaned) is not None
+    summary = _EVAL_START.match(cleaned, _prefix_end(cleaned)) is not None
     found, shape = [], []
     for field, unit, m in _pairs(cleaned):
         summary = summary or field == EVAL
@@ -667,7 +667,7 @@ class Parser(base.Parser):
             if bar is None and not self.plain and (m := _bare(text)) is not None and int(m[1]) > self.step:
                 self.numbered = self.found = True  # a log of bare (step, loss) pairs
                 return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
-            if self.plain and _EVAL_START.match(text):
+            if self.plain and _EVAL_START.match(text, _prefix_end(text)):
                 return SUMMARY
             if bar is not None:
                 return self._counted(bar)
@@ -892,7 +892,7 @@ class Parser(base.Parser):
         m = _EVAL_LOSS.search(cleaned)
         if m is not None:
             x, named = m.group("val"), m.group("step")
-        elif _EVAL_START.match(cleaned):
+        elif _EVAL_START.match(cleaned, _prefix_end(cleaned)):
             _, found, _ = _reading(_dict(text))
             x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
             if x is None:
