@@ -277,3 +277,13 @@ def test_an_evaluation_word_behind_a_loggers_prefix_starts_an_evaluation_line():
                  evaluations=True)
     assert [(type(i).__name__, i.step, i.loss) for i in items] == [("StepRecord", 2000, 8.075826),
                                                                    ("Evaluation", 2000, 7.44831)]
+
+
+def test_itr_and_cur_iter_name_the_step():
+    # tests/data/reallogs/tune/hand4whole_speed_s_per_itr_data_split_healthy_31.log (`Epoch 0/7 itr 104/3489:`),
+    # tests/data/reallogs/tune/dsvt_epoch14_norm_29_then_nccl_broadcast_timeout_1803000ms_39.log (OpenPCDet's
+    # `epoch: 14/20, acc_iter=112400, cur_iter=4263/7724`)
+    for path, steps in (("hand4whole_speed_s_per_itr_data_split_healthy_31.log", [104, 105, 106, 107, 108, 109]),
+                        ("dsvt_epoch14_norm_29_then_nccl_broadcast_timeout_1803000ms_39.log", [4263, 4313, 4363])):
+        lines = open(f"tests/data/reallogs/tune/{path}", encoding="utf-8").read().splitlines()
+        assert [r.step for r in _steps(lines)] == steps

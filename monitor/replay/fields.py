@@ -68,7 +68,8 @@ time: that name is left out.
 =====================  ==============================================================================
 field                  names
 =====================  ==============================================================================
-``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, current_steps
+``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, itr, cur_iter,
+                       current_steps
                        (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
                        训练轮次, 周期
@@ -127,7 +128,8 @@ _S, _MS = None, "ms"  # None: seconds, unless the value or the log says otherwis
 NAMES: dict[str, tuple[str, str | None]] = {
     **{n: (n, None) for n in FIELDS},
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
-                                   "updates", "batch", "train_step", "step_idx", "current_step", "current_steps")},
+                                   "updates", "batch", "train_step", "step_idx", "current_step", "current_steps",
+                                   "itr", "cur_iter", "cur_step")},
     "epoch": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
                                    "cross_entropy_loss")},
