@@ -558,6 +558,7 @@ class Parser(base.Parser):
             item = self._table(text if bar is None else text[:bar.start()], bar)
             if item is not None:
                 return item
+        glued = valued = False  # a trainer message glued after a bar; the bar has values
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
             if self.bar_total is None or total != self.bar_total and self.bar >= self.bar_total and not self.plain:
@@ -567,8 +568,9 @@ class Parser(base.Parser):
             tail = text[bar.end():]
             text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
             head = text[:bar.start()] + ", " + (bar.group(4) or "")
-            if bar.group(4) and messages.mentioned(tail) and self._read(clean(head), False)[1]:  # a message glued
-                # after a bar with values (after a bar alone: the message's line, the bar counting the step)
+            glued = bool(bar.group(4)) and messages.mentioned(tail)
+            valued = glued and bool(self._read(clean(head), False)[1])
+            if valued:  # a message glued after a bar with values (after a bar alone: the message's line, below)
                 rec = self._line(head, bar, prev, joiner, prev_part)
                 if rec.__class__ is StepRecord:  # the postfix values: the record of the bar's count, then the message's
                     self.last, self.named = rec, True
@@ -582,7 +584,7 @@ class Parser(base.Parser):
         if item is not None:
             self.prev_message = self.found = True
             self.nan_reported = item.__class__ is Report and item.rule == "nan_inf"
-            if item.__class__ is Report and bar is not None and not self._read(clean(head), False)[1]:
+            if item.__class__ is Report and glued and not valued and bar is not None:
                 rec = self._counted(bar)  # a report glued after a bar alone: the bar's record (a step record while
                 if rec.__class__ is StepRecord:  # bars are all the log shows), then the report
                     self.after.append(item)
