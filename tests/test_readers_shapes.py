@@ -287,3 +287,18 @@ def test_itr_and_cur_iter_name_the_step():
                         ("dsvt_epoch14_norm_29_then_nccl_broadcast_timeout_1803000ms_39.log", [4263, 4313, 4363])):
         lines = open(f"tests/data/reallogs/tune/{path}", encoding="utf-8").read().splitlines()
         assert [r.step for r in _steps(lines)] == steps
+
+
+def test_a_pasted_carriage_return_rays_worker_prefix_and_a_path_ending_in_a_qualifier():
+    tune = "tests/data/reallogs/tune/"
+    # axolotl-ai-cloud/axolotl issue #967: a bar after a literal `^M`, the NCCL watchdog glued after it
+    res = replay_file(tune + "axolotl_mixtral_tqdm_3004_of_23865_7s_it_nccl_allreduce_watchdog_1800055ms_967.log")
+    assert res.steps == 1 and res.last.step == 3004 and ("stall", 3004) in [(e.rule, e.step) for e in res.events]
+    # axolotl-ai-cloud/axolotl issue #1495: Ray's worker prefix before every line
+    res = replay_file(tune + "axolotl_qwen_moe_ray_tqdm_4_of_1920_572s_it_nccl_allreduce_watchdog_1800221ms_1495.log")
+    assert res.steps == 1 and res.last.step == 4 and res.events[0].rule == "stall"
+    assert _steps(["(RayTrainWorker pid=1234) step 5 loss 2.0"])[0].loss == 2.0
+    # llm-foundry's docs: Composer's `[batch=1/100]:` block, `Train loss/train/total: 10.9736`
+    assert lookup("Train loss/train/total") == ("loss", None) and lookup("words/batch") is None
+    res = replay_file(tune + "llmfoundry_composer_mpt125m_batches_1_4_loss_10_97_to_10_65_healthy.log")
+    assert res.steps == 4 and res.events == []

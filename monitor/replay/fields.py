@@ -1,7 +1,8 @@
 """Named values -> :class:`StepRecord` fields: the one alias table of every replay reader (text, CSV, TensorBoard).
 
 A name is normalised (camelCase words apart, lower case, quotes dropped, ``-`` and spaces read as ``_``; of a
-path such as ``train/loss`` or ``optim/total_grad_norm`` the last part) and looked up in :data:`NAMES`. When the
+path such as ``train/loss`` or ``optim/total_grad_norm`` the last part, all its parts when the last is a qualifier,
+Composer's ``loss/train/total``) and looked up in :data:`NAMES`. When the
 whole name is not there:
 
 * a name with the word ``loss`` (or ``losses``) in it (words split at anything but letters and digits: ``step_loss``,
@@ -199,7 +200,16 @@ _cache: dict[str, tuple[str, str | None] | None] = {}
 
 def _words(name: str) -> list[str]:
     n = _CAMEL.sub("_", name.strip().strip("'\"")).lower().replace("-", "_")
-    return [w.rsplit("/", 1)[-1] if "/" in w and not _PER.search(w) else w for w in n.split()] if n else []
+    return [_part(w) for w in n.split()] if n else []
+
+
+def _part(word: str) -> str:
+    """A word of a name: of a path its last part, or its parts as words when the last is a qualifier (Composer's
+    ``loss/train/total``); a rate (``tokens/sec``) whole."""
+    if "/" not in word or _PER.search(word):
+        return word
+    last = word.rpartition("/")[2]
+    return word.replace("/", "_") if last in _BARE_WORDS or last in _STEP_WORDS else last
 
 
 def _named(tokens: list[str]) -> bool:
@@ -210,8 +220,8 @@ def _named(tokens: list[str]) -> bool:
 def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None:
     """``(field, unit)`` of a name made of ``loss`` or ``norm`` and qualifiers (see the module docstring);
     ``phrase``: the name has words apart (an identifier, ``loss_step``, is never a phrase)."""
-    tokens = [p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha() else
-                                          ("loss",) if t == "losses" else (t,))]
+    tokens = list(dict.fromkeys(p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha()
+                                                            else ("loss",) if t == "losses" else (t,))))
     if len(tokens) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if "loss" in tokens:

@@ -152,7 +152,10 @@ from .fields import (
 NAME = "text"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:)+")
+# line decorations: `> ` quoting, a viewer's `[1763] ` line numbers, torchrun's `[rank3]:`, Ray's worker prefix
+# `(RayTrainWorker pid=1234)`, `(name, pid=1234, ip=10.0.0.1)`
+_LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:"
+                   r"|\((?:[^()]*[ ,] ?)?pid=\d+(?:, ip=[\d.]+)?\) ?)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
 # what a logger prints before a message: date-times, a level (``INFO:root:``, ``[INFO]``), separators; bare counts
@@ -257,6 +260,8 @@ def _undecorated(line: str) -> str:
         line = unicodedata.normalize("NFKC", line)  # full-width forms: ``Loss：1.98`` is ``Loss:1.98``
     if "\x1b" in line:
         line = _ANSI.sub("", line)
+    if "^M" in line:  # a carriage return as a paste of `cat -v` or `less` shows it: the text after, as a terminal
+        line = line.rpartition("^M")[2]  # shows the line
     m = _LEAD.match(line)
     if m is not None:
         line = line[m.end():]
