@@ -302,3 +302,15 @@ def test_a_pasted_carriage_return_rays_worker_prefix_and_a_path_ending_in_a_qual
     assert lookup("Train loss/train/total") == ("loss", None) and lookup("words/batch") is None
     res = replay_file(tune + "llmfoundry_composer_mpt125m_batches_1_4_loss_10_97_to_10_65_healthy.log")
     assert res.steps == 4 and res.events == []
+
+
+def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
+    # TF PSENet (tests/data/reallogs/heldout11/tensorflow_psenet_..), TF-Slim (tests/data/reallogs/tune/
+    # tf_slim_duplicated_lines_healthy_2980.log), PaddleNLP (tests/data/reallogs/tune/paddlenlp_ernie_..)
+    recs = _steps(["INFO:root:Step 000010, model loss 0.9581, total loss 0.9988, 92.09 seconds/step, 0.09 examples/second",  # noqa: E501
+                   "INFO:tensorflow:global step 2: loss = 72.8609 (17.053 sec/step)",
+                   "global step 3000, loss: 7.211366, speed: 2.87 steps/s, ips: 91.84 seqs/s"])
+    assert [round(r.step_time_s, 4) for r in recs] == [92.09, 17.053, round(1 / 2.87, 4)]
+    # tqdm's own rate is smoothed: not a step time
+    bar = _steps(["Epoch 0:  14%|█▍        | 100/704 [00:44<04:29,  2.24it/s, v_num=11, train_loss=4.600]"])
+    assert bar[0].step_time_s is None

@@ -174,6 +174,9 @@ _BOLD = re.compile(r"(?<![\w*])\*\*([-+]?\.?\d[\w.+-]*)\*\*")  # a paste's Markd
 _BAR = re.compile(r"(\d{1,3})%\s*(?:\|[^|]*\|)?\s*(\d+)/(\d+)\s*(?:\[([^\]]*)\]?)?")
 # a tqdm bar's elapsed time, first in its brackets: ``[2:11:54<23:25:06, 13.45s/it]``, ``[00:57<..``
 _BAR_ELAPSED = re.compile(r"\s*(?:(\d+):)?(\d+):(\d\d)(?=\s*[<,\]]|$)")
+# a bar's elapsed and remaining time and its rate, before its postfix: ``00:44<04:29,  2.24it/s``, ``00:05<00:00,
+# 200.00 examples/s`` (tqdm smooths the rate: no value of the line's)
+_BAR_TIMING = re.compile(r"^\s*[\d:?]+(?:<[\d:?]+)?(?:,\s*[^,\]]*/[^,\]]*)?")
 BAR_CLOCK = 10  # s: a bar's elapsed time (whole seconds) over at least this long says a step time within 10 %
 _LETTER = re.compile(r"[A-Za-z]")  # (a bar's description: ``Fetching 11 files:``, ``Map:``, ``Loading ..:``)
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
@@ -197,6 +200,16 @@ _FIELD_TEXT = (r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?))(?P<tot>
                + r"\s+(?P<name>[A-Za-z_][\w./-]{0,63}(?: [A-Za-z_][\w./-]{0,63})?)")
 _FIELD = re.compile(_FIELD_TEXT + r"\s*(?:,|$)")
 _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
+# a value whose unit is a rate says what it is, whatever its name: ``92.09 seconds/step``, ``(57.126 sec/step)``,
+# ``speed: 1.749s / iter``, ``speed: 2.88 steps/s``, ``1290 samples/sec`` (not tqdm's ``it/s``, ``s/it``: smoothed)
+_PER_TIME = r"\s?/\s?(?:s|secs?|seconds?)\b"
+_STEPS = r"(?:steps?|iters?|iterations?|batch(?:es)?)"
+_RATED = r"(?<![\w.])(?P<val>" + _NUM + r")(?P<tot>(?!))?\s?"
+_RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)\s?/\s?" + _STEPS + r"\b"), "step_time_s"),
+          (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME), "step_rate"),
+          (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME), "tps"),
+          (re.compile(_RATED + r"(?P<unit>(?!))?(?:samples|examples|images|imgs|seqs|sequences|sentences)"
+                      + _PER_TIME), "sps"))
 _UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
 _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
                           + r")+\s*,?\s*$")
@@ -366,6 +379,13 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 pending = (hit, m)
             else:
                 found.append((hit, m))
+    if "/" in text:
+        have = {hit[0] for hit, _ in found}
+        for rate, field in _RATE_UNITS:
+            for m in rate.finditer(text):
+                if m.end() > since and field not in have:
+                    found.append(((field, None), m))
+                    have.add(field)
     names = resolve([hit[0] for hit, _ in found])
     return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
 
@@ -570,9 +590,9 @@ class Parser(base.Parser):
                 self.bar_total = total  # the first bar, or, before any step line, one after the last finished
             if total == self.bar_total and not self.finished:  # (checkpoint shards, a dataset's map, then training);
                 self.bar = n  # else evaluation bars, or a bar counting within its epoch in a log of epochs
-            tail = text[bar.end():]
-            text = text[:bar.start()] + ", " + (bar.group(4) or "") + ", " + tail
-            head = text[:bar.start()] + ", " + (bar.group(4) or "")
+            tail, postfix = text[bar.end():], _BAR_TIMING.sub("", bar.group(4) or "", 1)
+            text = text[:bar.start()] + ", " + postfix + ", " + tail
+            head = text[:bar.start()] + ", " + postfix
             glued = bool(bar.group(4)) and messages.mentioned(tail)
             valued = glued and bool(self._read(clean(head), False)[1])
             if valued:  # a message glued after a bar with values (after a bar alone: the message's line, below)
