@@ -1137,15 +1137,16 @@ class LossScaleCollapse(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossDegenerateSettings(RuleSettings):
-    """Loss exactly zero (|loss| < zero_below), the very same value `frozen_steps` steps in a row, or for
+    """Loss exactly zero (|loss| < zero_below), the very same value in `frozen_steps` records in a row, or for
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
-    no earlier value of the run was printed twice in a row) or has collapsed to under `collapse_ratio` x the
+    no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has collapsed to under `collapse_ratio` x the
     run's highest loss (the print's resolution)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
     zero_below: float = setting(1.0e-12, "a loss under this in magnitude is zero", min=0)
-    frozen_steps: int = setting(20, "steps in a row with the same loss that fire", min=2)
+    frozen_steps: int = setting(20, "records in a row with the same loss that fire (a step each in a log of every "
+                                    "step)", min=2)
     frozen_records: int = setting(3, "records in a row with the same loss that fire when it is precise or "
                                      "collapsed (below)", min=2)
     frozen_digits: int = setting(5, "...precise: printed with at least this many significant digits", min=1)
@@ -1166,14 +1167,16 @@ def significant_digits(x):
 
 
 class LossDegenerate(Detector):
-    """Loss exactly zero (below ``zero_below``), or the same value for ``frozen_steps`` steps in a row (a dead
-    graph, a constant batch, a loss that no longer depends on the weights), or for ``frozen_records`` records in
-    a row (a log printing every N steps) when that cannot be chance: the value is printed with at least
-    ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
+    """Loss exactly zero (below ``zero_below``), or the same value in ``frozen_steps`` records in a row (a dead
+    graph, a constant batch, a loss that no longer depends on the weights; records, not the steps they span: two
+    prints of a 2-digit loss 200 steps apart say nothing of the steps between, DeepLabCut's ``loss: 0.0058``), or
+    for ``frozen_records`` records in a row (a log printing every N steps) when that cannot be chance: the value
+    is printed with at least ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
     1000 classes), is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
     repeats by rounding) and no earlier value of the run was printed twice in a row (:attr:`repeated`: then
     the log's resolution makes repeats chance, as a slowly converging loss printed every step to 4 decimals
-    repeats now and then), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
+    repeats now and then; unless the records span ``frozen_steps`` steps: Keras' epoch loss ``2.3029`` four epochs
+    in a row after ``2.3030`` twice), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
     resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log tells). Onset: the first
     record of the value."""
 
@@ -1207,14 +1210,15 @@ class LossDegenerate(Detector):
             self.high = max(self.high, x)
             return None
         self.same_n += 1
-        if r.step - self.same_since + 1 >= self.frozen_steps:
+        if self.same_n >= self.frozen_steps:
             return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
         if self.same_n < self.frozen_records:
             return None
+        digits = significant_digits(x)
         if abs(x) < self.collapse_ratio * self.high:
             why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
-        elif not self.repeated and significant_digits(x) >= self.frozen_digits:
-            why = f"printed to {significant_digits(x)} significant digits"
+        elif digits >= self.frozen_digits and (not self.repeated or r.step - self.same_since + 1 >= self.frozen_steps):
+            why = f"printed to {digits} significant digits"
         else:
             return None
         return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "

@@ -314,3 +314,31 @@ def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
     # tqdm's own rate is smoothed: not a step time
     bar = _steps(["Epoch 0:  14%|█▍        | 100/704 [00:44<04:29,  2.24it/s, v_num=11, train_loss=4.600]"])
     assert bar[0].step_time_s is None
+
+
+def test_asctime_stamps_tacotrons_train_loss_step_and_keras_epochs_of_equal_values():
+    tune = "tests/data/reallogs/tune/"
+    # Gene-Cheung's pytorch-deepglr issue #1: `Wed Apr  8 21:33:40 2020 [150] loss: 300453.795, time elapsed: ..`
+    res = replay_file(tune + "custom_deepglr_epochs_145_160_loss_3k_9k_then_300453_at_150_5_7e9_at_151_1.log")
+    assert [(e.rule, e.step) for e in res.events][0] == ("loss_spike", 150)
+    # NVIDIA/tacotron2 issue #485: `Train loss 12001 0.166141 Grad Norm 0.372761 2.51s/it`
+    recs = _steps(["Train loss 12001 0.166141 Grad Norm 0.372761 2.51s/it",
+                   "Train loss 12002 4.972964 Grad Norm inf 1.78s/it"])
+    assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(12001, 0.166141, 0.372761), (12002, 4.972964, math.inf)]
+    # keras-team/keras issue #2392: Keras draws a bar once (no tqdm double draw): equal values are epochs apart
+    res = replay_file(tune + "keras_conv1d_adagrad_epochs_1_4_loss_frozen_5_7257_acc_0_6448_2392.log")
+    assert res.steps == 4 and [(e.rule, e.step) for e in res.events] == [("loss_degenerate", 4)]
+
+
+def test_data_names_the_data_time_and_an_epochs_first_step_is_known_slow():
+    tune = "tests/data/reallogs/tune/"
+    # NVIDIA/DALI issue #2608, the PyTorch ImageNet example's `Time 8.719 (0.361)	Data 8.597 (0.230)`: input-bound
+    res = replay_file(tune + "pytorch_imagenet_dali_resnet50_iters_0_140_data_time_8_6s_from_iter_100_2608.log")
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 140, 100)]
+    recs = _steps(["Epoch: [1][100/5005]	Time 8.719 (0.361)	Data 8.597 (0.230)	Loss 1.2987 (1.2753)"])
+    assert (round(recs[0].step_time_s, 3), recs[0].data_wait_s) == (0.122, 8.597)  # the time holds the data time
+    assert _steps(["Epoch 1 step 3 loss 2.0 data 2/10"])[0].data_wait_s is None  # a count of a total: no time
+    # timm's MetricLogger (MAE issue #49): epoch 25's first step waits for its loaders to start again, as the live
+    # callback marks an epoch's end: known slow, not judged
+    res = replay_file(tune + "mae_backtick_loss_scale_epoch_boundary_healthy_49.log")
+    assert res.events == [] and res.last.slow_reason == "epoch"

@@ -238,7 +238,7 @@ def test_caffe_net_outputs_are_the_steps_loss():
     diverged = tested[3:6] + [tested[9].replace("6.33019e-06", "nan")]  # a test net's nan: the evaluation's
     assert [r for r in _items(diverged) if isinstance(r, Report)] == []
     res = replay_file("tests/data/reallogs/tune/caffe_mobilenet_v3_train_net_loss_6_90776_frozen_1.log")
-    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("loss_degenerate", 40, 20, 6.90776)]
+    assert [(e.rule, e.step, e.onset_step, e.value) for e in res.events] == [("loss_degenerate", 60, 20, 6.90776)]  # 3 records
 
 
 def test_a_name_value_block_under_its_counter_line_is_at_that_count():
@@ -363,3 +363,10 @@ def test_a_report_glued_after_a_bar_alone_follows_the_bars_record():
     assert [(e.rule, e.step) for e in res.events] == [("stall", 23054)]
     # the line gave two items, the bar's record and the report: counted once among the lines read
     assert res.glued == 1 and res.lines == 6
+
+
+def test_icefalls_small_grad_scale_warning_is_a_loss_scale_collapse():
+    # k2-fsa/icefall issue #1946 (tests/data/reallogs/tune/icefall_zipformer_kws_batch_14300_..): the warning
+    # before its step's line, at that step
+    res = replay_file("tests/data/reallogs/tune/icefall_zipformer_kws_batch_14300_grad_scale_small_3e-05_then_scheduledfloat_1946.log")  # noqa: E501
+    assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 14300, 3.0517578125e-05)]

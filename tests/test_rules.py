@@ -309,7 +309,16 @@ def test_loss_zero_or_frozen_is_degenerate():
 # values before, is no event.
 def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(tmp_path):
     caffe = [StepRecord(0, loss=6.91161)] + [StepRecord(s, loss=6.90776) for s in (20, 40, 60, 80)]
-    assert fired(caffe, "loss_degenerate") == [(40, 20)]  # 21 steps
+    assert fired(caffe, "loss_degenerate") == [(60, 20)]  # three records of a precise value (two prints 20 steps
+    # apart are not 20 steps seen)
+    # a 2-digit loss printed every 200 or 1000 steps repeats by chance (DeepLabCut, tests/data/reallogs/heldout19/)
+    sparse = [0.0064, 0.0058, 0.0058, 0.0053, 0.0053, 0.0054, 0.0049, 0.0026, 0.0026, 0.0026, 0.0026]
+    assert fired([StepRecord(7400 + 200 * i, loss=x) for i, x in enumerate(sparse)], "loss_degenerate") == []
+    # a precise value over frozen_steps steps, although one repeated before: Keras' epoch loss 2.3029 (tests/data/
+    # reallogs/heldout14/keras_fractalnet_..)
+    keras = [2.303, 2.303, 2.3029, 2.3029, 2.3029, 2.3029, 2.3028]
+    assert fired([StepRecord(50000 * (i + 1), loss=x) for i, x in enumerate(keras)], "loss_degenerate")[0] == (
+        250000, 150000)
     by_record = [StepRecord(i, loss=r.loss) for i, r in enumerate(caffe)]  # the same values a step apart
     assert fired(by_record, "loss_degenerate") == [(3, 1)]
     assert fired(by_record[:3], "loss_degenerate") == []  # two records are not enough

@@ -144,7 +144,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
                                         "avg_batch_cost", "itime")},
     "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
     **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time", "reader_cost", "avg_reader_cost",
-                                        "data_cost", "rtime")},
+                                        "data_cost", "rtime", "data")},
     "epoch_time": ("span_s", _S), "epoch_took": ("span_s", _S),
     **{n: ("step_time_s", _S) for n in ("step_took", "iter_took", "iteration_took", "batch_took")},
     "mfu": ("mfu", None),

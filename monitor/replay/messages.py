@@ -50,6 +50,7 @@ step line of their own.
 
       Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.   (DeepSpeed)
       FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. ...     (fairseq)
+      WARNING [train.py:1047] (7/8) Grad scale is small: 3.0517578125e-05    (icefall: its scaler under 0.01)
 
 * Non-finite tensors seen by MindSpore's ``SummaryCollector`` (``mindspore/train/summary/_summary_adapter.py``),
   a ``nan_inf`` report at the step being logged (weights or gradients no longer finite)::
@@ -205,6 +206,7 @@ _IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
 # the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
 _SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
 _MIN_SCALE = re.compile(r"Minimum loss scale reached \(" + _NUM + r"\)|already at minimum")
+_SMALL_SCALE = re.compile(r"[Gg]rad[ _]scale is (?:too )?small(?:, exiting)?: " + _NUM)  # icefall's GradScaler check
 _WATCHDOG = re.compile(r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: (\w+)\((.*?)\) ran for "
                        r"(\d+) milliseconds")
 _WATCHDOG_RANK = re.compile(r"Rank (\d+)\] Watchdog caught")
@@ -249,7 +251,7 @@ _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\
 
 
 MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
-         "already at minimum", "Minimum loss scale", "no valid values", "Watchdog caught", "EI000",
+         "already at minimum", "Minimum loss scale", "scale is small", "scale is too small", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
@@ -303,6 +305,9 @@ def _match(line: str, parser):
             return parser.once(Report("loss_scale_collapse", parser.done, scale,
                                       "trainer: loss scale already at its minimum, cannot decrease it (the run exits)",
                                       parser.rank))
+    if "scale is " in line and (m := _SMALL_SCALE.search(line)) is not None:
+        return parser.hold(Report("loss_scale_collapse", parser.done, _float(m.group(1)),
+                                  f"trainer: the gradient (loss) scale is small: {m.group(1)}", parser.rank))
     if "no valid values in the ndarray" in line:
         return parser.hold(Report("nan_inf", parser.done, math.nan,
                                   "trainer: a tensor holds no finite value (MindSpore SummaryCollector: \"There are "

@@ -157,7 +157,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:"
                    r"|\((?:[^()]*[ ,] ?)?pid=\d+(?:, ip=[\d.]+)?\) ?)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
-                    r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?")
+                    r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?"
+                    r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
+                    r"\d\d:\d\d:\d\d(?: \d{4})?")  # (the last: C's asctime, Python's time.ctime())
 # what a logger prints before a message: date-times, a level (``INFO:root:``, ``[INFO]``), separators; bare counts
 # leading the message (``333 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too
 _PREFIX = re.compile(r"(?:\s*(?:" + _STAMP.pattern + r"|\[?\s*(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?"
@@ -237,6 +239,9 @@ _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the 
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
+# the step between a training loss's name and its value, as NVIDIA's Tacotron 2 and its kin print it (``Train loss
+# 12001 0.166141``; their evaluation's is ``Validation loss 8416:  0.71``): read as ``step 12001 Train loss ..``
+_TRAIN_LOSS_STEP = re.compile(r"\b((?:[Tt]rain|TRAIN)(?:ing|ING)? (?:[Ll]oss|LOSS)) (\d+):? +(?=[-+]?\d*\.\d)")
 _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
@@ -286,6 +291,8 @@ def _undecorated(line: str) -> str:
         line = _TENSOR.sub(r"\1", line)
     if "outputs are " in line:
         line = _NET_OUTPUT.sub(lambda m: f"loss: {m.group(1) or m.group(2)}", line)
+    if "ain loss " in line:
+        line = _TRAIN_LOSS_STEP.sub(r"step \2 \1 ", line)
     return line
 
 
@@ -489,6 +496,8 @@ class Parser(base.Parser):
         self.numbered = False                # the log's lines number their steps
         self.leading: bool | None = None     # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
+        self.counted_epoch: int | None = None  # the epoch of the last step line counting a step within its epoch
+        self.epoch_start = False             # ... that line's step is its epoch's first (a later epoch than before)
         self.finished: bool | None = None    # ... by their epoch, each line its epoch's finished count (None: not
                                              # known until the first numbered line)
         self.plain = False                   # a step line without evaluation values was read
@@ -732,7 +741,7 @@ class Parser(base.Parser):
             return MERGED  # the losses a NaN report prints after it (detectron2's `loss_dict = {..}`): the report's
         if step is None:
             return self._unnumbered(values, prev, joiner, text, prev_part)
-        if bar is not None and "step" not in values:
+        if bar is not None and "step" not in values and bar.re is _BAR:  # (tqdm's; Keras' bar draws once)
             return self._drawn(step, values, prev_part)
         self.drawn = None
         last = self.last
@@ -963,7 +972,7 @@ class Parser(base.Parser):
 
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none."""
-        epoch = values.get("epoch")
+        epoch, self.epoch_start = values.get("epoch"), False
         if "step" in values:
             v, tot, _ = values["step"]
             if bar is not None and (n := int(bar.group(2))) != v and float(f"{n:.3g}") == v:
@@ -1000,6 +1009,8 @@ class Parser(base.Parser):
         step = int(v)
         if epoch is None:
             return self._restarted(step, tot) if tot else step
+        before, self.counted_epoch = self.counted_epoch, int(epoch[0])
+        self.epoch_start = before is not None and self.counted_epoch > before  # (its record: slow_reason "epoch")
         step = self._global(int(epoch[0]), step, int(tot) if tot else None)
         return step if step < 1e15 else None
 
@@ -1146,13 +1157,15 @@ class Parser(base.Parser):
         for key in _RECORDED:
             if key not in values:
                 continue
-            v, _, unit = values[key]
+            v, total, unit = values[key]
             if key == "overflow":
                 out[key] = bool(v)
                 continue
             if isinstance(v, bool):
                 continue
             if key in _TIMES:
+                if total is not None:
+                    continue  # a count of a total (`data 2/10`) is no time
                 if unit in _UNITS:
                     self.units[key] = unit
                 unit = unit or self.units.get(key, "s")  # printed without its unit: the one the log gave it
@@ -1209,6 +1222,8 @@ class Parser(base.Parser):
         fields, steps = derived
         rank = fields.pop("rank", None)
         rec = self.record(step, steps=steps, **fields)
+        if self.epoch_start:  # the first step of an epoch counted within its epoch waits for the epoch's end and
+            rec.slow_reason, self.epoch_start = "epoch", False  # its loader's restart, as the live callback marks
         if rank is not None:
             rec.rank = rank
         if takes:
