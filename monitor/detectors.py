@@ -1139,8 +1139,8 @@ class LossScaleCollapse(LossScaleWatch):
 class LossDegenerateSettings(RuleSettings):
     """Loss exactly zero (|loss| < zero_below), the very same value in `frozen_steps` records in a row, or for
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
-    no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has collapsed to under `collapse_ratio` x the
-    run's highest loss (the print's resolution)."""
+    no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
+    collapsed to under `collapse_ratio` x the run's highest loss (the print's resolution)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1171,14 +1171,14 @@ class LossDegenerate(Detector):
     graph, a constant batch, a loss that no longer depends on the weights; records, not the steps they span: two
     prints of a 2-digit loss 200 steps apart say nothing of the steps between, DeepLabCut's ``loss: 0.0058``), or
     for ``frozen_records`` records in a row (a log printing every N steps) when that cannot be chance: the value
-    is printed with at least ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a classifier at chance over
-    1000 classes), is no half-precision value (:func:`significant_digits`: tinygrad's bf16 ``11.8750``
-    repeats by rounding) and no earlier value of the run was printed twice in a row (:attr:`repeated`: then
-    the log's resolution makes repeats chance, as a slowly converging loss printed every step to 4 decimals
-    repeats now and then; unless the records span ``frozen_steps`` steps: Keras' epoch loss ``2.3029`` four epochs
-    in a row after ``2.3030`` twice), or it is under ``collapse_ratio`` x the run's highest loss, collapsed to the print's
-    resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log tells). Onset: the first
-    record of the value."""
+    is printed with at least ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a
+    classifier at chance over 1000 classes), is no half-precision value (:func:`significant_digits`: tinygrad's
+    bf16 ``11.8750`` repeats by rounding) and no earlier value of the run was printed twice in a row
+    (:attr:`repeated`: then the log's resolution makes repeats chance, as a slowly converging loss printed every
+    step to 4 decimals repeats now and then; unless the records span ``frozen_steps`` steps: Keras' epoch loss
+    ``2.3029`` four epochs in a row after ``2.3030`` twice), or it is under ``collapse_ratio`` x the run's highest
+    loss, collapsed to the print's resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log
+    tells). Onset: the first record of the value."""
 
     settings = LossDegenerateSettings
     rule = "loss_degenerate"
