@@ -342,3 +342,11 @@ def test_data_names_the_data_time_and_an_epochs_first_step_is_known_slow():
     # callback marks an epoch's end: known slow, not judged
     res = replay_file(tune + "mae_backtick_loss_scale_epoch_boundary_healthy_49.log")
     assert res.events == [] and res.last.slow_reason == "epoch"
+
+
+def test_a_loss_functions_name_among_step_words_is_a_loss():
+    # speechbrain/speechbrain issue #1170 (tests/data/reallogs/tune/speechbrain_sepformer_..): SI-SNR, the loss
+    assert lookup("train si-snr") == ("loss_other", None) and lookup("valid si-snr") == ("eval", None)
+    assert lookup("train_cross_entropy") == ("loss_other", None) and lookup("kl_coef") is None
+    res = replay_file("tests/data/reallogs/tune/speechbrain_sepformer_epochs_1_10_train_si_snr_2_23_to_minus_2_33_healthy_1170.log")  # noqa: E501
+    assert res.steps == 10 and res.events == []

@@ -34,7 +34,8 @@ whole name is not there:
   TensorBoard tags are read one by one: only a step loss name there is the loss;
 * a name made of a loss function's name and at most step words (:data:`LOSS_FUNCTIONS`: ``mse``, ``mae``,
   ``rmse``, ``nll``, ``bce``, ``ce``, ``kl``, ``kld``, ``l1``, ``huber``, ``ctc``, ``xent`` and ``crossentropy``
-  (cross-entropy), ``smoothl1``; its words may be apart, ``cross_entropy``, ``Smooth L1``; TensorLayer's SRGAN
+  (cross-entropy), ``smoothl1``, ``sisnr`` (speech separation's SI-SNR); its words may be apart, with step words
+  around them, ``cross_entropy``, ``Smooth L1``, SpeechBrain's ``train si-snr``; TensorLayer's SRGAN
   prints ``time: 41.505s, mse: 0.587``, OpenNMT ``xent: 2.13``, GluonCV's SSD ``CrossEntropy=19.05,
   SmoothL1=3.60``) is a loss named for its objective, as ``mse_loss`` is (:data:`LOSS_OTHER`): the line's loss
   when it names no other. With any other word it is no loss (``kl_coef``, ``kl_weight``: settings);
@@ -187,7 +188,7 @@ _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
-                            "crossentropy", "smoothl1"))
+                            "crossentropy", "smoothl1", "sisnr"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
@@ -266,7 +267,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
-            parts <= LOSS_FUNCTIONS | _STEP_WORDS) or _TOKENS.sub("", " ".join(words)) in LOSS_FUNCTIONS:
+            parts <= LOSS_FUNCTIONS | _STEP_WORDS) or "".join(
+            t for t in _TOKENS.split(" ".join(words)) if t not in _STEP_WORDS) in LOSS_FUNCTIONS:
         hit = (LOSS_OTHER, None)  # 'mse', 'train_mse': a loss named for its function
     else:
         for i in range(len(words)):
