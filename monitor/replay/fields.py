@@ -210,7 +210,7 @@ def _part(word: str) -> str:
     if "/" not in word or _PER.search(word):
         return word
     last = word.rpartition("/")[2]
-    return word.replace("/", "_") if last in _BARE_WORDS or last in _STEP_WORDS else last
+    return word.replace("/", "_") if last in _STEP_WORDS else last  # (the total and split words among them)
 
 
 def _named(tokens: list[str]) -> bool:

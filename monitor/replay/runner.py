@@ -270,7 +270,7 @@ class _Run:
         else:
             self._item(item, slot, key)
             if parser.after:
-                self._after(parser, slot, key)
+                self._after(slot, key)
 
     def _item(self, item, slot: _Slot, key: int) -> None:
         """Hand on a report or an evaluation of the lines of rank ``key``."""
@@ -300,13 +300,15 @@ class _Run:
             r.steps += 1
         slot.positional = not parser.named
         if parser.held:
-            self._release(parser, slot, key, item.step)
+            self._release(slot, key, item.step)
         if parser.after:
-            self._after(parser, slot, key)
+            self._after(slot, key)
 
-    def _after(self, parser, slot: _Slot, key: int) -> None:
-        """Hand on what ``parser`` made of the line it just gave, after its item (the line counts as that item's):
-        reports, evaluations, an overflow message's record (taken as the next record)."""
+    def _after(self, slot: _Slot, key: int) -> None:
+        """Hand on what the parser of ``slot`` made of the line it just gave, after its item: reports,
+        evaluations, an overflow message's record (taken as the next record); the line counts once
+        (:attr:`ReplayResult.glued`)."""
+        parser = slot.parser
         after, parser.after = parser.after, []
         self.result.glued += len(after)
         for item in after:
@@ -499,9 +501,10 @@ class _Run:
             slot.pending = None
         self._place(slot, None)
 
-    def _release(self, parser, slot: _Slot, key: int, step: int) -> None:
-        """Publish the reports ``parser`` held for the step of its next record (each line merged until now)."""
-        held, parser.held = parser.held, []
+    def _release(self, slot: _Slot, key: int, step: int) -> None:
+        """Publish the reports the parser of ``slot`` held for the step of its next record (each line merged until
+        now)."""
+        held, slot.parser.held = slot.parser.held, []
         for rep in held:
             self.result.merged_lines -= 1
             self._report(rep._replace(step=step), slot, key)
@@ -510,7 +513,7 @@ class _Run:
         for key in sorted(self.parsers):
             slot = self.parsers[key]
             if slot.parser.held:
-                self._release(slot.parser, slot, key, slot.parser.step)
+                self._release(slot, key, slot.parser.step)
             self._settle(slot)
         if self.unconfirmed and self.result.last is not None:
             self._confirm(self.result.last)  # (the last record of a batch: its records skip _judged)

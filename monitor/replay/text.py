@@ -208,10 +208,10 @@ _PER_TIME = r"\s?/\s?(?:s|secs?|seconds?)\b"
 _STEPS = r"(?:steps?|iters?|iterations?|batch(?:es)?)"
 _RATED = r"(?<![\w.])(?P<val>" + _NUM + r")(?P<tot>(?!))?\s?"
 _RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)\s?/\s?" + _STEPS + r"\b"), "step_time_s"),
-          (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME), "step_rate"),
-          (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME), "tps"),
-          (re.compile(_RATED + r"(?P<unit>(?!))?(?:samples|examples|images|imgs|seqs|sequences|sentences)"
-                      + _PER_TIME), "sps"))
+               (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME), "step_rate"),
+               (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME), "tps"),
+               (re.compile(_RATED + r"(?P<unit>(?!))?(?:samples|examples|images|imgs|seqs|sequences|sentences)"
+                           + _PER_TIME), "sps"))
 _UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
 _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
                           + r")+\s*,?\s*$")
@@ -238,10 +238,10 @@ _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (
 _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
-# an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
 # the step between a training loss's name and its value, as NVIDIA's Tacotron 2 and its kin print it (``Train loss
 # 12001 0.166141``; their evaluation's is ``Validation loss 8416:  0.71``): read as ``step 12001 Train loss ..``
 _TRAIN_LOSS_STEP = re.compile(r"\b((?:[Tt]rain|TRAIN)(?:ing|ING)? (?:[Ll]oss|LOSS)) (\d+):? +(?=[-+]?\d*\.\d)")
+# an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
 _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
