@@ -235,6 +235,30 @@ def test_bars_before_training_are_neither_its_records_nor_its_bar(tmp_path):
                                   "Iter 10: Train loss 2.662, Learning Rate 1.000e-05"])] == [10]
 
 
+def test_bars_described_by_a_headerless_row_of_values_are_steps_and_worded_ones_are_not(tmp_path):
+    # YOLOv5's train.py sets its bar's description to the epoch's row of values (('%10s' * 2 + '%10.4g' * 5) %
+    # (f'{epoch}/{epochs - 1}', mem, *mloss, targets, imgsz)); an excerpt pasted without the table's header row
+    # is bars counting steps, their units glued to numbers
+    from tqdm import tqdm
+
+    from test_replay_text import read
+
+    now, out = [0.0], io.StringIO()
+    bar = tqdm(total=148, file=out, mininterval=0)
+    bar._time = lambda: now[0]
+    bar.start_t = bar.last_print_t = 0.0
+    for i in range(1, 41):
+        now[0] += 5.2
+        bar.set_description(("%10s" * 2 + "%10.4g" * 5) % ("0/99", "21.5G", 0.07 - i / 1e4, 0.025, 0.0236, 24, 1280))
+        bar.update(1)
+    res = replay_file(write(tmp_path, "yolov5.log", out.getvalue()))
+    assert res.format == "text" and res.steps + res.merged_lines == 40 and res.last.step == 40 and res.events == []
+    recs = [r for r in read(re.split("[\r\n]+", out.getvalue())) if isinstance(r, StepRecord)]
+    times = [r.step_time_s for r in recs if r.step_time_s is not None]  # (the bars' whole-second elapsed times)
+    assert len(times) >= 15 and all(4.6 < t < 5.8 for t in times) and all(r.loss is None for r in recs)
+    assert read([f"Loading 2 shards: {n * 50}%|#####     | {n}/2 [00:0{n}<00:01, 1.00s/it]" for n in (1, 2)]) == []
+
+
 def test_hf_with_deepspeed_overflows_on_the_bar_line(tmp_path):
     def bar(n):
         return f" 14%|#4        | {n}/2724 [13:55:57<86:19:20, 132.41s/it]"

@@ -180,7 +180,9 @@ _BAR_ELAPSED = re.compile(r"\s*(?:(\d+):)?(\d+):(\d\d)(?=\s*[<,\]]|$)")
 # 200.00 examples/s`` (tqdm smooths the rate: no value of the line's)
 _BAR_TIMING = re.compile(r"^\s*[\d:?]+(?:<[\d:?]+)?(?:,\s*[^,\]]*/[^,\]]*)?")
 BAR_CLOCK = 10  # s: a bar's elapsed time (whole seconds) over at least this long says a step time within 10 %
-_LETTER = re.compile(r"[A-Za-z]")  # (a bar's description: ``Fetching 11 files:``, ``Map:``, ``Loading ..:``)
+# a word in a bar's description (``Fetching 11 files:``, ``Map:``, ``Loading ..:``); a unit glued to a number is
+# none (YOLOv5's headerless row of values before its bar, ``0/99  21.5G  0.06958 .. 1280:``)
+_LETTER = re.compile(r"(?<![\d.])[A-Za-z]")
 _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 [=====] - 186s ..`` (groups as _BAR's)
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
@@ -757,10 +759,10 @@ class Parser(base.Parser):
         return bool(fields) and all(getattr(self.last, k) is None for k in fields if k != "rank")
 
     def _counted(self, bar: re.Match):
-        """A training bar with nothing after it (no postfix) and no description before it (the Hugging Face
-        Trainer's; a described one, ``Fetching 11 files:``, ``Loading checkpoint shards:``, ``Map:``, counts other
-        things), in a log that has shown no step line so far (bars pasted alone: the run's progress is all they
-        say): a step record at its count; else a progress bar.
+        """A training bar with nothing after it (no postfix) and no words before it (the Hugging Face Trainer's;
+        YOLOv5's, after a row of values without its header; a described one, ``Fetching 11 files:``, ``Loading
+        checkpoint shards:``, ``Map:``, counts other things), in a log that has shown no step line so far (bars
+        pasted alone: the run's progress is all they say): a step record at its count; else a progress bar.
 
         Its step time is the mean over the steps since the last bar that gave one, from the bars' elapsed times,
         once they differ by :data:`BAR_CLOCK` seconds or more (tqdm prints whole seconds); the records between
