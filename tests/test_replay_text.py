@@ -125,6 +125,13 @@ DECORATIONS = {
     "rank prefix": lambda i, s: f"[rank3]:{s}",
     "time stamp": lambda i, s: f"[2024-03-07 06:40:{i % 60:02d},123] {s}",
     "all of them": lambda i, s: f"> [{i}] [rank0]:2024-03-07 06:40:10.569 \x1b[33m{s}\x1b[0m",
+    # loggers' prefixes: their sources ('train:12' is no training loss of 12), a time of day alone
+    "loguru": lambda i, s: f"2024-03-07 06:40:10.569 | INFO     | __main__:train:{12 + i} - {s}",
+    "loguru, a module": lambda i, s: f"2024-03-07 06:40:10.569 | INFO     | trainer:train:{12 + i} - {s}",
+    "hydra": lambda i, s: f"[2024-03-07 06:40:10,569][__main__][INFO] - {s}",
+    "glog": lambda i, s: f"I0307 06:40:10.569123 140245 train.py:{88 + i}] {s}",
+    "logging's source": lambda i, s: f"2024-03-07 06:40:10,569 - [pkg/train.py:{i}] - INFO - {s}",
+    "time of day": lambda i, s: f"[06:40:{i % 60:02d}] {s}",
 }
 
 

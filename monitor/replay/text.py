@@ -6,8 +6,11 @@ Each physical line is read in four steps.
 1. **Decorations off**: on a line that is not ASCII, full-width forms (Unicode NFKC: ``Loss：1.98`` is
    ``Loss:1.98``; a name there may start with any letter, ``训练次数:100``); ANSI colours, ``> `` quoting, a log
    viewer's line numbers (``[1763] ``), ``[rankN]:`` and ``[defaultN]:`` prefixes, date-times (``2024-08-06
-   09:59:26.181``, ``[09/30/22 02:46:23]``), a paste's Markdown bold around a value (``**1.97**``); a printed
-   tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ..., value= 2.98)``,
+   09:59:26.181``, ``[09/30/22 02:46:23]``, glog's ``I0307 06:40:10.569123 140245 train.py:88]``), a logger's
+   prefix before the message (its date-time, level and source: loguru's ``.. | INFO | __main__:train:12 - ``,
+   hydra's ``[..][__main__][INFO] - ``; ``train:12`` there is no value), a paste's Markdown bold around a value
+   (``**1.97**``); a printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ...,
+   value= 2.98)``,
    ``Tensor(shape=[1], dtype=Float32, [ 1.08e+01])``), and a MindSpore train cell's output tuple, a float, a bool
    and a float tensor (``TrainOneStepWithLossScaleCell``'s ``loss, cond, scaling_sens``), named values ``loss``,
    ``overflow``, ``loss_scale``, and a loss-only cell's one output (``outputs are [9.748046]``) ``loss``.
@@ -159,11 +162,20 @@ _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:"
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?"
                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
-                    r"\d\d:\d\d:\d\d(?: \d{4})?")  # (the last: C's asctime, Python's time.ctime())
-# what a logger prints before a message: date-times, a level (``INFO:root:``, ``[INFO]``), separators; bare counts
-# leading the message (``333 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too
-_PREFIX = re.compile(r"(?:\s*(?:" + _STAMP.pattern + r"|\[?\s*(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?"
-                     r"(?::[\w.]*:)?|[-|:]+(?=\s)))*")
+                    r"\d\d:\d\d:\d\d(?: \d{4})?"  # C's asctime, Python's time.ctime()
+                    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.<>-]+:\d+\]")  # glog's, absl's: thread, source
+# where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
+# ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
+# logger's name in brackets
+# (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder module, no ``name:func:``)
+_SOURCE = (r"\[?[A-Za-z_<][\w<>/-]*(?:\.[\w<>/-]+)+(?::[\w<>-]+)?:\d+\]?|__\w+__(?::[\w<>-]+)?(?::\d+)?"
+           r"|[A-Za-z_]\w*:[A-Za-z_<][\w<>]*:\d+(?=\s+-\s)|\[[A-Za-z_<][\w.<>-]*\]")
+# what a logger prints before a message: date-times (a time of day alone, ``[14:15:02]``, first), a level
+# (``INFO:root:``, ``[INFO]``), its source (:data:`_SOURCE`), separators; bare counts leading the message (``333
+# 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too. :func:`clean` blanks it.
+_PREFIX = re.compile(r"(?:\s*\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s))?(?:\s*(?:" + _STAMP.pattern
+                     + r"|\[?\s*(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?(?::[\w.]*:)?|" + _SOURCE
+                     + r"|[-|:]+(?=\s)))*")
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
                      r"(?:, [^)]*)?\)")
 # MindSpore's repr of a train cell's output tuple, ``(loss, overflow[, loss scale])``: TrainOneStepWithLossScaleCell
@@ -350,9 +362,13 @@ def _blank(m: re.Match) -> str:
 
 
 def clean(line: str) -> str:
-    """``line`` without its decorations (see the module docstring); date-times become as many spaces."""
+    """``line`` without its decorations (see the module docstring); date-times and a logger's prefix (:data:`_PREFIX`)
+    become as many spaces."""
     line = _undecorated(line)
-    return _STAMP.sub(_blank, line) if ":" in line else line
+    if ":" not in line:
+        return line
+    end = _prefix_end(line)
+    return _STAMP.sub(_blank, " " * end + line[end:] if end else line)
 
 
 def _value(text: str) -> float | bool:
@@ -1107,10 +1123,11 @@ class Parser(base.Parser):
     def _complete(self, prev: str, joiner: str, text: str):
         """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
         space and with one, the reading that names more fields wins (a wrap cut in a word or number, or at a
-        space that was lost); on a tie, without a space unless the line before ends in one."""
+        space that was lost); on a tie, without a space unless the line before ends in one. A line's logger
+        prefix (:data:`_PREFIX`: a line of a record printed over several log calls) is left out."""
         if self.last is None:
             return NO_STEP
-        head, tail = prev.rstrip(), text.lstrip()
+        head, tail = prev.rstrip(), text[_prefix_end(text):].lstrip()
         best: tuple[str, list] | None = None
         for sep in (joiner, " " if joiner == "" else ""):
             found = pairs(clean(head + sep + tail), len(head))
