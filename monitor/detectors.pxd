@@ -175,8 +175,10 @@ cdef class LossDegenerate(Detector):
     cdef public long long frozen_records
     cdef public long long frozen_digits
     cdef public double collapse_ratio
+    cdef public double floor_below
     cdef double last
     cdef double high
+    cdef double before
     cdef long long same_since
     cdef long long same_n
     cdef bint has_last, repeated

@@ -1140,7 +1140,8 @@ class LossDegenerateSettings(RuleSettings):
     """Loss exactly zero (|loss| < zero_below), the very same value in `frozen_steps` records in a row, or for
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
     no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
-    collapsed to under `collapse_ratio` x the run's highest loss (the print's resolution)."""
+    collapsed to under `collapse_ratio` x the run's highest loss or, one unit of the print's last decimal place
+    (at most 9), under `floor_below` (the print's resolution)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1151,6 +1152,8 @@ class LossDegenerateSettings(RuleSettings):
                                      "collapsed (below)", min=2)
     frozen_digits: int = setting(5, "...precise: printed with at least this many significant digits", min=1)
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
+    floor_below: float = setting(0.01, "...or under this, a digit at the print's last decimal place (0.0001 at 4 "
+                                       "decimals: the print's floor)", min=0)
 
 
 HALF_BITS = 11  # the significand of an IEEE half (fp16; bfloat16 has 8): a loss computed in it repeats by rounding
@@ -1166,6 +1169,15 @@ def significant_digits(x):
     return len(repr(abs(x)).split("e")[0].replace(".", "").strip("0"))
 
 
+def decimals(x):
+    """The decimal places ``x`` is printed with, as its shortest repr shows them: 0.0027 -> 4, 2.3e-05 -> 6,
+    0.002 -> 3, 2.0 -> 0; 0 when not finite."""
+    if not finite(x):
+        return 0
+    mantissa, _, exponent = repr(abs(x)).partition("e")
+    return max(len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0), 0)
+
+
 class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value in ``frozen_steps`` records in a row (a dead
     graph, a constant batch, a loss that no longer depends on the weights; records, not the steps they span: two
@@ -1178,7 +1190,10 @@ class LossDegenerate(Detector):
     step to 4 decimals repeats now and then; unless the records span ``frozen_steps`` steps: Keras' epoch loss
     ``2.3029`` four epochs in a row after ``2.3030`` twice), or it is under ``collapse_ratio`` x the run's highest
     loss, collapsed to the print's resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log
-    tells). Onset: the first record of the value."""
+    tells), or under ``floor_below`` and a single digit at the print's last decimal place (the places of the value
+    and of the one before it, :func:`decimals`): the print's floor, when no higher loss is in the log (mmseg's
+    ``loss: 0.0001`` with ``acc_seg: 100.0000`` six times; DeepLabCut's ``0.0020`` after ``0.0021`` is 20 units
+    of its last place, a slow loss's rounding). Onset: the first record of the value."""
 
     settings = LossDegenerateSettings
     rule = "loss_degenerate"
@@ -1192,10 +1207,12 @@ class LossDegenerate(Detector):
     frozen_records: int
     frozen_digits: int
     collapse_ratio: float
+    floor_below: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
+        self.before = math.nan  # the value before the last one (its print's decimal places)
         self.repeated = False  # an earlier value was printed twice in a row or more
 
     def update(self, r):
@@ -1206,6 +1223,7 @@ class LossDegenerate(Detector):
             return x, r.step, f"loss is {x:g} at step {r.step}"
         if not self.has_last or x != self.last:
             self.repeated = self.repeated or self.same_n >= 2
+            self.before = self.last if self.has_last else math.nan
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
             self.high = max(self.high, x)
             return None
@@ -1217,6 +1235,8 @@ class LossDegenerate(Detector):
         digits = significant_digits(x)
         if abs(x) < self.collapse_ratio * self.high:
             why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
+        elif abs(x) < self.floor_below and abs(x) * 10.0 ** max(decimals(x), decimals(self.before)) < 10:
+            why = f"a digit at the print's last decimal place, under {self.floor_below:g}: the print's floor"
         elif digits >= self.frozen_digits and (not self.repeated or r.step - self.same_since + 1 >= self.frozen_steps):
             why = f"printed to {digits} significant digits"
         else:

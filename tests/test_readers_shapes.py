@@ -350,3 +350,28 @@ def test_a_loss_functions_name_among_step_words_is_a_loss():
     assert lookup("train_cross_entropy") == ("loss_other", None) and lookup("kl_coef") is None
     res = replay_file("tests/data/reallogs/tune/speechbrain_sepformer_epochs_1_10_train_si_snr_2_23_to_minus_2_33_healthy_1170.log")  # noqa: E501
     assert res.steps == 10 and res.events == []
+
+
+def test_a_perplexity_alone_is_the_loss_by_its_log_and_a_tables_count_column_and_a_tutorials_count():
+    tune = "tests/data/reallogs/tune/"
+    # harvardnlp/data2text issue #9 (OpenNMT's Lua trainer): `PPL` is all a step line says of its loss
+    recs = _steps(["Epoch 1 ; Iter 50/213 ; LR 1.0000 ; Target tokens/s 1265 ; PPL 8226.52 ;"])
+    assert recs[0].step == 50 and math.isclose(recs[0].loss, math.log(8226.52))
+    assert lookup("train_ppl") == ("loss_ppl", None) and lookup("Validation perplexity") == ("eval", None)
+    res = replay_file(tune + "lua_seq2seq_data2text_epochs_1_3_ppl_8226_to_33_val_493_to_39_healthy_9.log")
+    assert res.steps == 11 and res.events == []
+    # a named loss wins (fairseq prints both); a block's perplexity line is no loss of its own (OLMo's
+    # `train/Perplexity=195,153` under `train/CrossEntropyLoss=12.18`, tests/data/reallogs/tune/olmo_loss_zero_18.log)
+    assert _steps(["| epoch 001 | loss 2.3 | ppl 4.92 | num_updates 100"])[0].loss == 2.3
+    res = replay_file(tune + "olmo_loss_zero_18.log")
+    assert (res.steps, res.merged_lines, res.last.loss) == (3, 13, 0.0)
+    # explosion/spaCy issue #7083: spaCy's table, `#` its step column, a header whose names hold digits
+    res = replay_file(tune + "spacy3_ner_en_lg_steps_0_1000_loss_ner_2163_to_1087_ents_f_0_93_healthy_7083.log")
+    assert res.steps == 6 and res.last.step == 1000 and res.last.loss == 25.08 + 1343.08  # LOSS TOK2VEC + LOSS NER
+    # pytorch/tutorials issue #847, the char-RNN classification tutorial: a count, its share of the run and the
+    # time, then the loss
+    res = replay_file(tune + "pytorch_tutorial_char_rnn_classification_iters_5000_50000_loss_2_4_then_nan_from_35000_847.log")  # noqa: E501
+    assert res.steps == 10 and [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 35000)
+    # the generation tutorial's print, '%s (%d %d%%) %.4f' % (timeSince(start), iter, iter / n_iters * 100, loss)
+    assert [(r.step, r.loss) for r in _steps(["0m 9s (5000 5%) 2.6479", "0m 18s (10000 10%) 2.5021"])] == [
+        (5000, 2.6479), (10000, 2.5021)]

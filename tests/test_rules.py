@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from training_monitor.detectors import significant_digits
+from training_monitor.detectors import decimals, significant_digits
 from training_monitor.engine import Engine
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file
@@ -327,6 +327,14 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     assert [(e.step, e.onset_step) for e in hits] == [(5, 3)] and "highest loss 1.141" in hits[0].message
     coarse = [StepRecord(i + 1, loss=x) for i, x in enumerate([0.0131, 0.0125, 0.0123, 0.0123, 0.0123, 0.0121])]
     assert fired(coarse, "loss_degenerate") == []
+    # at the print's floor with no higher loss in the log: mmseg's `loss: 0.0001` six times (open-mmlab/
+    # mmsegmentation issue #2242, tests/data/reallogs/tune/mmseg_segformer_..); DeepLabCut's `0.0020` three times
+    # after 0.0021 is 20 units of the print's last place (tests/data/reallogs/tune/deeplabcut_resnet_..)
+    floor = [StepRecord(3900 + 50 * i, loss=0.0001) for i in range(6)]
+    assert fired(floor, "loss_degenerate")[0] == (4000, 3900)
+    assert fired([StepRecord(61000 + 1000 * i, loss=x) for i, x in enumerate([0.0021, 0.002, 0.002, 0.002])],
+                 "loss_degenerate") == []
+    assert [decimals(x) for x in (0.0027, 2.3e-05, 0.002, 2.0, math.nan)] == [4, 6, 3, 0, 0]
     # a log whose values repeat by chance at its resolution (a loss printed every step to 4 decimals, converging
     # slowly: 2.0213 twice, later 2.0212 three times) shows it before: only frozen_steps in a row are degenerate
     chance = [2.0219, 2.0213, 2.0213, 2.0215, 2.0211, 2.0212, 2.0212, 2.0212, 2.0214]

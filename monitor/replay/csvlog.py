@@ -13,7 +13,7 @@ import csv
 
 from . import base
 from .base import HEADER, NO_STEP
-from .fields import LOSS_PART, canonical, record, resolve
+from .fields import LOSS_PART, PPL, canonical, record, resolve
 
 NAME = "csv"
 
@@ -27,7 +27,7 @@ def _cells(line: str) -> list[str]:
 
 def _columns(line: str) -> list[str] | None:
     names = resolve([canonical(n) for n in _cells(line)])
-    return names if "step" in names and ("loss" in names or LOSS_PART in names) else None
+    return names if "step" in names and ("loss" in names or LOSS_PART in names or PPL in names) else None
 
 
 def detect(line: str) -> bool:

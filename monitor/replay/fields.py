@@ -39,6 +39,10 @@ whole name is not there:
   prints ``time: 41.505s, mse: 0.587``, OpenNMT ``xent: 2.13``, GluonCV's SSD ``CrossEntropy=19.05,
   SmoothL1=3.60``) is a loss named for its objective, as ``mse_loss`` is (:data:`LOSS_OTHER`): the line's loss
   when it names no other. With any other word it is no loss (``kl_coef``, ``kl_weight``: settings);
+* a perplexity (``ppl``, ``perplexity``, with at most step words: ``train_ppl``, OpenNMT's Lua ``PPL 8226.52``),
+  the exponential of the cross-entropy loss, :data:`LOSS_PPL`: a line that names no loss at all has its natural
+  logarithm for its loss (:data:`PPL`; a NaN or Inf perplexity is a NaN or Inf loss, a spike of the loss a
+  spike of its log);
 * a name with the word ``norm`` (and at most two other words) is the gradient norm when it has a gradient word
   (``grad``, ``grads``, ``gradient``, ``gradients``: ``clipped grad norm``) or no qualifier but ``global``,
   ``total``, ``l2`` (``norm``, as llm.c and custom loops print it), and no average word (``norm_average``); ``weight
@@ -71,7 +75,8 @@ time: that name is left out.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, itr, cur_iter,
-                       current_steps
+                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``); not
+                       ``iters``, the run's total in most logs (mlx-lm's ``Starting training..., iters: 400``)
                        (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
                        训练轮次, 周期
@@ -119,6 +124,7 @@ Names that are StepRecord fields themselves (``step_time_s``, ``data_wait_s``, `
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -131,7 +137,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: (n, None) for n in FIELDS},
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
                                    "updates", "batch", "train_step", "step_idx", "current_step", "current_steps",
-                                   "itr", "cur_iter", "cur_step")},
+                                   "itr", "cur_iter", "cur_step", "#")},
     "epoch": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
                                    "cross_entropy_loss")},
@@ -175,7 +181,9 @@ LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss on
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
 LOSS_PART = "loss_part"        # one of a line's named losses, summed into its loss (resolve)
 LOSS_TOTAL = "loss_total"      # the total of a line's losses: the line's loss when it names no step loss
-OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # not the line's loss unless resolve picks it
+LOSS_PPL = "loss_ppl"          # a perplexity, exp(loss): the line's loss, as its log, when it names no loss at all
+PPL = "ppl"                    # the perplexity resolve chose: the line's loss is its natural logarithm
+OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
 _LOSS_FIELDS = frozenset(("loss",)) | OTHER_LOSSES  # what a name read as a loss stands for
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
                          "iteration", "batch"))
@@ -189,6 +197,7 @@ _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
                             "crossentropy", "smoothl1", "sisnr"))
+_PPL_WORDS = frozenset(("ppl", "perplexity"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
@@ -270,6 +279,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
             parts <= LOSS_FUNCTIONS | _STEP_WORDS) or "".join(
             t for t in _TOKENS.split(" ".join(words)) if t not in _STEP_WORDS) in LOSS_FUNCTIONS:
         hit = (LOSS_OTHER, None)  # 'mse', 'train_mse': a loss named for its function
+    elif parts & _PPL_WORDS and parts <= _PPL_WORDS | _STEP_WORDS:
+        hit = (LOSS_PPL, None)  # 'ppl', 'train_ppl': a perplexity
     else:
         for i in range(len(words)):
             key = "_".join(words[i:])
@@ -308,16 +319,23 @@ def _per_step(key: str) -> tuple[str, str | None] | None:
 def resolve(fields: list[str]) -> list[str]:
     """The fields of one line's (or one header's) names in order, with the line's loss chosen: a step loss
     name's; else its first :data:`LOSS_TOTAL`; else its only :data:`LOSS_OTHER`; else its first
-    :data:`LOSS_AVERAGE`; else the sum of its :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`). The chosen one
-    becomes ``loss``; the other losses keep their pseudo-fields (no record field)."""
-    if "loss" in fields or (LOSS_OTHER not in fields and LOSS_AVERAGE not in fields and LOSS_TOTAL not in fields):
+    :data:`LOSS_AVERAGE`; else the sum of its :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`); else its first
+    perplexity, which becomes :data:`PPL` (its log is the loss). The chosen one becomes ``loss``; the other
+    losses keep their pseudo-fields (no record field)."""
+    if "loss" in fields or OTHER_LOSSES.isdisjoint(fields):
         return fields
     pick = (LOSS_TOTAL if LOSS_TOTAL in fields else LOSS_OTHER if fields.count(LOSS_OTHER) == 1
             else LOSS_AVERAGE if LOSS_AVERAGE in fields else None)
-    if pick is None:
+    if pick is None and LOSS_OTHER in fields:
         return [LOSS_PART if f == LOSS_OTHER else f for f in fields]
-    i = fields.index(pick)
-    return [*fields[:i], "loss", *fields[i + 1:]]
+    i = fields.index(pick or LOSS_PPL)
+    return [*fields[:i], "loss" if pick else PPL, *fields[i + 1:]]
+
+
+def log_ppl(value) -> float:
+    """The loss of a perplexity ``value`` (a number or its text), its natural logarithm: ``nan`` for NaN, ``inf``
+    for Inf. ValueError: not a number, or not positive."""
+    return math.log(float(value))
 
 
 def canonical(name: str) -> str:
@@ -357,6 +375,8 @@ def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:
                 fields[name] = KINDS.get(name, float)(value)
             elif name == LOSS_PART:  # one of the losses the row's loss is the sum of
                 fields["loss"] = fields.get("loss", 0.0) + float(value)
+            elif name == PPL:
+                fields["loss"] = log_ppl(value)
     except (ValueError, TypeError, OverflowError):
         return NUMBER
     if "step" not in fields:

@@ -146,8 +146,10 @@ from .fields import (
     LOSS_PART,
     LOSS_TOTAL,
     OTHER_LOSSES,
+    PPL,
     bare,
     evaluation_loss,
+    log_ppl,
     lookup,
     resolve,
 )
@@ -236,11 +238,15 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
-_DIGIT = re.compile(r"\d")
+_NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
 # ``76930 2.6496577``, WaveGlow's ``123873:\t-5.480178833``
 _BARE = re.compile(r"\s*(\d{1,15}):?\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# ... or a count with its share of the run, and the elapsed time (PyTorch's tutorials: ``5000 5% (0m 12s) 2.4177 Coelho
+# / Portuguese ✓``, ``0m 9s (5000 5%) 2.6479``, ``1m 47s (- 25m 8s) (5000 6%) 2.8642``), words after the value
+_BARE_SHARE = re.compile(r"\s*(?:\d+m \d+s\s+(?:\(-\s*\d+m \d+s\)\s+)?\()?(\d{1,15})\s+\d{1,3}%\)?(?:\s+\(\d+m \d+s\))?"
+                         r"\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?:\s+\D*)?$")
 # a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
 _WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
 _EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)  # (Caffe's `Test net`)
@@ -353,8 +359,10 @@ def _leading(text: str) -> re.Match | None:
 
 
 def _bare(text: str) -> re.Match | None:
-    """``text`` as a bare count and value behind its logger prefix (:data:`_BARE`), else None."""
-    return _BARE.match(text, _prefix_end(text))
+    """``text`` as a bare count and value behind its logger prefix (:data:`_BARE`, :data:`_BARE_SHARE`), else
+    None."""
+    start = _prefix_end(text)
+    return _BARE.match(text, start) or _BARE_SHARE.match(text, start)
 
 
 def _blank(m: re.Match) -> str:
@@ -433,10 +441,19 @@ def _heads(heads: list, text: str, joiner: str) -> list:
 
 def _summed(found: list) -> list:
     """``found`` (``(field, value, total, unit)`` pairs) with the line's named losses (:data:`.fields.LOSS_PART`)
-    summed into one ``loss`` pair at the first one's place."""
-    places = [i for i, p in enumerate(found) if p[0] == LOSS_PART]
+    summed into one ``loss`` pair at the first one's place, or its chosen perplexity (:data:`.fields.PPL`) a
+    ``loss`` pair of its log when the line names its step or epoch (else none)."""
+    places = [i for i, p in enumerate(found) if p[0] == LOSS_PART or p[0] == PPL]
     if not places:
         return found
+    if found[places[0]][0] == PPL:  # (a line with a perplexity chosen has no named losses)
+        if not any(p[0] == "step" or p[0] == "epoch" for p in found):
+            return [p for p in found if p[0] != PPL]  # a block's line of its record (OLMo's), or an evaluation's
+        try:
+            x = repr(log_ppl(_value(found[places[0]][1])))
+        except ValueError:
+            x = "x"  # the line's NUMBER
+        return [("loss", x, None, None) if i == places[0] else p for i, p in enumerate(found)]
     try:
         total = repr(sum(_value(found[i][1]) for i in places))
     except ValueError:
@@ -454,7 +471,8 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
 # A log prints the same line shape at every step, only its numbers change. A line is read in full once per
 # shape, the shape being the line with its digits as 0s (its numbers keep their widths, so every reading rule,
 # date-times included, falls the same way on it); the next lines of that shape have their values sliced out at
-# the same places.
+# the same places. The shapes are the process's (every log it reads): at MAX_SHAPES they are all forgotten, and the
+# lines read next learn theirs again.
 _ZEROS = str.maketrans("123456789", "000000000")
 _SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
@@ -606,7 +624,7 @@ class Parser(base.Parser):
             return BLANK
         bar = _BAR.search(text) if "%" in text else _KERAS_BAR.search(text) if "] - " in text else None
         joiner = " " if prev_space else ""
-        if self.table is not None or _DIGIT.search(text) is None:
+        if self.table is not None or _NUMERAL.search(text) is None:
             item = self._table(text if bar is None else text[:bar.start()], bar)
             if item is not None:
                 return item
@@ -674,7 +692,7 @@ class Parser(base.Parser):
     def _table(self, text: str, bar):
         """A column table's header (:data:`~.base.HEADER`) or row (a step line, at the count of its bar, when
         it has one), else None (see :mod:`.tables`)."""
-        columns = tables.header(text) if _DIGIT.search(text) is None else None
+        columns = tables.header(text) if _NUMERAL.search(text) is None else None
         if columns is not None:
             self.table = columns
             return HEADER
@@ -833,8 +851,9 @@ class Parser(base.Parser):
         shape = _SHAPES.get(key)
         if shape is None:
             summary, found, places = _reading(text)
-            if len(_SHAPES) < MAX_SHAPES:
-                _SHAPES[key] = (summary, places, _recipe(key, summary, places))
+            if len(_SHAPES) >= MAX_SHAPES:  # (shared by every log read in the process: the shapes of the logs
+                _SHAPES.clear()               # read before give way to the next log's)
+            _SHAPES[key] = (summary, places, _recipe(key, summary, places))
             return summary, _summed(found)
         return shape[0], _summed([(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
                                   for f, v, t, u in shape[1]])
