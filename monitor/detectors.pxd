@@ -221,6 +221,9 @@ cdef class ThroughputDrop(Detector):
     cdef Py_ssize_t streak  # input-bound records in a row (bound), since step streak_since, waiting streak_wait s
     cdef long long streak_since, streak_last  # streak_last: the streak's newest record
     cdef double streak_wait
+    cdef long long slow_since  # excursions in a row (excursion): since step slow_since, slow_n records, slow_seconds
+    cdef Py_ssize_t slow_n     # of wall time
+    cdef double slow_seconds
     @cython.locals(n=Py_ssize_t, j=Py_ssize_t)
     cdef Py_ssize_t low(self, double bound) noexcept
     @cython.locals(v="double[::1]", j=Py_ssize_t)
@@ -231,7 +234,7 @@ cdef class ThroughputDrop(Detector):
     cdef object update(self, Rec r)
     @cython.locals(steps=double)
     cdef object bound(self, Rec r)
-    @cython.locals(e=Window, m=double, lost=double, waited=double)
+    @cython.locals(e=Window, m=double, lost=double, waited=double, wall=double)
     cdef object excursion(self, Rec r, double x)
     cdef void forget(self, long long step) noexcept
 

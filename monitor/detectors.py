@@ -1327,9 +1327,10 @@ class ThroughputDropSettings(RuleSettings):
     a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
     times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
-    whose record lasts `min_seconds`. At any history, an input-bound run: `bound_steps` records in a row each
-    waiting for data `data_share` of its period, `bound_seconds` in all. Steps known to be slow (checkpoint
-    saves, rollbacks, epoch ends: StepRecord.slow_reason) are not judged."""
+    whose record lasts `min_seconds`, or records that slow in a row lasting `min_seconds`. At any history, an
+    input-bound run: `bound_steps` records in a row each waiting for data `data_share` of its period,
+    `bound_seconds` in all. Steps known to be slow (checkpoint saves, rollbacks, epoch ends:
+    StepRecord.slow_reason) are not judged."""
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 5)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1381,7 +1382,9 @@ class ThroughputDrop(Detector):
     the time it lost, ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median
     wait (judged only when the first step seen was after the warm-up: a log excerpt or a resumed run, not a
     run's own start on prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's
-    line: its ``span``).
+    line: its ``span``), or two records or more in a row each that slow whose wall time adds up to
+    ``min_seconds`` (a record's wall time: its span, or its period times the steps since the record before
+    when more, a log printing every n-th step; onset: the first of them).
     A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
     waits for ``min_history`` steps.
 
@@ -1427,6 +1430,7 @@ class ThroughputDrop(Detector):
         self.low_since, self.seconds = NONE, 0.0
         self.unit, self.first = len(RATE_UNITS), NONE
         self.streak, self.streak_since, self.streak_last, self.streak_wait = 0, NONE, NONE, 0.0
+        self.slow_since, self.slow_n, self.slow_seconds = NONE, 0, 0.0  # excursions in a row: since, how many, wall s
 
     def ring_median(self, slot):
         v = self.scratch
@@ -1541,7 +1545,15 @@ class ThroughputDrop(Detector):
             return None
         m = e.median()
         if not x * self.excursion_ratio < m:
+            self.slow_since = NONE
             return None
+        wall = r.span  # the record's wall time: of the steps since the record before when more (a sparse log)
+        if e.n and (r.step - e.step_of(e.n - 1)) * r.period > wall:
+            wall = (r.step - e.step_of(e.n - 1)) * r.period
+        if self.slow_since == NONE:
+            self.slow_since, self.slow_n, self.slow_seconds = r.step, 0, 0.0
+        self.slow_n += 1
+        self.slow_seconds += wall
         lost = r.period * (1.0 - x / m)
         if r.span * (1.0 - x / m) < self.excursion_seconds:
             return None
@@ -1550,6 +1562,10 @@ class ThroughputDrop(Detector):
             why = f"{waited:.3g} s of the {lost:.3g} s lost waiting for data"
         elif r.span >= self.min_seconds:
             why = f"for {r.span:.0f} s"
+        elif self.slow_n >= 2 and self.slow_seconds >= self.min_seconds:
+            return (x, self.slow_since, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is "
+                                        f"{m / x:.3g}x below the median {m:.4g} of the {e.n} earlier steps, each "
+                                        f"record since step {self.slow_since} as slow, for {self.slow_seconds:.0f} s")
         else:
             return None
         return (x, r.step, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is {m / x:.3g}x below "
@@ -1561,7 +1577,7 @@ class ThroughputDrop(Detector):
         self.early.rewind(step)
         self.early_waits.rewind(step)
         self.n = self.k = self.streak = 0
-        self.low_since = NONE
+        self.low_since = self.slow_since = NONE
 
 
 @dataclass(frozen=True)

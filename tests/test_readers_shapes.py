@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from test_replay_text import read
 from training_monitor.record import StepRecord
 from training_monitor.replay import replay_file, text
@@ -334,7 +336,7 @@ def test_data_names_the_data_time_and_an_epochs_first_step_is_known_slow():
     tune = "tests/data/reallogs/tune/"
     # NVIDIA/DALI issue #2608, the PyTorch ImageNet example's `Time 8.719 (0.361)	Data 8.597 (0.230)`: input-bound
     res = replay_file(tune + "pytorch_imagenet_dali_resnet50_iters_0_140_data_time_8_6s_from_iter_100_2608.log")
-    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 140, 100)]
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 120, 100)]
     recs = _steps(["Epoch: [1][100/5005]	Time 8.719 (0.361)	Data 8.597 (0.230)	Loss 1.2987 (1.2753)"])
     assert (round(recs[0].step_time_s, 3), recs[0].data_wait_s) == (0.122, 8.597)  # the time holds the data time
     assert _steps(["Epoch 1 step 3 loss 2.0 data 2/10"])[0].data_wait_s is None  # a count of a total: no time
@@ -375,3 +377,23 @@ def test_a_perplexity_alone_is_the_loss_by_its_log_and_a_tables_count_column_and
     # the generation tutorial's print, '%s (%d %d%%) %.4f' % (timeSince(start), iter, iter / n_iters * 100, loss)
     assert [(r.step, r.loss) for r in _steps(["0m 9s (5000 5%) 2.6479", "0m 18s (10000 10%) 2.5021"])] == [
         (5000, 2.6479), (10000, 2.5021)]
+
+
+def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_after_a_value():
+    tune = "tests/data/reallogs/tune/"
+    # openai/parameter-golf PR #276 (modded-nanogpt): `train_time` is the training time so far, validation left
+    # out; its difference over the steps since the line before is their step time
+    recs = _steps(["step:370/500 train_loss:2.9611 train_time:190434ms step_avg:514.69ms",
+                   "step:380/500 train_loss:3.0367 train_time:195637ms step_avg:514.83ms",
+                   "step:390/500 train_loss:2.9037 train_time:253681ms step_avg:650.46ms"])
+    assert [r.step_time_s for r in recs] == [None, pytest.approx(0.5203), pytest.approx(5.8044)]
+    res = replay_file(tune + "modded_nanogpt_rtx4070_steps_10_471_step_avg_520ms_to_8s_from_390_wallclock_cap_pg276.log")
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 420, 390)]
+    # stark-sim/megatron-deepspeed-lock-clock: DeepSpeed's `iter time (s): 70.312 samples/sec: 0.114` (a unit in
+    # parentheses after a time's name; `samples/sec:` names the next value); Zeus' summary of a range of steps
+    # (`Steps 1-20: .. Time=1596.6 s`) is no time of the last step
+    assert text.pairs(text.clean("steps: 20 loss: 10.3060 iter time (s): 70.312 samples/sec: 0.114"))[1:] == [
+        ("loss", "10.3060", None, None), ("step_time_s", "70.312", None, "s"), ("sps", "0.114", None, None)]
+    res = replay_file(tune + "megatron_deepspeed_qwen_dual8_eth_iters_1_20_iter_14_208s_vs_72s_lockclock.log")
+    assert res.events == [] and res.last.step == 20 and res.last.step_time_s == 70.3208
+    assert lookup("elapsed time per iteration (ms)") == ("step_time_s", "ms") and lookup("loss (s)") is None

@@ -130,7 +130,9 @@ def test_modded_nanogpt_step_lines(tmp_path):
     res = replay_file(write(tmp_path, "modded.log", "\n".join(lines) + "\n"))
     assert res.format == "text" and res.steps == 40 and res.skipped == {} and res.evaluations == 1
     assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 35)]
-    assert res.last.step_time_s is None  # train_time is a running total, step_avg a running mean: neither is it
+    # train_time is the running total of training time (validation left out), step_avg its running mean: the step
+    # time is train_time's difference over the steps since the line before
+    assert res.last.step_time_s == pytest.approx(0.12)
 
 
 # transformers src/transformers/trainer_callback.py: ProgressCallback makes tqdm(total=state.max_steps), updates it

@@ -412,6 +412,12 @@ def test_a_slower_compute_is_a_drop_only_when_it_lasts():
     for r in slow[150:]:
         r.step_time_s *= 2  # 10 s steps: the slow stretch reaches 300 s at its 30th step
     assert fired(slow, "throughput_drop") == [(180, 151), (281, 151)]  # and again after the cooldown
+    # a short log printing every 10th step (modded-nanogpt's lines, openai/parameter-golf PR #276): 0.52 s steps,
+    # then 8 s from step 390; each line times the 10 steps since the one before, so the fourth slow line is 300 s
+    sparse = [StepRecord(s, loss=3.0, step_time_s=0.52 if s < 390 else 8.0) for s in range(10, 480, 10)]
+    assert fired(sparse, "throughput_drop") == [(420, 390)]
+    one = [StepRecord(s, loss=3.0, step_time_s=0.52 if s != 390 else 40.0) for s in range(10, 480, 10)]
+    assert fired(one, "throughput_drop") == []  # one slow line of 400 s by that count: it may time its own step
 
 
 def test_records_without_tokens_are_judged_in_samples_then_steps_per_second():

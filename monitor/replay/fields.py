@@ -66,8 +66,7 @@ A training-split word alone (``train``, ``training``) printed with a separator n
 
 A name with an evaluation word (``eval``, ``val``, ``valid``, ``validation``, ``test``) in it (``val_loss``,
 ``eval/loss``, ``valid_nll_loss``), or ``runtime`` (Hugging Face's end-of-run ``train_runtime``), is an evaluation
-or summary value, never a training one. A running total of train time (modded-nanogpt's ``train_time``) is no step
-time: that name is left out.
+or summary value, never a training one.
 
 :data:`NAMES`: name -> (field, unit). The fields are StepRecord's, plus what a reader turns into them:
 
@@ -87,10 +86,11 @@ field                  names
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens, grad_scale (PyTorch's ``GradScaler``)
 ``lr``                 lr, learning_rate, cur_lr (MindYOLO)
 ``step_time_s``        time, step_time, step_took (``step took 6.497``, and of iter, iteration, batch), per_step_time,
-                       iteration_time, elapsed_time_per_iteration (ms/s),
-                       batch_time, time_per_step, iter_time, dt, batch_cost and avg_batch_cost (PaddlePaddle's
-                       suites), itime (PIPs and the trackers built on its loop) (unit from the value: ``ms``, ``s``,
-                       ``min``; seconds when it has none)
+                       iteration_time, elapsed_time_per_iteration, batch_time, time_per_step, iter_time, dt,
+                       batch_cost and avg_batch_cost (PaddlePaddle's suites), itime (PIPs and the trackers built on
+                       its loop) (unit from the value: ``ms``, ``s``, ``min``; seconds when it has none; or from
+                       the name's end, ``(ms)``, ``(s)``: Megatron's ``elapsed time per iteration (ms)``,
+                       DeepSpeed's ``iter time (s)``)
 ``data_wait_s``        data_time, data_wait, data_load_time, reader_cost and avg_reader_cost (PaddleOCR, PaddleSeg,
                        PaddleNLP), data_cost (PaddleDetection), rtime (PIPs). A step time printed with a data time
                        includes it (mmcv/mmengine's ``time`` and ``data_time``, PaddlePaddle's ``batch_cost`` and
@@ -106,13 +106,18 @@ field                  names
                        words, its target tokens, per second) (tokens = TPS x step time; a name ending in a rate's
                        ``/s``, ``/sec``, ``/device``, ``/gpu`` is no path)
 ``sps``                ips (PaddlePaddle's ``ips: 288.9 samples/s``, ``images/s``; read as samples whatever its
-                       unit), samples_per_second, samples_per_sec, samples/s (samples = samples/s x step time)
+                       unit), samples_per_second, samples_per_sec, samples/s, samples/sec (samples = samples/s x
+                       step time)
 ``step_rate``          steps_per_second, steps_per_sec, steps/s, steps/sec, it/s, it/sec (mlx-lm),
                        global_step/sec (TF Estimator), batches_per_second (OLMo), ups (fairseq's updates per
                        second): the record's step time is 1 / rate when the line
                        prints none (PaddleNLP's benchmark callback: ``avg_batch_cost = 1 /
                        interval_steps_per_second``)
 ``tokens_total``       total_tokens, consumed_tokens (a running total: the record gets the difference)
+``time_total``         train_time (modded-nanogpt's ``train_time:185231ms``, the training time so far, validation
+                       left out: the record's step time is its difference over the steps since the line before,
+                       when the line prints none); ``train time`` in words apart is the step's time (a custom
+                       loop's ``train time: 4.319s``)
 ``overflow``           overflow, overflow_cond, is_overflow (``True``/``False``, 1/0)
 ``skipped``            number_of_skipped_iterations (skipped steps in the logged interval, Megatron)
 ``skipped_total``      skipped (skipped steps so far, DeepSpeed's progress line)
@@ -147,9 +152,8 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "lr": ("lr", None), "learning_rate": ("lr", None), "cur_lr": ("lr", None),
     **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
                                         "time_per_step", "time_per_iteration", "iter_time", "dt",
-                                        "elapsed_time_per_iteration", "elapsed_time_per_iteration_(s)", "batch_cost",
+                                        "elapsed_time_per_iteration", "batch_cost",
                                         "avg_batch_cost", "itime")},
-    "elapsed_time_per_iteration_(ms)": ("step_time_s", _MS), "step_time_(ms)": ("step_time_s", _MS),
     **{n: ("data_wait_s", _S) for n in ("data_time", "data_wait", "data_load_time", "reader_cost", "avg_reader_cost",
                                         "data_cost", "rtime", "data")},
     "epoch_time": ("span_s", _S), "epoch_took": ("span_s", _S),
@@ -157,7 +161,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "mfu": ("mfu", None),
     **{n: ("tps", None) for n in ("tps", "tokens_per_second", "tokens_per_sec", "tokens/s", "tokens/sec", "tok/s",
                                   "tok/sec", "tokens/s/device", "tokens/sec/gpu", "tokens/gpu/sec", "tgs", "wps")},
-    **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s")},
+    **{n: ("sps", None) for n in ("ips", "samples_per_second", "samples_per_sec", "samples/s", "samples/sec")},
     **{n: ("step_rate", None) for n in ("steps_per_second", "steps_per_sec", "steps/s", "steps/sec", "it/s",
                                         "it/sec", "global_step/sec", "batches_per_second", "ups")},
     "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
@@ -176,6 +180,9 @@ NAMES: dict[str, tuple[str, str | None]] = {
 _CJK_WORDS = {"损失值": "loss", "损失": "loss", "学习率": "lr", "训练": "train", "验证": "val", "测试": "test",
               "评估": "eval", "平均": "avg", "梯度范数": "grad_norm", "耗时": "time", "用时": "time"}
 _CJK = re.compile("|".join(_CJK_WORDS))
+# names read only as one identifier, as printed: modded-nanogpt's running total ``train_time``, where a custom loop's
+# ``train time: 4.319s``, words apart, is the step's time
+_IDENTIFIERS = {"train_time": ("time_total", None)}
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
@@ -184,7 +191,7 @@ LOSS_TOTAL = "loss_total"      # the total of a line's losses: the line's loss w
 LOSS_PPL = "loss_ppl"          # a perplexity, exp(loss): the line's loss, as its log, when it names no loss at all
 PPL = "ppl"                    # the perplexity resolve chose: the line's loss is its natural logarithm
 OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
-_LOSS_FIELDS = frozenset(("loss",)) | OTHER_LOSSES  # what a name read as a loss stands for
+_LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # a name read as a loss (a perplexity: no)
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
                          "iteration", "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
@@ -198,6 +205,8 @@ _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
                             "crossentropy", "smoothl1", "sisnr"))
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
+_UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
+_TIMES = frozenset(("step_time_s", "data_wait_s", "span_s"))
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
@@ -261,7 +270,12 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     raw = _CAMEL.sub("_", name).lower()
     words = _words(name)
     hit: tuple[str, str | None] | None = None
-    if not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
+    if name.lower() in _IDENTIFIERS:
+        hit = _IDENTIFIERS[name.lower()]
+    elif len(words) > 1 and (unit := _UNIT_AFTER.get(words[-1])) is not None:
+        hit = lookup(" ".join(words[:-1]))  # a time's name and its unit: 'iter time (s)', Megatron's '.. (ms)'
+        hit = (hit[0], unit) if hit is not None and hit[0] in _TIMES else None
+    elif not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
         hit = lookup(_CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw))
     elif (per := _per_step("_".join(words))) is not None:
         hit = per

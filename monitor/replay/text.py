@@ -223,11 +223,13 @@ _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
 _PER_TIME = r"\s?/\s?(?:s|secs?|seconds?)\b"
 _STEPS = r"(?:steps?|iters?|iterations?|batch(?:es)?)"
 _RATED = r"(?<![\w.])(?P<val>" + _NUM + r")(?P<tot>(?!))?\s?"
-_RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)\s?/\s?" + _STEPS + r"\b"), "step_time_s"),
-               (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME), "step_rate"),
-               (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME), "tps"),
+_NOT_NAMED = r"(?!\s*[:=])"  # a unit, not the name of the next value (``iter time (s): 70.3 samples/sec: 0.11``)
+_RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)\s?/\s?" + _STEPS + r"\b" + _NOT_NAMED),
+                "step_time_s"),
+               (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME + _NOT_NAMED), "step_rate"),
+               (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME + _NOT_NAMED), "tps"),
                (re.compile(_RATED + r"(?P<unit>(?!))?(?:samples|examples|images|imgs|seqs|sequences|sentences)"
-                           + _PER_TIME), "sps"))
+                           + _PER_TIME + _NOT_NAMED), "sps"))
 _UNNAMED = r"(?:" + _NUM + r"\s*,\s*)?"  # an unnamed value before the fields (darknet's batch loss)
 _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?:\s*,\s*" + _ANY_FIELD
                           + r")+\s*,?\s*$")
@@ -238,6 +240,7 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
+_RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
@@ -266,14 +269,14 @@ _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
 _UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
 _TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
-_COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total"))  # counts and running totals
+_COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total", "time_total"))  # counts, totals
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
 _MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
 _THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "step_rate", "mfu"))  # a step record without a loss holds one
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
-                   "tps", "sps", "step_rate", "tokens_total", "skipped", "skipped_total",
+                   "tps", "sps", "step_rate", "tokens_total", "time_total", "skipped", "skipped_total",
                    "nan_iterations"))  # what completes a record
 
 
@@ -420,7 +423,8 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                     found.append(((field, None), m))
                     have.add(field)
     names = resolve([hit[0] for hit, _ in found])
-    return [(field, hit[1], m) for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
+    return [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
+            for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
 
 
 def _named_loss(text: str) -> str | None:
@@ -559,6 +563,7 @@ class Parser(base.Parser):
         self.overflow_records = 0            # overflow messages' records since the last step line
         self.shares = False                  # the log prints its overflow as a share of the steps (a fraction)
         self.tokens_total: int | None = None
+        self.time_total: float | None = None  # the last running total of training time (s)
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
@@ -885,7 +890,8 @@ class Parser(base.Parser):
         self.units.update(units)
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
-        self.line = [step, values, gap, 0, self.scale, self.skipped_total, self.tokens_total]
+        self.line = [step, values, gap, 0, self.scale, self.skipped_total, self.tokens_total, 0, None,
+                     self.time_total]
         if scale is not None:
             self.scale = scale
         if self.overflow_seen:
@@ -1253,7 +1259,7 @@ class Parser(base.Parser):
         if takes and last is not None:
             announced = last.loss_scale_next if last.loss_scale_next is not None else last.loss_scale
         self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate,
-                     announced]
+                     announced, self.time_total]
         derived = self._derive(*self.line)
         if derived.__class__ is Report:
             return derived
@@ -1281,9 +1287,9 @@ class Parser(base.Parser):
         return rec
 
     def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0,
-                announced=None):
+                announced=None, time_before=None):
         """``(record fields, steps)`` of a step line's ``values`` (or a ``nan_inf`` report), given the line before
-        (its step ``gap`` ago, its loss scale, running skipped and token totals), the overflow messages since and
+        (its step ``gap`` ago, its loss scale, running skipped, token and time totals), the overflow messages since and
         how many of them are records of their own (``separate``); keeps those totals for the next line. The scale
         an overflow message taken into this record ``announced`` (apex's ``reducing loss scale to 65536.0``) is
         the one the next line is compared with, when lower than the printed one: a fall to it is that
@@ -1346,6 +1352,12 @@ class Parser(base.Parser):
             if tokens_before is not None and total > tokens_before and gap:  # exact, where a rate x time is
                 fields["tokens"] = int((total - tokens_before) / gap)        # rounded (and may be per device)
             self.tokens_total = total
+        if "time_total" in values:
+            v, _, unit = values["time_total"]
+            total = v * _UNITS.get(unit or "s", 1.0)
+            if time_before is not None and total > time_before and gap and "step_time_s" not in fields:
+                fields["step_time_s"] = (total - time_before) / gap
+            self.time_total = total
         self.found = self.found or _measured(fields)
         return fields, steps
 
