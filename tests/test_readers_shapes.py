@@ -397,3 +397,8 @@ def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_aft
     res = replay_file(tune + "megatron_deepspeed_qwen_dual8_eth_iters_1_20_iter_14_208s_vs_72s_lockclock.log")
     assert res.events == [] and res.last.step == 20 and res.last.step_time_s == 70.3208
     assert lookup("elapsed time per iteration (ms)") == ("step_time_s", "ms") and lookup("loss (s)") is None
+    # junyanz/pytorch-CycleGAN-and-pix2pix issue #510: `iters` names the step of a line with a time; mlx-lm's
+    # trainer prints the run's total before training, print(f"Starting training..., iters: {args.iters}")
+    (rec,) = _steps(["(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 "])
+    assert (rec.step, rec.data_wait_s) == (100, 0.091) and rec.step_time_s == pytest.approx(0.416)
+    assert _steps(["Starting training..., iters: 400"]) == []

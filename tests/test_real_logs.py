@@ -67,11 +67,10 @@ KNOWN_FAILING = frozenset({
     # CSV rows without their header
     "compressai_custom_loop_steps_1500_1530_rd_loss_14_then_nan_from_1520_148.log",
     "timm_t2t_vit14_summary_csv_epochs_200_213_train_loss_nan_at_209_26.log",
-    # promoted from heldout20 after scoring: CycleGAN's `iters` (the run's total in most logs, no step name) and
-    # StyleGAN2's `tick` lines, no loss named in either; a loss hovering at 3.32 (ln 28, chance over the
+    # promoted from heldout20 after scoring: StyleGAN2's `tick` lines, no step or loss named; a loss hovering at 3.32
+    # (ln 28, chance over the
     # characters) with CER and WER at 1.000, no value repeated; one loss part exactly 0.0000 with the total
     # 0.0004 then 0.0003, two records; MXNet's Speedometer rate alone, no step time (the time lost is unknown)
-    "cyclegan_epoch1_iters_100_900_0_51s_per_iter_healthy_510.log",
     "stylegan2_tf_colab_ticks_0_3_kimg_18_650s_per_tick_then_ctrl_c_healthy_skyflynil2.log",
     "deep_avsr_vo_pretrain_steps_0_7_loss_2_91_then_stuck_3_32_cer_wer_1_000_43.log",
     "mmseg_deeplabv3plus_custom_iters_50_150_loss_0_135_then_decode_loss_0_0000_from_100_185.log",

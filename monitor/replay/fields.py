@@ -74,8 +74,10 @@ or summary value, never a training one.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, itr, cur_iter,
-                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``); not
-                       ``iters``, the run's total in most logs (mlx-lm's ``Starting training..., iters: 400``)
+                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``);
+                       ``iters`` on a line naming no other step and a loss or a time (CycleGAN's ``(epoch: 1,
+                       iters: 100, time: 0.507, data: 0.091)``; alone it is the run's total, mlx-lm's
+                       ``Starting training..., iters: 400``)
                        (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
 ``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
                        训练轮次, 周期
@@ -143,6 +145,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
                                    "updates", "batch", "train_step", "step_idx", "current_step", "current_steps",
                                    "itr", "cur_iter", "cur_step", "#")},
+    "iters": ("iters", None),  # the step only on a step line (resolve)
     "epoch": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
                                    "cross_entropy_loss")},
@@ -191,6 +194,7 @@ LOSS_TOTAL = "loss_total"      # the total of a line's losses: the line's loss w
 LOSS_PPL = "loss_ppl"          # a perplexity, exp(loss): the line's loss, as its log, when it names no loss at all
 PPL = "ppl"                    # the perplexity resolve chose: the line's loss is its natural logarithm
 OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
+NO_FIELD = OTHER_LOSSES | {"iters"}  # what resolve may leave that is no record field (a reader leaves it out)
 _LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # a name read as a loss (a perplexity: no)
 _STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
                          "iteration", "batch"))
@@ -207,6 +211,8 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
 _TIMES = frozenset(("step_time_s", "data_wait_s", "span_s"))
+_STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate", LOSS_OTHER, LOSS_AVERAGE,
+                        LOSS_TOTAL, LOSS_PPL))  # what a step line names beside its step
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
@@ -335,7 +341,11 @@ def resolve(fields: list[str]) -> list[str]:
     name's; else its first :data:`LOSS_TOTAL`; else its only :data:`LOSS_OTHER`; else its first
     :data:`LOSS_AVERAGE`; else the sum of its :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`); else its first
     perplexity, which becomes :data:`PPL` (its log is the loss). The chosen one becomes ``loss``; the other
-    losses keep their pseudo-fields (no record field)."""
+    losses keep their pseudo-fields (no record field). ``iters`` is the step on a line naming no other step and
+    a loss or a time (else no field)."""
+    if "iters" in fields:
+        step = "step" not in fields and not _STEP_LINE.isdisjoint(fields)
+        fields = ["step" if f == "iters" and step else f for f in fields]
     if "loss" in fields or OTHER_LOSSES.isdisjoint(fields):
         return fields
     pick = (LOSS_TOTAL if LOSS_TOTAL in fields else LOSS_OTHER if fields.count(LOSS_OTHER) == 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, OTHER_LOSSES, lookup, resolve
+from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, NO_FIELD, lookup, resolve
 
 _CELL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[KMGT]?%?|(?i:[-+]?nan|[-+]?inf)")
 _COUNT = re.compile(r"(\d+)(?:/(\d+))?")
@@ -75,4 +75,4 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
         else:
             found.append((field, cell, None, unit))
     names = resolve([f for f, *_ in found])
-    return [(n, *rest) for n, (_, *rest) in zip(names, found) if n not in OTHER_LOSSES], evaluations
+    return [(n, *rest) for n, (_, *rest) in zip(names, found) if n not in NO_FIELD], evaluations

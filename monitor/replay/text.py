@@ -145,6 +145,7 @@ from .fields import (
     LOSS_OTHER,
     LOSS_PART,
     LOSS_TOTAL,
+    NO_FIELD,
     OTHER_LOSSES,
     PPL,
     bare,
@@ -424,7 +425,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                     have.add(field)
     names = resolve([hit[0] for hit, _ in found])
     return [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
-            for field, (hit, m) in zip(names, found) if field not in OTHER_LOSSES]
+            for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
 
 
 def _named_loss(text: str) -> str | None:
