@@ -210,7 +210,7 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
                             "crossentropy", "smoothl1", "sisnr"))
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
-_TIMES = frozenset(("step_time_s", "data_wait_s", "span_s"))
+_TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate", LOSS_OTHER, LOSS_AVERAGE,
                         LOSS_TOTAL, LOSS_PPL))  # what a step line names beside its step
 _TOKENS = re.compile(r"[^a-z0-9]+")
@@ -280,7 +280,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = _IDENTIFIERS[name.lower()]
     elif len(words) > 1 and (unit := _UNIT_AFTER.get(words[-1])) is not None:
         hit = lookup(" ".join(words[:-1]))  # a time's name and its unit: 'iter time (s)', Megatron's '.. (ms)'
-        hit = (hit[0], unit) if hit is not None and hit[0] in _TIMES else None
+        hit = (hit[0], unit) if hit is not None and hit[0] in _TIME_FIELDS else None
     elif not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
         hit = lookup(_CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw))
     elif (per := _per_step("_".join(words))) is not None:

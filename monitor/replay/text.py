@@ -169,8 +169,8 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.<>-]+:\d+\]")  # glog's, absl's: thread, source
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
-# logger's name in brackets
-# (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder module, no ``name:func:``)
+# logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
+# module, no ``name:func:``)
 _SOURCE = (r"\[?[A-Za-z_<][\w<>/-]*(?:\.[\w<>/-]+)+(?::[\w<>-]+)?:\d+\]?|__\w+__(?::[\w<>-]+)?(?::\d+)?"
            r"|[A-Za-z_]\w*:[A-Za-z_<][\w<>]*:\d+(?=\s+-\s)|\[[A-Za-z_<][\w.<>-]*\]")
 # what a logger prints before a message: date-times (a time of day alone, ``[14:15:02]``, first), a level
