@@ -412,6 +412,23 @@ def test_a_bar_keeps_its_record_before_a_glued_overflow_message_which_is_the_nex
     assert rows(parser.after) == [(2, None, None, 131072.0, True, None, None, None)] and parser.last is parser.after[0]
 
 
+def test_a_bar_far_ahead_of_the_lines_naming_their_steps_counts_micro_batches():
+    # liucongg/ChatGLM-Finetuning issue #130 (tests/data/reallogs/tune/deepspeed_chatglm3_..): DeepSpeed's `step=16,
+    # skipped=16, ..` lines over a bar of micro-batches at 67 (gradient accumulation 4): the overflow message glued
+    # to the bar is step 17's, not the bar's next count
+    res = replay_file("tests/data/reallogs/tune/deepspeed_chatglm3_ptuning_rtx4090_steps_16_17_every_step_skipped_"
+                      "scale_4_to_1_loss_scale_minimum_chatglmft130.log")
+    assert [(e.rule, e.step) for e in res.events] == [("loss_scale_collapse", 17)]
+    # a bar of optimizer steps a few ahead of step lines printed every 10 steps (DeepSpeed's steps_per_print) still
+    # numbers the message
+    lines = [f"[2024-01-17 10:10:24,477] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped=0, lr=[0.0001], "
+             "mom=[(0.9, 0.95)]" for s in (10, 20)]
+    lines.append("  0%|          | 23/114599 [00:09<4:29:54,  7.07it/s][2024-01-17 10:10:25,080] [INFO] [loss_scaler.py"
+                 ":183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 2, reducing to 1")
+    recs = [r for r in read(lines) if isinstance(r, StepRecord)]
+    assert (recs[-1].step, recs[-1].overflow) == (24, True)
+
+
 # EleutherAI/gpt-neox issue #482, description: GPT-NeoX's OverflowMonitor (megatron/utils.py) ends the run
 NEOX_IN_A_ROW = "Exception: Skipped 50 iterations in a row due to Overflow - Exiting training."
 # epfLLM/Megatron-LLM issue #11, turn 3 (a Megatron fork's iteration lines, as GPT-NeoX's fork prints them)

@@ -568,6 +568,7 @@ class Parser(base.Parser):
         self.found = False                   # a loss or a trainer message was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
+        self.line_named = False               # ... which named its step
         self.mentioned = False                # the line before may hold a trainer message that it did not complete
         self.heads: list[str] = []            # the (up to 2) lines before, hard-wrapped and holding no message
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
@@ -581,7 +582,14 @@ class Parser(base.Parser):
 
     @property
     def done(self) -> int:
-        return max(self.bar, self.step)  # a progress bar's count says its steps are done
+        """The last step done: a progress bar's count says its steps are done, unless it runs ahead of the lines
+        that number their steps (with values) by more than their stride (a bar of micro-batches: DeepSpeed's
+        ``step=16, skipped=16, lr=[0.0001]`` under a bar at 67, gradient accumulation 4)."""
+        line = self.line
+        if (self.line_named and line is not None and self.bar - self.step > max(line[2], 1)
+                and not _READ.isdisjoint(line[1])):
+            return self.step
+        return max(self.bar, self.step)
 
     def next_step(self) -> int:
         return self.done + 1
@@ -891,6 +899,7 @@ class Parser(base.Parser):
         self.units.update(units)
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
+        self.line_named = True
         self.line = [step, values, gap, 0, self.scale, self.skipped_total, self.tokens_total, 0, None,
                      self.time_total]
         if scale is not None:
@@ -1259,6 +1268,7 @@ class Parser(base.Parser):
         announced = None  # the scale the overflow message taken over announced
         if takes and last is not None:
             announced = last.loss_scale_next if last.loss_scale_next is not None else last.loss_scale
+        self.line_named = self.numbered
         self.line = [step, values, gap, overflows, self.scale, self.skipped_total, self.tokens_total, separate,
                      announced, self.time_total]
         derived = self._derive(*self.line)
