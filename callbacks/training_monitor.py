@@ -239,9 +239,9 @@ class TrainingMonitor(Callback):
         """An evaluation after the last step judged: ``results``, metric name -> value (MindSpore's
         ``eval_results``, MindFormers' evaluation output); its loss (the first name the replay alias table reads
         as a loss, :func:`training_monitor.replay.fields.evaluation_loss`) is judged by the engine's evaluation
-        rules (``eval_loss_spike``), as replay judges a log's evaluation lines. Their events are logged and
-        alerted; a rollback, skip or stop they ask for is not carried out (those act on step records), and a
-        warning says so. Returns the events."""
+        rules (``eval_loss_spike``, ``eval_nan``), as replay judges a log's evaluation lines. Their events are
+        logged and alerted; a rollback, skip or stop they ask for is not carried out (those act on step records),
+        and a warning says so. Returns the events."""
         loss = evaluation_loss(results)
         if loss is None or self.last_record is None:
             return []

@@ -254,6 +254,12 @@ cdef class EvalLossSpike(Detector):
     cdef void forget(self, long long step) noexcept
 
 
+cdef class EvalNan(Detector):
+    cdef bint reported
+    cpdef object evaluate(self, long long step, double x)
+    cdef void forget(self, long long step) noexcept
+
+
 cdef class Judge:
     cdef list detectors, evaluators
     cdef bint has_last

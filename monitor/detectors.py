@@ -1668,11 +1668,45 @@ class EvalLossSpike(Detector):
         self.losses.rewind(step)
 
 
+@dataclass(frozen=True)
+class EvalNanSettings(RuleSettings):
+    """An evaluation loss that is not a number or infinite, once until an evaluation's loss is finite again."""
+
+
+class EvalNan(Detector):
+    """An evaluation loss that is NaN or Inf (the evaluation set's mean over outputs one of which was not
+    finite: weights no longer finite, or an evaluation that overflows in fp16 or divides by an empty mask), while
+    the training loss may still be finite; reported once, until an evaluation's loss is finite again. Judged by
+    :meth:`evaluate` (``Engine.evaluate``). Onset: the evaluation's step."""
+
+    settings = EvalNanSettings
+    rule = "eval_nan"
+    reads = ()  # evaluation losses, not StepRecord fields
+    plots = "loss"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.reported = False
+
+    def evaluate(self, step, x):
+        """The evaluation loss ``x`` after step ``step``: ``(value, onset_step, message)`` or None."""
+        if finite(x):
+            self.reported = False
+            return None
+        if self.reported:
+            return None
+        self.reported = True
+        return x, step, f"evaluation loss is {x} at step {step}"
+
+    def forget(self, step):
+        self.reported = False
+
+
 # rule id -> detector class: the rules judged on step records...
 DETECTORS = {d.rule: d for d in (NanInf, LrSurge, LossSpike, GradNormSpike, OverflowStorm, LossScaleCollapse,
                                  LossDegenerate, LossPlateau, ThroughputDrop, LowMfu)}
 # ... and on evaluation losses
-EVALUATORS = {d.rule: d for d in (EvalLossSpike,)}
+EVALUATORS = {d.rule: d for d in (EvalLossSpike, EvalNan)}
 
 
 class Judge:

@@ -60,8 +60,9 @@ class Engine:
     def evaluate(self, step: int, loss: float, rank: int = 0) -> list[Event]:
         """Judge an evaluation of rank ``rank``: ``loss``, the evaluation loss (the mean over the evaluation
         set, as the trainer gives it) after training step ``step``, by the evaluation rules
-        (:data:`~training_monitor.detectors.EVALUATORS`: ``eval_loss_spike``); publish what they raised outside
-        each rule's cooldown, at ``step``, and return those events. Live and replayed evaluations come here."""
+        (:data:`~training_monitor.detectors.EVALUATORS`: ``eval_loss_spike``, ``eval_nan``); publish what they
+        raised outside each rule's cooldown, at ``step``, and return those events. Live and replayed evaluations
+        come here."""
         hits = self.judge.evaluate(step, loss)
         return [] if hits is None else self._fire(hits, step, rank)
 

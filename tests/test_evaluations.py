@@ -89,6 +89,30 @@ def test_model_fit_evaluations_and_their_replayed_log_decide_the_same(tmp_path, 
     assert spikes(replayed.events) == live  # same rule, step, onset, value and message
 
 
+class MaskedOut(Validation):
+    """The evaluation batches, their loss masks all zeros at evaluation number ``broken`` (labels all padding):
+    the masked mean is 0/0."""
+
+    def __getitem__(self, i):
+        ids, mask = super().__getitem__(i)
+        return ids, (np.zeros_like(mask) if self.evaluation == self.broken else mask)
+
+
+def test_a_nan_evaluation_loss_is_an_event_live_and_replayed(tmp_path, capsys):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False)
+    train = make_dataset(ByteWindows(CORPUS, SEQ, BATCH, STEPS, 0))
+    model().fit(5, train, make_dataset(MaskedOut(broken=3)), valid_frequency=1, dataset_sink_mode=False,
+                valid_dataset_sink_mode=False, callbacks=[mon, LossMonitor(1), PrintEvaluation()])
+    log = capsys.readouterr().out
+    assert log.count("eval result: {'Loss': nan, 'eval_loss': nan}") == 1
+    live = [(e.rule, e.step, e.message) for e in mon.kept.events if e.rule.startswith("eval")]
+    assert live == [("eval_nan", 30, "evaluation loss is nan at step 30")]  # once; the next evaluation is finite
+    path = tmp_path / "train.log"
+    path.write_text(log)
+    replayed = replay_file(str(path))
+    assert [(e.rule, e.step, e.message) for e in replayed.events if e.rule.startswith("eval")] == live
+
+
 def test_mindformers_eval_callback_results_are_judged(tmp_path, log_lines):
     from mindformers.core.callback import EvalCallBack
 

@@ -726,8 +726,8 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
     record_fields = {f.name for f in fields(StepRecord)}
     common = {f.name for f in fields(detectors.RuleSettings)}
     assert set(SETTINGS) == set(Rules().rules) and set(SETTINGS) - set(detectors.DETECTORS) == {"stall", "eval_loss_spike",
-                                                                                             "trainer_crash"}
-    assert set(detectors.EVALUATORS) == {"eval_loss_spike"}  # judged on evaluation losses, not on step records
+                                                                                             "eval_nan", "trainer_crash"}
+    assert set(detectors.EVALUATORS) == {"eval_loss_spike", "eval_nan"}  # judged on evaluation losses, not step records
     for rule, cls in {**detectors.DETECTORS, **detectors.EVALUATORS}.items():
         assert cls.rule == rule and bool(cls.reads) == (rule in detectors.DETECTORS), rule
         assert set(cls.reads) <= record_fields, rule
