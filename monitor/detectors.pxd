@@ -174,6 +174,7 @@ cdef class LossDegenerate(Detector):
     cdef public long long frozen_steps
     cdef public long long frozen_records
     cdef public long long frozen_digits
+    cdef public double same_ratio
     cdef public double collapse_ratio
     cdef public double floor_below
     cdef double last

@@ -1137,7 +1137,8 @@ class LossScaleCollapse(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossDegenerateSettings(RuleSettings):
-    """Loss exactly zero (|loss| < zero_below), the very same value in `frozen_steps` records in a row, or for
+    """Loss exactly zero (|loss| < zero_below), the same value (within `same_ratio`) in `frozen_steps` records in a
+    row, or for
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
     no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
     collapsed to under `collapse_ratio` x the run's highest loss or, one unit of the print's last decimal place
@@ -1151,6 +1152,8 @@ class LossDegenerateSettings(RuleSettings):
     frozen_records: int = setting(3, "records in a row with the same loss that fire when it is precise or "
                                      "collapsed (below)", min=2)
     frozen_digits: int = setting(5, "...precise: printed with at least this many significant digits", min=1)
+    same_ratio: float = setting(1.0e-6, "a loss within this x the one before is the same value (a float32 loss "
+                                        "moving in its last digits)", min=0)
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
     floor_below: float = setting(0.01, "...or under this, a digit at the print's last decimal place (0.0001 at 4 "
                                        "decimals: the print's floor)", min=0)
@@ -1180,7 +1183,10 @@ def decimals(x):
 
 class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value in ``frozen_steps`` records in a row (a dead
-    graph, a constant batch, a loss that no longer depends on the weights; records, not the steps they span: two
+    graph, a constant batch, a loss that no longer depends on the weights; the same within ``same_ratio`` of the
+    one before, as a float32 loss printed in full moves in its last digits: DINO's ``11.090327262878418`` to
+    ``11.090332984924316`` over 11 epochs, ln 65536, the uniform distribution over its prototypes; records, not
+    the steps they span: two
     prints of a 2-digit loss 200 steps apart say nothing of the steps between, DeepLabCut's ``loss: 0.0058``), or
     for ``frozen_records`` records in a row (a log printing every N steps) when that cannot be chance: the value
     is printed with at least ``frozen_digits`` significant digits (Caffe's ``loss = 6.90776``, ln 1000: a
@@ -1206,6 +1212,7 @@ class LossDegenerate(Detector):
     frozen_steps: int
     frozen_records: int
     frozen_digits: int
+    same_ratio: float
     collapse_ratio: float
     floor_below: float
 
@@ -1221,7 +1228,7 @@ class LossDegenerate(Detector):
             return None
         if abs(x) < self.zero_below:
             return x, r.step, f"loss is {x:g} at step {r.step}"
-        if not self.has_last or x != self.last:
+        if not self.has_last or abs(x - self.last) > self.same_ratio * abs(self.last):
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1

@@ -335,6 +335,10 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     assert fired([StepRecord(61000 + 1000 * i, loss=x) for i, x in enumerate([0.0021, 0.002, 0.002, 0.002])],
                  "loss_degenerate") == []
     assert [decimals(x) for x in (0.0027, 2.3e-05, 0.002, 2.0, math.nan)] == [4, 6, 3, 0, 0]
+    # a float32 loss printed in full, moving in its last digits: DINO's 11.0903 (ln 65536) over epochs 201-205
+    # (facebookresearch/dino issue #246, tests/data/reallogs/tune/dino_epochs_201_..)
+    dino = [11.090327262878418, 11.090327262878418, 11.090328216552734, 11.090328216552734, 11.090330123901367]
+    assert fired([StepRecord(201 + i, loss=x) for i, x in enumerate(dino)], "loss_degenerate") == [(203, 201)]
     # a log whose values repeat by chance at its resolution (a loss printed every step to 4 decimals, converging
     # slowly: 2.0213 twice, later 2.0212 three times) shows it before: only frozen_steps in a row are degenerate
     chance = [2.0219, 2.0213, 2.0213, 2.0215, 2.0211, 2.0212, 2.0212, 2.0212, 2.0214]
