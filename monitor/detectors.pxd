@@ -19,6 +19,8 @@ cdef void throughput(Rec r, double work, int unit, double step_time, double wait
 cdef int rec_from(Rec r, object rec) except -1
 cdef object opt(bint has, double x)
 cdef bint finite(double x) noexcept
+@cython.locals(steps=double)
+cdef double timed_steps(Rec r, long long last) noexcept
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t, x=double, start=Py_ssize_t, end=Py_ssize_t)
 cdef void sort(double[::1] v, Py_ssize_t n) noexcept
 @cython.locals(mid=Py_ssize_t)

@@ -115,6 +115,14 @@ def finite(x):
     return x - x == 0.0
 
 
+def timed_steps(r, last):
+    """The steps the record ``r`` (its throughput set) times: its own, ``span / period``, or the steps since the
+    record before at step ``last`` when more (a log printing every few steps: its line times each of them);
+    ``last`` NONE: its own."""
+    steps = r.span / r.period
+    return r.step - last if last != NONE and r.step - last > steps else steps
+
+
 def double_array(n):
     """``n`` zeros, an array of doubles (a ``double[::1]`` compiled)."""
     return array("d", bytes(8 * n))
@@ -1467,11 +1475,9 @@ class ThroughputDrop(Detector):
         if r.wait < self.data_share * r.period:
             self.streak = 0
             return None
-        steps = r.span / r.period
+        steps = timed_steps(r, self.streak_last if self.streak else NONE)
         if self.streak == 0:
             self.streak_since, self.streak_wait = r.step, 0.0
-        elif r.step - self.streak_last > steps:  # a log printing every few steps: its line times each of them
-            steps = r.step - self.streak_last
         self.streak += 1
         self.streak_last = r.step
         self.streak_wait += r.wait * steps
@@ -1554,9 +1560,7 @@ class ThroughputDrop(Detector):
         if not x * self.excursion_ratio < m:
             self.slow_since = NONE
             return None
-        wall = r.span  # the record's wall time: of the steps since the record before when more (a sparse log)
-        if e.n and (r.step - e.step_of(e.n - 1)) * r.period > wall:
-            wall = (r.step - e.step_of(e.n - 1)) * r.period
+        wall = r.period * timed_steps(r, e.step_of(e.n - 1) if e.n else NONE)  # the record's wall time
         if self.slow_since == NONE:
             self.slow_since, self.slow_n, self.slow_seconds = r.step, 0, 0.0
         self.slow_n += 1

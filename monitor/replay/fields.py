@@ -211,8 +211,8 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
 _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
-_STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate", LOSS_OTHER, LOSS_AVERAGE,
-                        LOSS_TOTAL, LOSS_PPL))  # what a step line names beside its step
+# what a step line names beside its step
+_STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
