@@ -117,3 +117,17 @@ def test_a_record_log_with_samples_is_judged_in_samples_per_second(tmp_path):
     (ev,) = replay_file(str(path)).events
     assert (ev.rule, ev.step, ev.onset_step) == ("throughput_drop", 1008, 1008)
     assert ev.message.startswith("samples_per_second 0.3") and "waiting for data" in ev.message
+
+
+def test_a_slow_stretch_after_one_faster_record_is_a_drop(tmp_path):
+    # tensorflow_PSENet (MichaelHL-ai/tensorflow_PSENet issue #16): 5.59 s a step at step 0, then 92 s a step
+    psenet = (TUNE / "tensorflow_psenet_steps_0_20_5_59s_to_92s_per_step_16.log").read_text().splitlines(True)
+    (ev,) = replay_lines(tmp_path, psenet).events
+    assert (ev.rule, ev.step, ev.onset_step) == ("throughput_drop", 20, 10)
+    assert "each record since step 10 as slow, for 1840 s" in ev.message  # 2 records x 10 steps x 92 s
+    # one slow record after the fast one is no stretch, nor is one fast record before records 3.5x slower: the
+    # second of them is judged against the median of the two before it (their mean), which it is not 3x below
+    assert replay_lines(tmp_path, psenet[:2]).events == []
+    slower = [line.replace("92.09 seconds/step", "19.57 seconds/step").replace("91.93 seconds/step", "19.56 seconds/step")
+              .replace("0.09 examples/second", "0.41 examples/second") for line in psenet]
+    assert replay_lines(tmp_path, slower).events == []
