@@ -1342,8 +1342,7 @@ class ThroughputDropSettings(RuleSettings):
     a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
     times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
-    whose record lasts `min_seconds` (after `excursion_history` steps), or records that slow in a row lasting
-    `min_seconds` (after one). At any history, an
+    whose record lasts `min_seconds`, or records that slow in a row lasting `min_seconds`. At any history, an
     input-bound run: `bound_steps` records in a row each waiting for data `data_share` of its period,
     `bound_seconds` in all. Steps known to be slow (checkpoint saves, rollbacks, epoch ends:
     StepRecord.slow_reason) are not judged."""
@@ -1360,8 +1359,7 @@ class ThroughputDropSettings(RuleSettings):
     min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
     excursion_ratio: float = setting(3.0, "with fewer than min_history steps: a step this many times slower than "
                                           "the earlier ones' median (0: wait for min_history)...", min=0)
-    excursion_history: int = setting(2, "...judged against at least this many earlier steps (a slow stretch of "
-                                        "records: one)", min=1)
+    excursion_history: int = setting(1, "...judged against at least this many earlier steps", min=1)
     excursion_seconds: float = setting(1.0, "...that lost at least this long (wall seconds)", min=0)
     bound_steps: int = setting(3, "records in a row (after the warm-up) each waiting for data at least data_share "
                                   "of its period: an input-bound run (0: off)...", min=0)
@@ -1392,19 +1390,20 @@ class ThroughputDrop(Detector):
     data pipeline prefetched meanwhile, faster than the pipeline's own pace.
 
     With fewer than ``min_history`` steps (a short excerpt, a run's first steps, the steps after going back)
-    only an unambiguous drop fires, at once, after the warm-up: with ``m`` the median of the earlier steps'
-    throughputs (the warm-up's too), a step's ``rate * excursion_ratio < m`` (several times slower) that lost
-    ``excursion_seconds`` or more (the record's ``span * (1 - rate / m)``: a millisecond step's jitter is no
-    event) and whose time is the run's own. With ``excursion_history`` earlier steps or more, one record is
-    enough: at least ``data_share`` of the time it lost, ``period * (1 - rate / m)``, spent waiting for data
-    beyond the earlier steps' median wait (judged only when the first step seen was after the warm-up: a log
-    excerpt or a resumed run, not a run's own start on prefetched batches), or the record standing for at
-    least ``min_seconds`` (an epoch's line: its ``span``). From one earlier step on: two records or more in a
-    row each that slow whose wall time adds up to ``min_seconds`` (a record's wall time: its span, or its
-    period times the steps since the record before when more, a log printing every n-th step; onset: the
-    first of them). The second of them is judged against the median of the two before it, so the one earlier
-    step must have been several times faster than both (a log's first line at 5.6 s a step, the next two at
-    92 s): one fast record does not make the rest a drop.
+    only an unambiguous drop fires, at once, after the warm-up: with ``m`` the median of at least
+    ``excursion_history`` earlier steps' throughputs (the warm-up's too), a step's ``rate * excursion_ratio <
+    m`` (several times slower) that lost ``excursion_seconds`` or more (the record's ``span * (1 - rate /
+    m)``: a millisecond step's jitter is no event) and whose time is the run's own: at least ``data_share`` of
+    the time it lost, ``period * (1 - rate / m)``, spent waiting for data beyond the earlier steps' median
+    wait (judged only when the first step seen was after the warm-up: a log excerpt or a resumed run, not a
+    run's own start on prefetched batches), or the record standing for at least ``min_seconds`` (an epoch's
+    line: its ``span``), or two records or more in a row each that slow whose wall time adds up to
+    ``min_seconds`` (a record's wall time: its span, or its period times the steps since the record before
+    when more, a log printing every n-th step; onset: the first of them). One earlier step is enough: a log's
+    second record is judged against its first (mmf's 1371 s for the 100 iterations after 195 s), and of a
+    stretch the second record is judged against the median of the two before it, so one fast first record
+    does not make the records after it a drop (a log's first line at 5.6 s a step, the next two at 92 s, is
+    one; the next two at 19.6 s is not).
     A checkpoint save, an evaluation or a profiler dump inside one step is neither. ``excursion_ratio: 0``
     waits for ``min_history`` steps.
 
@@ -1559,7 +1558,7 @@ class ThroughputDrop(Detector):
     def excursion(self, r, x):
         """The few-steps test (see the class docstring) of ``x``, the rate of ``r``, against the steps held."""
         e = self.early
-        if not self.excursion_ratio or e.n == 0:
+        if not self.excursion_ratio or e.n < self.excursion_history:
             return None
         m = e.median()
         if not x * self.excursion_ratio < m:
@@ -1574,10 +1573,9 @@ class ThroughputDrop(Detector):
         if r.span * (1.0 - x / m) < self.excursion_seconds:
             return None
         waited = r.wait - self.early_waits.median()
-        alone = e.n >= self.excursion_history  # enough earlier steps to judge one record alone
-        if alone and self.first > self.warmup_steps and waited >= self.data_share * lost:
+        if self.first > self.warmup_steps and waited >= self.data_share * lost:
             why = f"{waited:.3g} s of the {lost:.3g} s lost waiting for data"
-        elif alone and r.span >= self.min_seconds:
+        elif r.span >= self.min_seconds:
             why = f"for {r.span:.0f} s"
         elif self.slow_n >= 2 and self.slow_seconds >= self.min_seconds:
             return (x, self.slow_since, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is "

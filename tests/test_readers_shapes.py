@@ -397,6 +397,13 @@ def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_aft
     res = replay_file(tune + "megatron_deepspeed_qwen_dual8_eth_iters_1_20_iter_14_208s_vs_72s_lockclock.log")
     assert res.events == [] and res.last.step == 20 and res.last.step_time_s == 70.3208
     assert lookup("elapsed time per iteration (ms)") == ("step_time_s", "ms") and lookup("loss (s)") is None
+    # facebookresearch/mmf issue #29: the unit glued to the name, `time(s): 195.1 s` (the time of the 100
+    # iterations since the line before: 1371 s at iteration 9300 is a drop, judged against the one line before)
+    assert text.pairs(text.clean("iter: 9300 train_loss: 1.1513  time(s): 1371.4 s"))[1:] == [
+        ("loss", "1.1513", None, None), ("step_time_s", "1371.4", None, "s")]
+    assert lookup("time(ms)") == ("step_time_s", "ms") and lookup("loss(s)") is None
+    res = replay_file(tune + "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log")
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 9300, 9300)]
     # junyanz/pytorch-CycleGAN-and-pix2pix issue #510: `iters` names the step of a line with a time; mlx-lm's
     # trainer prints the run's total before training, print(f"Starting training..., iters: {args.iters}")
     (rec,) = _steps(["(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 "])

@@ -42,10 +42,8 @@ KNOWN_FAILING = frozenset({
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
     "niftynet_training_iters_3150_3163_3s_to_108s_47.log",  # 3-108 s/iter, no data time: ~150 s lost vs the median
     # promoted from heldout14 after scoring: a name the alias table does not take for a loss (a WaveGlow fork's
-    # `loss_-4.06`, a name glued to its value), and a slow interval with one
-    # record before it (mmf logs every 100 iterations: 195 s, then 1371 s)
+    # `loss_-4.06`, a name glued to its value)
     "waveglow_steps_78540_78660_negative_loss_then_4191_at_78620_32.log",
-    "mmf_pythia_save_a_report_iter_9300_time_1371s_vs_195s_29.log",
     # from heldout7: an epoch's first loss back at the excerpt's first level (0.51 -> 5.15) after a fall from 6.00;
     # within 3x the range of the excerpt's own losses, which the short-excerpt test requires
     "ner_bilstm_epoch_restart_loss_sawtooth_24.log",

@@ -210,6 +210,7 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
                             "crossentropy", "smoothl1", "sisnr"))
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
+_GLUED_UNIT = re.compile(r"(?<=[a-z])\((?:s|sec|ms|min)\)$")  # ... glued to it
 _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 # what a step line names beside its step
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
@@ -275,6 +276,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         pass
     raw = _CAMEL.sub("_", name).lower()
     words = _words(name)
+    if words and (glued := _GLUED_UNIT.search(words[-1])) is not None:  # 'time(s)': 'time (s)'
+        words[-1:] = [words[-1][:glued.start()], glued.group()]
     hit: tuple[str, str | None] | None = None
     if name.lower() in _IDENTIFIERS:
         hit = _IDENTIFIERS[name.lower()]

@@ -205,7 +205,7 @@ _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM 
 _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
 # a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:\((?:s|sec|ms|min)\))?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
