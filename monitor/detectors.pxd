@@ -184,9 +184,11 @@ cdef class LossDegenerate(Detector):
     cdef double before
     cdef long long same_since
     cdef long long same_n
+    cdef bint rounded
     cdef bint has_last, repeated
     @cython.locals(x=double)
     cdef object update(self, Rec r)
+    cdef bint floor(self, double x, double before)
     cdef void forget(self, long long step) noexcept
 
 

@@ -1150,7 +1150,8 @@ class LossDegenerateSettings(RuleSettings):
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
     no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
     collapsed to under `collapse_ratio` x the run's highest loss or, one unit of the print's last decimal place
-    (at most 9), under `floor_below` (the print's resolution)."""
+    (at most 9), at most `floor_below` (the print's resolution). A zero right after a value at that floor is its
+    rounding: judged as the floor."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1163,7 +1164,7 @@ class LossDegenerateSettings(RuleSettings):
     same_ratio: float = setting(1.0e-6, "a loss within this x the one before is the same value (a float32 loss "
                                         "moving in its last digits)", min=0)
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
-    floor_below: float = setting(0.01, "...or under this, a digit at the print's last decimal place (0.0001 at 4 "
+    floor_below: float = setting(0.01, "...or at most this, a digit at the print's last decimal place (0.0001 at 4 "
                                        "decimals: the print's floor)", min=0)
 
 
@@ -1204,10 +1205,12 @@ class LossDegenerate(Detector):
     step to 4 decimals repeats now and then; unless the records span ``frozen_steps`` steps: Keras' epoch loss
     ``2.3029`` four epochs in a row after ``2.3030`` twice), or it is under ``collapse_ratio`` x the run's highest
     loss, collapsed to the print's resolution (``'loss': 0.0001`` four times after 1.141: zero as far as the log
-    tells), or under ``floor_below`` and a single digit at the print's last decimal place (the places of the value
+    tells), or at most ``floor_below`` and a single digit at the print's last decimal place (the places of the value
     and of the one before it, :func:`decimals`): the print's floor, when no higher loss is in the log (mmseg's
     ``loss: 0.0001`` with ``acc_seg: 100.0000`` six times; DeepLabCut's ``0.0020`` after ``0.0021`` is 20 units
-    of its last place, a slow loss's rounding). Onset: the first record of the value."""
+    of its last place, a slow loss's rounding). A zero right after a value at the print's floor is that print's
+    rounding, not an exact zero (CompressAI's ``cur_mse: 0.01`` then ``0.00``), judged as the floor is: for
+    ``frozen_records`` records in a row. Onset: the first record of the value."""
 
     settings = LossDegenerateSettings
     rule = "loss_degenerate"
@@ -1229,13 +1232,17 @@ class LossDegenerate(Detector):
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
         self.before = math.nan  # the value before the last one (its print's decimal places)
         self.repeated = False  # an earlier value was printed twice in a row or more
+        self.rounded = False  # the zeros since same_since follow a value at the print's floor: its rounding
 
     def update(self, r):
         x = r.loss
         if not r.has_loss or not finite(x) or r.step <= self.warmup_steps:
             return None
         if abs(x) < self.zero_below:
-            return x, r.step, f"loss is {x:g} at step {r.step}"
+            if self.has_last and abs(self.last) >= self.zero_below:  # the first zero after a value
+                self.rounded = self.floor(abs(self.last), self.before)
+            if not self.has_last or not self.rounded:
+                return x, r.step, f"loss is {x:g} at step {r.step}"
         if not self.has_last or abs(x - self.last) > self.same_ratio * abs(self.last):
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
@@ -1250,14 +1257,19 @@ class LossDegenerate(Detector):
         digits = significant_digits(x)
         if abs(x) < self.collapse_ratio * self.high:
             why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
-        elif abs(x) < self.floor_below and abs(x) * 10.0 ** max(decimals(x), decimals(self.before)) < 10:
-            why = f"a digit at the print's last decimal place, under {self.floor_below:g}: the print's floor"
+        elif self.floor(abs(x), self.before):
+            why = f"a digit at the print's last decimal place, at most {self.floor_below:g}: the print's floor"
         elif digits >= self.frozen_digits and (not self.repeated or r.step - self.same_since + 1 >= self.frozen_steps):
             why = f"printed to {digits} significant digits"
         else:
             return None
         return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "
                                     f"({why})")
+
+    def floor(self, x, before):
+        """``x`` (a magnitude) is at most ``floor_below`` and a single digit at the last decimal place of its print
+        and of ``before``'s (the value before it): the print's floor."""
+        return x <= self.floor_below and x * 10.0 ** max(decimals(x), decimals(before)) < 10
 
     def forget(self, step):
         self.has_last = False

@@ -60,9 +60,7 @@ KNOWN_FAILING = frozenset({
     "yolact_iters_0_110_total_loss_21_to_16_first_timer_9s_healthy_103.log",
     # from heldout19: an inf grad norm on steps apex skipped (the overflow's, by design, no nan_inf)
     "tacotron2_apex_resume_iters_12001_12011_loss_0_17_to_4_97_grad_norm_inf_scale_32768_to_512_485.log",
-    # heldout19 (scored, not studied): CompressAI's rate-distortion loss `cur_rd` is no loss name; timm's summary
-    # CSV rows without their header
-    "compressai_custom_loop_steps_1500_1530_rd_loss_14_then_nan_from_1520_148.log",
+    # heldout19 (scored, not studied): timm's summary CSV rows without their header
     "timm_t2t_vit14_summary_csv_epochs_200_213_train_loss_nan_at_209_26.log",
     # promoted from heldout20 after scoring: StyleGAN2's `tick` lines, no step or loss named; a loss hovering at 3.32
     # (ln 28, chance over the

@@ -31,6 +31,8 @@ def nan_or(v):
     # loss functions' names, words apart or not (OpenNMT's `xent`, GluonCV's `CrossEntropy=`, `SmoothL1=`)
     ("xent", LOSS_OTHER), ("CrossEntropy", LOSS_OTHER), ("cross_entropy", LOSS_OTHER), ("SmoothL1", LOSS_OTHER),
     ("Smooth L1", LOSS_OTHER), ("entropy", None), ("policy_entropy", None), ("val_xent", "eval"),
+    # `cur`, the step's value (CompressAI's custom loop: `avg_mse: 0.01 | cur_mse: 0.01`), as `curr`, `current`
+    ("cur_mse", LOSS_OTHER), ("avg_mse", None), ("cur_loss", "loss"),
     ("losses", "loss"),  # (maskrcnn-benchmark loops' `losses = sum(loss for loss in loss_dict.values())`)
     # camelCase words apart; PyTorch's GradScaler scale
     ("LearningRate", "lr"), ("GlobalStep", "step"), ("valLoss", "eval"), ("TrainLoss", "loss"),

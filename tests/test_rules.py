@@ -335,6 +335,14 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     assert fired([StepRecord(61000 + 1000 * i, loss=x) for i, x in enumerate([0.0021, 0.002, 0.002, 0.002])],
                  "loss_degenerate") == []
     assert [decimals(x) for x in (0.0027, 2.3e-05, 0.002, 2.0, math.nan)] == [4, 6, 3, 0, 0]
+    # a zero right after a value at the print's floor is its rounding (CompressAI's `cur_mse: 0.01` then `0.00`,
+    # tests/data/reallogs/tune/compressai_..): the floor's test, three records, not at once; after any other
+    # value a zero is exact (Hugging Face's `'loss': 0.0` after 1.9)
+    rounded = [StepRecord(1500 + 10 * i, loss=x) for i, x in enumerate([0.01, 0.0, 0.0])]
+    assert fired(rounded, "loss_degenerate") == []
+    assert fired(rounded + [StepRecord(1530, loss=0.0)], "loss_degenerate") == [(1530, 1510)]
+    assert fired([StepRecord(1, loss=1.9), StepRecord(2, loss=0.0)], "loss_degenerate") == [(2, 2)]
+    assert fired([StepRecord(1, loss=0.02), StepRecord(2, loss=0.0)], "loss_degenerate") == [(2, 2)]  # 2 units
     # a float32 loss printed in full, moving in its last digits: DINO's 11.0903 (ln 65536) over epochs 201-205
     # (facebookresearch/dino issue #246, tests/data/reallogs/tune/dino_epochs_201_..)
     dino = [11.090327262878418, 11.090327262878418, 11.090328216552734, 11.090328216552734, 11.090330123901367]

@@ -16,7 +16,7 @@ whole name is not there:
   - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
     ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
     darkflow's ``moving ave loss``);
-  - with none but step words (``train``, ``training``, ``step``, ``curr``, ``current``, ``total``, ``all``,
+  - with none but step words (``train``, ``training``, ``step``, ``cur``, ``curr``, ``current``, ``total``, ``all``,
     ``overall``, ``lm``, ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``,
     litgpt's ``loss train (curr)``);
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
@@ -196,7 +196,7 @@ PPL = "ppl"                    # the perplexity resolve chose: the line's loss i
 OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
 NO_FIELD = OTHER_LOSSES | {"iters"}  # what resolve may leave that is no record field (a reader leaves it out)
 _LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # a name read as a loss (a perplexity: no)
-_STEP_WORDS = frozenset(("train", "training", "step", "curr", "current", "total", "all", "overall", "lm", "iter",
+_STEP_WORDS = frozenset(("train", "training", "step", "cur", "curr", "current", "total", "all", "overall", "lm", "iter",
                          "iteration", "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
                             "epoch"))
