@@ -23,7 +23,7 @@ CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
           "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16",
-          "heldout17", "heldout18", "heldout19", "heldout20", "heldout21", "heldout22", "heldout23")
+          "heldout17", "heldout18", "heldout19", "heldout20", "heldout21", "heldout22", "heldout23", "heldout24")
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -84,6 +84,8 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout23 after scoring: apex's `reducing loss scale to 1.0`, the first scale shown, at the floor
     # and not below it
     "timm_efficientdet_coco_scratch_iters_1200_1600_loss_1430_to_380_apex_overflow_scale_1_0_edp13.log",
+    # heldout24 (scored, not studied)
+    "mmengine_yolo_world_prompt_tuning_epochs_16_17_grad_norm_0_and_nan_at_17_50_loss_dfl_frozen_yw276.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
@@ -125,6 +127,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout21") >= 15
     assert gathered.count("heldout22") >= 12
     assert gathered.count("heldout23") >= 20
+    assert gathered.count("heldout24") >= 15
     assert KNOWN_FAILING <= set(on_disk)
 
 
