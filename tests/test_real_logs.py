@@ -84,8 +84,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout23 after scoring: apex's `reducing loss scale to 1.0`, the first scale shown, at the floor
     # and not below it
     "timm_efficientdet_coco_scratch_iters_1200_1600_loss_1430_to_380_apex_overflow_scale_1_0_edp13.log",
-    # heldout24 (scored, not studied)
-    "mmengine_yolo_world_prompt_tuning_epochs_16_17_grad_norm_0_and_nan_at_17_50_loss_dfl_frozen_yw276.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
