@@ -210,7 +210,8 @@ LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld
                             "crossentropy", "smoothl1", "sisnr"))
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
-_GLUED_UNIT = re.compile(r"(?<=[a-z])\((?:s|sec|ms|min)\)$")  # ... glued to it
+UNIT_AFTER = "|".join(map(re.escape, _UNIT_AFTER))  # (a pattern of them)
+_GLUED_UNIT = re.compile(rf"(?<=[a-z])(?:{UNIT_AFTER})$")  # ... glued to it: 'time(s)'
 _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 # what a step line names beside its step
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES

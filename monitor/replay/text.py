@@ -148,6 +148,7 @@ from .fields import (
     NO_FIELD,
     OTHER_LOSSES,
     PPL,
+    UNIT_AFTER,
     bare,
     evaluation_loss,
     log_ppl,
@@ -203,9 +204,10 @@ _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
 _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
 _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
-# a name starts a word and has at most 8 words of at most 64 characters: the search stays linear in the line
+# a name starts a word and has at most 8 words of at most 64 characters (the first may end in a time unit in
+# parentheses, `time(s)`): the search stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:\((?:s|sec|ms|min)\))?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
