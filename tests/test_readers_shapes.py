@@ -409,3 +409,30 @@ def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_aft
     (rec,) = _steps(["(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 "])
     assert (rec.step, rec.data_wait_s) == (100, 0.091) and rec.step_time_s == pytest.approx(0.416)
     assert _steps(["Starting training..., iters: 400"]) == []
+
+
+def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_times():
+    tune = "tests/data/reallogs/tune/"
+    # marian-nmt/marian issue #480: `Up.` counts the updates, `Cost` without a unit is the loss, `L.r.` is no loss
+    line = ("[2019-08-17 21:41:36] Ep. 2 : Up. 576000 : Sen. 66,397,147 : Cost 2.76825786 : Time 586.24s : "
+            "16590.60 words/s : L.r. 5.0000e-05")
+    assert text.pairs(text.clean(line)) == [("epoch", "2", None, None), ("step", "576000", None, None),
+                                            ("loss", "2.76825786", None, None), ("step_time_s", "586.24", None, "s")]
+    # a so-vits-svc fork (issue #563): `cost` with a time unit is a time; a log that shows no loss, only epochs and
+    # their times, has a record per epoch (its slow first epoch has nothing before it: no event)
+    res = replay_file(tune + "sovits_fork_epochs_6019_6025_epoch_6019_cost_53049s_then_14s_563.log")
+    assert [(r.step, r.step_time_s) for r in [res.last]] == [(6025, 14.33)] and res.records == 7
+    # ... not in a log of losses: there a line of an epoch and a time is an evaluation's or a summary's
+    mst = _steps(["===> Epoch 191 Complete: Avg. Loss: 0.014257 time: 656.69",
+                  "===> Epoch 192: testing psnr = 34.41, ssim = 0.940, time: 0.02"])
+    assert [r.step for r in mst] == [191]
+    # XPixelGroup BasicSR's `l_pix` (a loss named for its part), `l_all` (the total); `l_r` is none
+    assert [(lookup(n) or (None,))[0] for n in ("l_pix", "l_g_gan", "l_all", "l_r")] == ["loss_other", "loss_other",
+                                                                                       "loss", None]
+    (rec,) = _steps(["2025-11-20 18:04:40,262 INFO: [SAFMN..][epoch:  0, iter:   1,400, lr:(1.000e-03,)] [eta: 8 days, "
+                     "22:51:35, time (data): 0.776 (0.020)] l_pix: 3.0228e-02 f_pix: 2.5529e-01 "])
+    assert (rec.step, rec.loss) == (1400, 0.030228)
+    # `#` before a count (Anti-DreamBooth's `Step #1, loss: nan`; neural-enhance's `Epoch #1 at 209.2s`)
+    assert text.pairs(text.clean("Step #1, loss: nan, prior_loss: nan"))[:2] == [("step", "1", None, None),
+                                                                               ("loss", "nan", None, None)]
+    assert text.pairs(text.clean("Epoch #1 at 209.2s, lr=1.00e-04"))[0] == ("epoch", "1", None, None)

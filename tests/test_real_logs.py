@@ -21,9 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
-          "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15", "heldout16",
-          "heldout17", "heldout18", "heldout19", "heldout20", "heldout21", "heldout22", "heldout23", "heldout24", "heldout25")
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 26)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -51,8 +49,8 @@ KNOWN_FAILING = frozenset({
     # slow records come first, with nothing before them to be slower than
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",
     # promoted from heldout17 after scoring: a loss printed to 3 decimals frozen for 7 steps (the frozen rule wants
-    # 20, or 5 significant digits); lines of an epoch and its time only (`cost`, a loss in older logs, is no
-    # alias), whose slow epoch is the first record; a Markdown table with a True/False `train` column; YOLACT's
+    # 20, or 5 significant digits); lines of an epoch and its time only, read now, whose slow epoch is the first
+    # record (nothing before it to be slower than); a Markdown table with a True/False `train` column; YOLACT's
     # one-letter loss legend
     "lightning_tqdm_epoch_0_steps_100_106_train_loss_frozen_4_600_20344.log",
     "sovits_fork_epochs_6019_6025_epoch_6019_cost_53049s_then_14s_563.log",
@@ -84,13 +82,15 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout23 after scoring: apex's `reducing loss scale to 1.0`, the first scale shown, at the floor
     # and not below it
     "timm_efficientdet_coco_scratch_iters_1200_1600_loss_1430_to_380_apex_overflow_scale_1_0_edp13.log",
-    # heldout25 (scored, not studied)
+    # promoted from heldout25 after scoring: a noisy loss, 3.42 then 6.29 against that one earlier value, over the
+    # short-excerpt test's bounds (1.84x and 2.87 above it; requiring more costs three real spikes of the corpus),
+    # and a slowdown shown only by the line times around a validation; DL4J's `Score at iteration 0 is 2.52`
+    # (`score` is a metric in most logs); Marian's validation lines (`[valid] .. ce-mean-words : 1.5692`: no eval
+    # or loss name); `generator total=8.44e+04` on the line after its epoch's; `Train_rf 4.856e-01`, no loss name
     "at_bsn_denoise_epochs_16_17_iters_3800_4200_60s_per_100_iters_then_1650s_after_validation_atbsn1.log",
-    "basicsr_safmn_epoch_0_iters_1400_1600_l_pix_0_030_0_78s_per_iter_healthy_smfa21.log",
     "dl4j_lenet_mnist_batch_size_1_iterations_0_7_score_2_05_2_81_startup_lines_healthy_dl4j3443.log",
     "marian_transformer_zhen_updates_575000_580000_cost_2_77_28500_words_s_valid_stalled_18_times_healthy_md480.log",
     "neural_enhance_2x_upscaling_epochs_1_8_generator_total_8_4e4_to_3_0e4_208s_per_epoch_healthy_ne63.log",
-    "ofa_fairseq_scst_caption_epoch_1_seven_overflows_loss_scale_64_to_1_in_14s_ofa108.log",
     "teach_motion_epochs_57_69_train_rf_frozen_4_856e-01_every_epoch_teach27.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed

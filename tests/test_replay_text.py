@@ -168,6 +168,8 @@ MESSAGES = [  # each trainer's own words, as printed (see monitor/replay/message
     ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1024, reducing to 512", 1024.0),
     ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 512.0", 512.0),
     ("| WARNING: overflow detected, setting loss scale to: 512.0", 512.0),
+    # OFA-Sys/OFA issue #108 (fairseq's trainer)
+    ("NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 512.0", 512.0),
     ("overflow, still update, loss scale adjust to 512.0", 512.0),
     ("WARNING: found inf during ShardedOptimV2 step", None),
     # hpcaitech/ColossalAI issue #3069, description (zero_optimizer.py:218 step, rich's logging columns)

@@ -22,6 +22,8 @@ whole name is not there:
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
+  An identifier ``l_<part>`` (BasicSR and the restoration trainers built on it: ``l_pix``, ``l_percep``,
+  ``l_g_gan``; ``l_all`` their total) is ``loss_<part>``; ``l_r`` (one letter) is none.
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
   ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
   (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
@@ -74,15 +76,18 @@ or summary value, never a training one.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, itr, cur_iter,
-                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``);
+                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``), up.
+                       (Marian's ``Ep. 2 : Up. 576000 : ..``);
                        ``iters`` on a line naming no other step and a loss or a time (CycleGAN's ``(epoch: 1,
                        iters: 100, time: 0.507, data: 0.091)``; alone it is the run's total, mlx-lm's
                        ``Starting training..., iters: 400``)
                        (LlamaFactory's ``trainer_log.jsonl``) (...); 训练次数, 迭代次数, 迭代, 训练步数, 步数, 步, 批次
-``epoch``              epoch (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
+``epoch``              epoch, ep. (a step counted within its epoch is made global with it, see :mod:`.text`); 轮次, 轮,
                        训练轮次, 周期
 ``loss``               loss, train_loss, lm_loss, total_loss, crossentropyloss, cross_entropy_loss (and the
-                       qualified names above)
+                       qualified names above); cost without a time unit (:func:`by_unit`: Marian's ``Cost
+                       2.768``, a loss named for its objective), with one the step's time (so-vits-svc's ``cost
+                       14.01 s``)
 ``grad_norm``          grad_norm, gnorm, global_norm, total_grad_norm, gradient_norm, grad_l2_norm (and the
                        ``norm`` names above)
 ``loss_scale``         loss_scale, loss_scaler, cur_scale, scaling_sens, grad_scale (PyTorch's ``GradScaler``)
@@ -144,9 +149,9 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: (n, None) for n in FIELDS},
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
                                    "updates", "batch", "train_step", "step_idx", "current_step", "current_steps",
-                                   "itr", "cur_iter", "cur_step", "#")},
+                                   "itr", "cur_iter", "cur_step", "#", "up.")},
     "iters": ("iters", None),  # the step only on a step line (resolve)
-    "epoch": ("epoch", None),
+    "epoch": ("epoch", None), "ep.": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
                                    "cross_entropy_loss")},
     **{n: ("grad_norm", None) for n in ("grad_norm", "gnorm", "global_norm", "total_grad_norm", "gradient_norm",
@@ -168,6 +173,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: ("step_rate", None) for n in ("steps_per_second", "steps_per_sec", "steps/s", "steps/sec", "it/s",
                                         "it/sec", "global_step/sec", "batches_per_second", "ups")},
     "total_tokens": ("tokens_total", None), "consumed_tokens": ("tokens_total", None),
+    "cost": ("cost", None),  # a time or a loss, by its value's unit (by_unit)
     **{n: ("overflow", None) for n in ("overflow", "overflow_cond", "is_overflow")},
     "number_of_skipped_iterations": ("skipped", None),
     "skipped": ("skipped_total", None),
@@ -216,6 +222,7 @@ _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 # what a step line names beside its step
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
 _TOKENS = re.compile(r"[^a-z0-9]+")
+_LOSS_PREFIX = re.compile(r"l_[a-z](?:_?[a-z])+$")  # `l_` and a loss's part of two letters or more: not `l_r`
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
@@ -299,6 +306,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = (LOSS_OTHER, None)  # demucs' `train=0.1794 valid=0.2343`: the split's objective
     elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
         hit = _qualified([t for t in tokens if t], len(words) > 1)
+    elif _LOSS_PREFIX.match(raw):
+        hit = _qualified(["loss", *_TOKENS.split(raw)[1:]], False)  # BasicSR's `l_pix`, `l_g_gan`: 'l' is the loss
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (
             parts <= LOSS_FUNCTIONS | _STEP_WORDS) or "".join(
             t for t in _TOKENS.split(" ".join(words)) if t not in _STEP_WORDS) in LOSS_FUNCTIONS:
@@ -316,6 +325,18 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
+
+
+_TIME_UNITS = frozenset(("ms", "us", "µs", "μs", "s", "min", "h"))
+
+
+def by_unit(field: str, unit: str | None) -> str:
+    """``field`` (a :func:`lookup` hit's) as its value's ``unit`` says: a cost (``cost``) printed with a time unit is
+    the step's time (so-vits-svc's ``cost 53049.93 s``), without one a loss named for its objective (Marian's
+    ``Cost 2.76825786``, TensorFlow's and PaddlePaddle's early examples' ``cost``, :data:`LOSS_OTHER`)."""
+    if field != "cost":
+        return field
+    return "step_time_s" if unit in _TIME_UNITS else LOSS_OTHER
 
 
 def bare(name: str) -> bool:

@@ -12,6 +12,7 @@ step line of their own.
       [Rank 0] Overflow detected. Skipping step. Attempted loss scale: 1024, reducing to 512
       Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0                      (apex amp)
       | WARNING: overflow detected, setting loss scale to: 0.25                                           (fairseq)
+      NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0        (fairseq, OFA)
       overflow, still update, loss scale adjust to 512.0                         (MindSpore model suites)
       overflow, drop step, loss scale adjust to 512.0
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
@@ -198,7 +199,7 @@ _OVERFLOW = re.compile(
     r"(?:OVERFLOW! Rank \d+ Skipping step|overflow! Skipping step|Overflow detected\. Skipping step)"
     r"\.?(?: Attempted loss scale: " + _NUM + r"(?:, reducing to " + _NUM + r")?)?"
     r"|Gradient overflow\.\s+Skipping step(?:, loss scaler \d+ reducing loss scale to " + _NUM + r")?"
-    r"|overflow detected, setting loss scale to:? " + _NUM +
+    r"|overflow detected,(?: ignoring gradient,)? setting loss scale to:? " + _NUM +
     r"|overflow, (?:still update|drop (?:the )?step|skip)\b(?:, loss scale adjust to " + _NUM + r")?" +
     r"|found inf during \w+ step|Found overflow\. Skip step", re.IGNORECASE)
 _ITERATION = re.compile(r"Grad overflow on iteration (\d+)")

@@ -22,7 +22,8 @@ Each physical line is read in four steps.
    (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes after that line's record
    (:attr:`.base.Parser.after`): a report, or an overflow, which is the next step's (DeepSpeed prints it
    during the optimizer step, then the bar counts the step).
-3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is `` or a space, in plain text,
+3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is ``, a space or ``#`` before a
+   count (``Epoch #1``, ``Step #1,``), in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
@@ -150,6 +151,7 @@ from .fields import (
     PPL,
     UNIT_AFTER,
     bare,
+    by_unit,
     evaluation_loss,
     log_ppl,
     lookup,
@@ -207,7 +209,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # a name starts a word and has at most 8 words of at most 64 characters (the first may end in a time unit in
 # parentheses, `time(s)`): the search stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b)?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d))?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
@@ -413,6 +415,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             pending = None
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
                 not bare(_name(m)) or pattern is not _FIELD and m.group("sep") is not None):
+            hit = (by_unit(hit[0], m.group("unit")), hit[1])
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
@@ -568,6 +571,7 @@ class Parser(base.Parser):
         self.tokens_total: int | None = None
         self.time_total: float | None = None  # the last running total of training time (s)
         self.found = False                   # a loss or a trainer message was read
+        self.losses = False                  # a line with a loss was read
         self.units: dict[str, str] = {}       # field -> the unit the log last printed with it
         self.line: list | None = None         # the last step line's reading (see _derive), to complete on a wrap
         self.line_named = False               # ... which named its step
@@ -773,6 +777,7 @@ class Parser(base.Parser):
         except ValueError:
             return NUMBER
         leading = self.leading
+        self.losses = self.losses or "loss" in values
         step = self._step(values, text, bar)
         if summary and leading is None:
             self.leading = None  # an evaluation line naming its step says nothing of how the step lines number theirs
@@ -1025,6 +1030,12 @@ class Parser(base.Parser):
             self.heads = _heads(heads, text, joiner)
         return item
 
+    def _timed_epoch(self, epoch, values: dict) -> bool:
+        """``values`` are an epoch's and its time alone, in a log that has shown no loss: a log of epoch times
+        (so-vits-svc's ``====> Epoch: 6020, cost 14.01 s``), each line its epoch's record. In a log of losses such
+        a line is an evaluation's or a summary's time (``Epoch 191: testing psnr = 34.41, .., time: 0.02``)."""
+        return epoch is not None and "step_time_s" in values and not self.losses
+
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none."""
         epoch, self.epoch_start = values.get("epoch"), False
@@ -1036,7 +1047,7 @@ class Parser(base.Parser):
             v, tot = float(m[2] or m[1]), None
             epoch = (float(m[1]), None, None) if m[2] else epoch
             self.leading = True
-        elif "loss" not in values and not self.numbered:
+        elif not self.numbered and "loss" not in values and not self._timed_epoch(epoch, values):
             return None
         elif bar is not None:
             v, tot = float(bar.group(2)), bar.group(3)
@@ -1047,7 +1058,8 @@ class Parser(base.Parser):
         elif "/" in text and (count := _count(text, epoch)) is not None:
             v, tot = float(count[0]), count[1]
             epoch = (float(count[2]), None, None) if count[2] is not None else epoch
-        elif epoch is not None and (self.by_epoch or not self.numbered) and "loss" in values:
+        elif epoch is not None and (self.by_epoch or not self.numbered) and (
+                "loss" in values or self._timed_epoch(epoch, values)):
             self.by_epoch = True  # nothing finer is counted: the epochs are the steps
             return int(epoch[0]) if epoch[0] < 1e15 else None
         else:
