@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 26)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 27)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -92,6 +92,12 @@ KNOWN_FAILING = frozenset({
     "marian_transformer_zhen_updates_575000_580000_cost_2_77_28500_words_s_valid_stalled_18_times_healthy_md480.log",
     "neural_enhance_2x_upscaling_epochs_1_8_generator_total_8_4e4_to_3_0e4_208s_per_epoch_healthy_ne63.log",
     "teach_motion_epochs_57_69_train_rf_frozen_4_856e-01_every_epoch_teach27.log",
+    # heldout26 (scored, not studied)
+    "cme_fewshot_yolo_voc_seen_64_144_total_1_7e6_then_nan_from_80_coord_mask_lines_cme30.log",
+    "diffusion_pipe_ltx2_deepspeed_steps_16_23_loss_0_73_0_60_then_nan_from_18_3_1s_per_step_dp531.log",
+    "paddledetection_ppyoloe_m_custom_epochs_0_1_loss_4_8_to_8_4_to_21_5_loss_cls_1_6_to_19_2_pd6048.log",
+    "paddleocr_dbnet_amp_global_steps_260_270_found_inf_or_nan_scale_7_5e-37_to_1_2e-38_loss_9_19_po10874.log",
+    "chainerrl_ppo_pendulum_tsv_steps_10000_60000_mean_reward_minus_1577_to_minus_1434_46s_per_10k_steps_healthy_crl126.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
@@ -135,6 +141,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout23") >= 20
     assert gathered.count("heldout24") >= 15
     assert gathered.count("heldout25") >= 20
+    assert gathered.count("heldout26") >= 15
     assert KNOWN_FAILING <= set(on_disk)
 
 
