@@ -436,3 +436,17 @@ def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_
     assert text.pairs(text.clean("Step #1, loss: nan, prior_loss: nan"))[:2] == [("step", "1", None, None),
                                                                                ("loss", "nan", None, None)]
     assert text.pairs(text.clean("Epoch #1 at 209.2s, lr=1.00e-04"))[0] == ("epoch", "1", None, None)
+
+
+def test_a_word_value_before_a_name_of_words_and_a_total_in_a_list_of_name_value_items():
+    # tdrussell/diffusion-pipe issue #531: DeepSpeed's pipeline line, `loss: nan` before `iter time (s):` (the next
+    # pair's name has words and a unit); prose after a word value stays no pair
+    assert text.pairs(text.clean("steps: 18 loss: nan iter time (s): 3.235 samples/sec: 0.309"))[1:3] == [
+        ("loss", "nan", None, None), ("step_time_s", "3.235", None, "s")]
+    assert text.pairs(text.clean("loss is nan or inf")) == []
+    # Bohao-Lee/CME issue #30: YOLOv2's region loss, `loss: x .., conf nan, .., total nan` (a total word and its
+    # value, a comma-separated item: a pair; `Total 3` leading a line is a heading)
+    line = ("80: nGT 40, recall 13, proposals 39993, loss: x 23.945053, y 22.210649, w 2029862.625000, h "
+            "16542059.000000, conf nan, cls 111.281578, class_contrast 0.000000, total nan")
+    assert [(r.step, r.loss) for r in _steps([line])][0][0] == 80 and math.isnan(_steps([line])[0].loss)
+    assert text.pairs(text.clean("Total 3 loss: 2.5")) == [("loss", "2.5", None, None)]

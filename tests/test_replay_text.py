@@ -170,6 +170,8 @@ MESSAGES = [  # each trainer's own words, as printed (see monitor/replay/message
     ("| WARNING: overflow detected, setting loss scale to: 512.0", 512.0),
     # OFA-Sys/OFA issue #108 (fairseq's trainer)
     ("NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 512.0", 512.0),
+    # PaddlePaddle/PaddleOCR issue #10874 (PaddlePaddle's AMP scaler: the scale it ran with)
+    ("Found inf or nan, current scale is: 1024.0, decrease to: 1024.0*0.5", 1024.0),
     ("overflow, still update, loss scale adjust to 512.0", 512.0),
     ("WARNING: found inf during ShardedOptimV2 step", None),
     # hpcaitech/ColossalAI issue #3069, description (zero_optimizer.py:218 step, rich's logging columns)

@@ -28,8 +28,9 @@ whole name is not there:
   ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
   (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
   when it names one (the others are averages or parts), else its total, :data:`LOSS_TOTAL` (a name of a total word
-  alone, ``total``, ``all``, ``overall``, printed with a separator: libfacedetection's ``L: 0.58(0.57) IOU: .. C:
-  2.30(2.46) All: 3.02(3.20)`` after its loss parts), else its only other loss (``loss_net: 0.94`` alone is the
+  alone, ``total``, ``all``, ``overall``, printed with a separator, libfacedetection's ``L: 0.58(0.57) IOU: .. C:
+  2.30(2.46) All: 3.02(3.20)`` after its loss parts, or as an item of a comma-separated list, YOLOv2's region loss
+  ``loss: x 23.9, .., cls 111.3, total nan``), else its only other loss (``loss_net: 0.94`` alone is the
   line's loss), else its first average, else the sum of its named losses, :data:`LOSS_PART` (a GAN's ``Loss_D`` and
   ``Loss_G``, a two-tower model's ``wide_loss`` and ``deep_loss``, YOLO's ``box_loss`` and ``cls_loss``: a NaN or Inf
   in any one is the sum's, a spike of one moves the sum by as much, and the sum is 0 only when every part is).

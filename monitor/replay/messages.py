@@ -17,6 +17,7 @@ step line of their own.
       overflow, drop step, loss scale adjust to 512.0
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
       colossalai - colossalai - INFO: Found overflow. Skip step                     (Colossal-AI, ZeRO / Gemini)
+      Found inf or nan, current scale is: 32768.0, decrease to: 32768.0*0.5             (PaddlePaddle's AMP scaler)
 
   DeepSpeed's fp16 optimizers (``fused_optimizer.py``, ``unfused_optimizer.py``) name the iteration, on
   every rank (the message begins with a newline, so it is a line of its own after the logger's prefix)::
@@ -203,6 +204,8 @@ _OVERFLOW = re.compile(
     r"|overflow, (?:still update|drop (?:the )?step|skip)\b(?:, loss scale adjust to " + _NUM + r")?" +
     r"|found inf during \w+ step|Found overflow\. Skip step", re.IGNORECASE)
 _ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
+# PaddlePaddle's AMP scaler: (scale run with, the scale it falls to as base and factor)
+_FOUND_INF = re.compile(r"Found inf or nan, current scale is: " + _NUM + r", decrease to: " + _NUM + r"\*" + _NUM)
 _IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
 # the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
 _SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
@@ -251,7 +254,7 @@ _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\
                     r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error|" + _EXITED)
 
 
-MARKS = ("kipping step", "verflow", "found inf", "educing loss scale", "educing dynamic loss scale",
+MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing loss scale", "educing dynamic loss scale",
          "already at minimum", "Minimum loss scale", "scale is small", "scale is too small", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
@@ -282,6 +285,8 @@ def _match(line: str, parser):
     m = _OVERFLOW.search(line) if "verflow" in line or "kipping step" in line or "found inf" in line else None
     if m is None and "in a row" in line and (m := _IN_A_ROW.search(line)) is not None:
         return parser.overflowed_in_a_row(int(m.group(1)))
+    if m is None and "Found inf or nan" in line and (m := _FOUND_INF.search(line)) is not None:
+        return parser.overflowed(_float(m[1]), float(m[2]) * float(m[3]))
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
         attempted, reduced = numbers[0], numbers[1]

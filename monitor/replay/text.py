@@ -29,7 +29,8 @@ Each physical line is read in four steps.
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
    ``%``; a value printed without its unit takes the one the log last gave that field). A word value (``nan``,
    ``inf``, ``True``) followed by a word is a value only when that word starts the next pair: after an explicit
-   separator the next ``name:``/``name=`` pair (``Loss=nan Time=0.040``, ``loss_net: nan loss_scale: 785.42``),
+   separator the next ``name:``/``name=`` pair, its name of up to four words (``Loss=nan Time=0.040``, ``loss_net: nan
+   loss_scale: 785.42``, DeepSpeed's ``loss: nan iter time (s): 3.235``),
    after a space a known name and its value (``step 2 loss nan lr 0.1``, ``loss nan time 0.31``); not ``loss is
    nan or inf``, ``found inf during ..``, ``number of nan iterations: 0``. A line made of comma-separated fields printed
    value first, ``value [unit] name``, after one or two bare counts (and an unnamed value), is read through those
@@ -210,7 +211,8 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # parentheses, `time(s)`): the search stays linear in the line
 _PAIR_TEXT = (
     r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d))?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z](?(sep)(?![\w./-]*\s*[:=])"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]"
+    r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     + _UNIT)
@@ -414,7 +416,8 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 found.append(pending)
             pending = None
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
-                not bare(_name(m)) or pattern is not _FIELD and m.group("sep") is not None):
+                not bare(_name(m)) or pattern is not _FIELD and (m.group("sep") is not None
+                                                                 or text.endswith(", ", 0, m.start()))):
             hit = (by_unit(hit[0], m.group("unit")), hit[1])
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
