@@ -1176,7 +1176,9 @@ class Parser(base.Parser):
         """A line after a record's own line: read it joined to the lines before (a hard wrap). Joined with no
         space and with one, the reading that names more fields wins (a wrap cut in a word or number, or at a
         space that was lost); on a tie, without a space unless the line before ends in one. A line's logger
-        prefix (:data:`_PREFIX`: a line of a record printed over several log calls) is left out."""
+        prefix (:data:`_PREFIX`: a line of a record printed over several log calls) is left out. A line that names
+        its own step or epoch and a value the step line gave already is a line of its own (an evaluation's, an
+        epoch's summary: ``Epoch 191: testing psnr = 34.41, .., time: 0.02``), no part of the record."""
         if self.last is None:
             return NO_STEP
         head, tail = prev.rstrip(), text[_prefix_end(text):].lstrip()
@@ -1199,6 +1201,8 @@ class Parser(base.Parser):
             return NO_STEP
         if self.line is None or self.line[0] != self.last.step:
             return self._fill(values)
+        if not self.line[1].keys().isdisjoint(values) and any(p[0] in ("step", "epoch") for p in pairs(clean(tail))):
+            return NO_STEP
         self.line[1] = {**self.line[1], **values}  # the step line's values, completed: read again
         derived = self._derive(*self.line)
         if derived.__class__ is Report:
