@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 27)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 28)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -95,6 +95,11 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout26 after scoring: a TSV table whose count column is `steps` (a record's step count in
     # the alias table, and in prose a run's setting: `Gradient Accumulation steps = 4`)
     "chainerrl_ppo_pendulum_tsv_steps_10000_60000_mean_reward_minus_1577_to_minus_1434_46s_per_10k_steps_healthy_crl126.log",
+    # heldout27 (scored, not studied)
+    "hf_trainer_state_acc_ploss_0_6_steps_22260_22440_grad_norm_4_5_to_82_4_at_22360_loss_flat_star.log",
+    "modded_nanogpt_contended_steps_3800_8510_ms_per_step_57_to_140_from_7400_pg2.log",
+    "modded_nanogpt_recurrent_steps_0_170_grad_norm_0_4_to_70_at_3_171_at_20_loss_28_9_pg1230.log",
+    "custom_unet_mri_epochs_1_4_steps_10_410_loss_0_84_to_0_21_val_loss_0_66_to_0_27_healthy_howdrox.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
@@ -139,6 +144,7 @@ def test_corpus_files_labels_and_sources_agree():
     assert gathered.count("heldout24") >= 15
     assert gathered.count("heldout25") >= 20
     assert gathered.count("heldout26") >= 15
+    assert gathered.count("heldout27") >= 15
     assert KNOWN_FAILING <= set(on_disk)
 
 
