@@ -452,3 +452,17 @@ def test_a_word_value_before_a_name_of_words_and_a_total_in_a_list_of_name_value
             "16542059.000000, conf nan, cls 111.281578, class_contrast 0.000000, total nan")
     assert [(r.step, r.loss) for r in _steps([line])][0][0] == 80 and math.isnan(_steps([line])[0].loss)
     assert text.pairs(text.clean("Total 3 loss: 2.5")) == [("loss", "2.5", None, None)]
+
+
+def test_a_json_object_printed_over_several_lines_is_one_record():
+    # a Hugging Face Trainer's trainer_state.json (log_history, indent 2, keys sorted: the step after the grad norm),
+    # tests/data/reallogs/tune/hf_trainer_state_..: the grad norm 82.41 is step 22360's
+    res = replay_file("tests/data/reallogs/tune/hf_trainer_state_acc_ploss_0_6_steps_22260_22440_grad_norm_4_5_to_82_4_"
+                      "at_22360_loss_flat_star.log")
+    assert [(e.rule, e.step) for e in res.events] == [("grad_norm_spike", 22360)] and res.steps == 10
+    block = ["  {", '    "epoch": 1.76,', '    "grad_norm": 82.4,', '    "loss": 4.28,', '    "step": 22360', "  },"]
+    (rec,) = _steps(block)
+    assert (rec.step, rec.grad_norm, rec.loss) == (22360, 82.4, 4.28)
+    # an object longer than OBJECT_LINES is no record's: its lines are read one by one from there
+    long = ["{"] + [f'  "k{i}": {i},' for i in range(text.OBJECT_LINES)] + ["step 7 loss 2.5"]
+    assert [(r.step, r.loss) for r in _steps(long)] == [(7, 2.5)]

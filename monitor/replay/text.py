@@ -15,7 +15,9 @@ Each physical line is read in four steps.
    and a float tensor (``TrainOneStepWithLossScaleCell``'s ``loss, cond, scaling_sens``), named values ``loss``,
    ``overflow``, ``loss_scale``, and a loss-only cell's one output (``outputs are [9.748046]``) ``loss``.
    Carriage-return segments are lines of their own already (:mod:`.sources`).
-   A column table's header and rows (:mod:`.tables`) are read before the rest: a row is a step line.
+   A column table's header and rows (:mod:`.tables`) are read before the rest: a row is a step line. A JSON
+   object printed over several lines (from a line that is ``{`` alone to the one closing it: a Hugging Face
+   ``trainer_state.json``) is read as one line.
 2. **Trainer messages** (:mod:`.messages`) anywhere in the line, or across a hard wrap (the line before and this
    one joined; a message begun up to two long lines before its mark is read whole): overflows mark their step,
    the others are reports. A message glued after a progress bar whose postfix holds a step line's values
@@ -489,6 +491,7 @@ def pairs(text: str, since: int = 0) -> list[tuple]:
 _ZEROS = str.maketrans("123456789", "000000000")
 _SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
+OBJECT_LINES = 256  # the most lines of a JSON object printed over several lines read as one (Parser._object)
 _PLAIN = frozenset(("step", "loss", "grad_norm", "loss_scale", "lr") + _TIMES)  # what a plain step line holds
 
 
@@ -588,6 +591,8 @@ class Parser(base.Parser):
         self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
         self.clocked: tuple[int, int] | None = None  # (count, elapsed s) of the bar alone that last gave a time
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
+        self.members: list[str] | None = None  # the lines so far of a JSON object printed over several lines
+        self.depth = 0                         # ... and its braces still open
 
     @property
     def done(self) -> int:
@@ -639,6 +644,11 @@ class Parser(base.Parser):
 
     def parse(self, line):
         text = _undecorated(line).rstrip("\r\n")
+        if self.members is not None or text.strip() == "{":
+            joined = self._object(text)
+            if joined is None:
+                return MERGED
+            text = joined
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         self.payload, self.nan_reported = self.nan_reported, False
@@ -685,6 +695,22 @@ class Parser(base.Parser):
             return item
         item = self._line(text, bar, prev, joiner, prev_part)
         return self._averaged(item, text) if "(" in text else item
+
+    def _object(self, text: str) -> str | None:
+        """A JSON object printed over several lines (``json.dumps(.., indent=2)``: a Hugging Face Trainer's
+        ``trainer_state.json``, its ``log_history`` entries keys sorted, the step after the loss and grad norm),
+        from a line that is ``{`` alone to the line that closes it: its lines joined into one, read as a line of
+        its own (None until then; the lines before count as merged into it). An object of more than
+        :data:`OBJECT_LINES` lines is no record's: its lines are read one by one from there."""
+        stripped = text.strip()
+        if self.members is None:
+            self.members, self.depth = [], 0
+        self.members.append(stripped)
+        self.depth += stripped.count("{") - stripped.count("}")
+        if self.depth > 0 and len(self.members) < OBJECT_LINES:
+            return None
+        joined, self.members = " ".join(self.members), None
+        return joined if self.depth <= 0 else text
 
     def _averaged(self, item, text: str):
         """``item``, the reading of ``text``, or a ``nan_inf`` report when ``text`` prints a loss's or grad norm's
