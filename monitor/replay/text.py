@@ -644,7 +644,7 @@ class Parser(base.Parser):
 
     def parse(self, line):
         text = _undecorated(line).rstrip("\r\n")
-        if self.members is not None or text.strip() == "{":
+        if self.members is not None or text.endswith("{") and text.strip() == "{":
             joined = self._object(text)
             if joined is None:
                 return MERGED
