@@ -328,7 +328,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     return hit
 
 
-_TIME_UNITS = frozenset(("ms", "us", "µs", "μs", "s", "min", "h"))
+TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}  # unit: seconds
 
 
 def by_unit(field: str, unit: str | None) -> str:
@@ -337,7 +337,7 @@ def by_unit(field: str, unit: str | None) -> str:
     ``Cost 2.76825786``, TensorFlow's and PaddlePaddle's early examples' ``cost``, :data:`LOSS_OTHER`)."""
     if field != "cost":
         return field
-    return "step_time_s" if unit in _TIME_UNITS else LOSS_OTHER
+    return "step_time_s" if unit in TIME_UNITS else LOSS_OTHER
 
 
 def bare(name: str) -> bool:

@@ -152,6 +152,7 @@ from .fields import (
     NO_FIELD,
     OTHER_LOSSES,
     PPL,
+    TIME_UNITS,
     UNIT_AFTER,
     bare,
     by_unit,
@@ -276,8 +277,7 @@ _TRAIN_LOSS_STEP = re.compile(r"\b((?:[Tt]rain|TRAIN)(?:ing|ING)? (?:[Ll]oss|LOS
 # an evaluation loss, and the iteration a Tacotron-style loop prints after the name (``Validation loss 8416:  0.71``)
 _EVAL_LOSS = re.compile(r"\b(?:eval|val|valid|validation|test)[ _/]?loss\b['\"]?(?:\s+(?P<step>\d+)\s*:)?\s*[:=]?\s*"
                         r"(?P<val>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf)(?![\d.])", re.IGNORECASE)
-_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}
-_TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of _UNITS
+_TIMES = ("step_time_s", "data_wait_s")  # the fields in seconds, printed in any of TIME_UNITS
 _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_total", "time_total"))  # counts, totals
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
@@ -528,9 +528,9 @@ def _recipe(key: str, summary: bool, shape: tuple) -> tuple | None:
             return None
         factor = None
         if field in _TIMES:
-            if unit not in _UNITS:
+            if unit not in TIME_UNITS:
                 return None  # a time without its unit is in the unit the log gave it last: read in full
-            factor, units[field] = _UNITS[unit], unit
+            factor, units[field] = TIME_UNITS[unit], unit
         place = slice(*val) if val.__class__ is tuple else None
         slots.append((field, place, None if place else float(val), slice(*tot) if tot else None, unit, factor))
     return tuple(slots), units
@@ -1267,10 +1267,10 @@ class Parser(base.Parser):
             if key in _TIMES:
                 if total is not None:
                     continue  # a count of a total (`data 2/10`) is no time
-                if unit in _UNITS:
+                if unit in TIME_UNITS:
                     self.units[key] = unit
                 unit = unit or self.units.get(key, "s")  # printed without its unit: the one the log gave it
-                v = v * _UNITS[unit] if unit in _UNITS else None
+                v = v * TIME_UNITS[unit] if unit in TIME_UNITS else None
             elif key == "mfu":
                 v = v / 100.0 if unit == "%" or v > 1 else v
                 v = v if v >= 0 else None  # nanoGPT prints -100% until it has measured
@@ -1282,7 +1282,7 @@ class Parser(base.Parser):
             out["step_time_s"] = 1.0 / rate  # steps/s: the steps' mean time
         span, _, unit = values.get("span_s", (None, None, None))
         if "step_time_s" not in out and self.by_epoch and span.__class__ is float and 0 <= span < math.inf:
-            out["step_time_s"] = span * _UNITS.get(unit or "s", 1.0)  # one record an epoch: its time is the step's
+            out["step_time_s"] = span * TIME_UNITS.get(unit or "s", 1.0)  # one record an epoch: its time is the step's
         rank = values.get("rank", (None,))[0]
         if rank.__class__ is float and rank.is_integer() and 0 <= rank < 1e9:
             out["rank"] = int(rank)  # the line names its rank (a JSONL log of every rank): the record is that rank's
@@ -1367,8 +1367,8 @@ class Parser(base.Parser):
             self.scale = announced
         steps = 1
         span, time = values.get("span_s"), fields.get("step_time_s")
-        if self.by_epoch and span is not None and span[2] in _UNITS and time and span[0].__class__ is float:
-            steps = max(1, round(span[0] * _UNITS[span[2]] / time))  # an epoch's line: its time / the per-step time
+        if self.by_epoch and span is not None and span[2] in TIME_UNITS and time and span[0].__class__ is float:
+            steps = max(1, round(span[0] * TIME_UNITS[span[2]] / time))  # an epoch's line: its time / the per-step time
         if "skipped" in values or "nan_iterations" in values:  # the line stands for its interval
             steps = gap or 1
             nan = values.get("nan_iterations", (0,))[0]
@@ -1412,7 +1412,7 @@ class Parser(base.Parser):
             self.tokens_total = total
         if "time_total" in values:
             v, _, unit = values["time_total"]
-            total = v * _UNITS.get(unit or "s", 1.0)
+            total = v * TIME_UNITS.get(unit or "s", 1.0)
             if time_before is not None and total > time_before and gap and "step_time_s" not in fields:
                 fields["step_time_s"] = (total - time_before) / gap
             self.time_total = total
