@@ -701,7 +701,8 @@ class Parser(base.Parser):
         ``trainer_state.json``, its ``log_history`` entries keys sorted, the step after the loss and grad norm),
         from a line that is ``{`` alone to the line that closes it: its lines joined into one, read as a line of
         its own (None until then; the lines before count as merged into it). An object of more than
-        :data:`OBJECT_LINES` lines is no record's: its lines are read one by one from there."""
+        :data:`OBJECT_LINES` lines is no record's: its lines are read one by one from there. An object the log
+        ends inside (cut off) is not read."""
         stripped = text.strip()
         if self.members is None:
             self.members, self.depth = [], 0
