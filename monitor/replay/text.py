@@ -1228,7 +1228,7 @@ class Parser(base.Parser):
             return NO_STEP
         if self.line is None or self.line[0] != self.last.step:
             return self._fill(values)
-        if not self.line[1].keys().isdisjoint(values) and any(p[0] in ("step", "epoch") for p in pairs(clean(tail))):
+        if not self.line[1].keys().isdisjoint(values) and any(p[0] in ("step", "epoch") for p in best[1]):
             return NO_STEP
         self.line[1] = {**self.line[1], **values}  # the step line's values, completed: read again
         derived = self._derive(*self.line)
