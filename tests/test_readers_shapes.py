@@ -466,3 +466,15 @@ def test_a_json_object_printed_over_several_lines_is_one_record():
     # an object longer than OBJECT_LINES is no record's: its lines are read one by one from there
     long = ["{"] + [f'  "k{i}": {i},' for i in range(text.OBJECT_LINES)] + ["step 7 loss 2.5"]
     assert [(r.step, r.loss) for r in _steps(long)] == [(7, 2.5)]
+
+
+def test_a_name_and_its_value_as_two_comma_separated_items_are_a_pair():
+    # howdrox/MRI-Analysis's log.txt: `.., step 10, loss_train, 0.838` (a list of items, the name one, its value the
+    # next); a count and a word before the comma (`105 samples, 105 ..`) and a tuple in a config are no pair
+    res = replay_file("tests/data/reallogs/tune/custom_unet_mri_epochs_1_4_steps_10_410_loss_0_84_to_0_21_val_loss_0_66_"
+                      "to_0_27_healthy_howdrox.log")
+    assert res.events == [] and (res.last.step, res.last.loss) == (410, 0.211)
+    assert text.pairs(text.clean("epoch 1, phase train, step 10, loss_train, 0.838"))[-1] == (
+        "loss", "0.838", None, None)
+    assert text.pairs(text.clean("Training summary: 105 samples, 105 batches/epoch, batch size 1")) == []
+    assert text.pairs(text.clean("workflow: [('train', 1)], max: 100 epochs")) == []

@@ -104,10 +104,9 @@ KNOWN_FAILING = frozenset({
     "chainerrl_ppo_pendulum_tsv_steps_10000_60000_mean_reward_minus_1577_to_minus_1434_46s_per_10k_steps_healthy_crl126.log",
     # promoted from heldout27 after scoring: a step time 2.4x slower for 1200 steps of a run sharing its host, 170 s
     # of compute only (under min_seconds, by design); a second grad-norm burst (171 after 2.2) judged against a
-    # range that holds the first (0.38 to 98); `loss_train, 0.838` (a comma between a name and its value)
+    # range that holds the first (0.38 to 98)
     "modded_nanogpt_contended_steps_3800_8510_ms_per_step_57_to_140_from_7400_pg2.log",
     "modded_nanogpt_recurrent_steps_0_170_grad_norm_0_4_to_70_at_3_171_at_20_loss_28_9_pg1230.log",
-    "custom_unet_mri_epochs_1_4_steps_10_410_loss_0_84_to_0_21_val_loss_0_66_to_0_27_healthy_howdrox.log",
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",

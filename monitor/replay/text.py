@@ -24,8 +24,9 @@ Each physical line is read in four steps.
    (``32040/500150 [.., loss=2.6, ..][E ProcessGroupNCCL.cpp:458] ..``) comes after that line's record
    (:attr:`.base.Parser.after`): a report, or an overflow, which is the next step's (DeepSpeed prints it
    during the optimizer step, then the bar counts the step).
-3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is ``, a space or ``#`` before a
-   count (``Epoch #1``, ``Step #1,``), in plain text,
+3. **Named values**: ``name sep value`` pairs, the separator ``:``, ``=``, `` is ``, a space, ``#`` before a
+   count (``Epoch #1``, ``Step #1,``) or a comma between two comma-separated items, a name and a number
+   (``.., step 10, loss_train, 0.838``), in plain text,
    ``|``-separated fields, Python dicts and JSON (``loss: 2.3``, ``lm loss: 2.77E+00 |``, ``'loss': 0.92``,
    ``"train/loss": "nan"``, ``loss is 1.66``, ``loss=nan``, ``iter 2920: loss 3.98, time 1099.34ms``); a value
    may carry a total (``step: [100/1000]``, ``iteration 100/ 5000``) and a unit (``ms``, ``s``, ``min``,
@@ -213,7 +214,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # a name starts a word and has at most 8 words of at most 64 characters (the first may end in a time unit in
 # parentheses, `time(s)`): the search stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d))?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]"
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
