@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 28)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 30)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -38,7 +38,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout8": 30, "heldout9": 30, "heldout10": 25, "heldout11": 25, "heldout12": 25, "heldout13": 25,
             "heldout14": 25, "heldout15": 25, "heldout16": 20, "heldout17": 20, "heldout18": 20, "heldout19": 15,
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
-            "heldout26": 15, "heldout27": 15}
+            "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -110,6 +110,9 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
+    # heldout28 and heldout29, first replay (not yet studied)
+    "tensorflow_logreg_epochs_1_18_epoch_time_1_75_to_2_77s_slowdown_198.log",
+    "hf_trainer_state_raw_steps_1_6_grad_norm_nan_from_1_eval_loss_nan_loss_0_0_at_3_5_versil91.log",
 })
 
 
