@@ -478,3 +478,15 @@ def test_a_name_and_its_value_as_two_comma_separated_items_are_a_pair():
         "loss", "0.838", None, None)
     assert text.pairs(text.clean("Training summary: 105 samples, 105 batches/epoch, batch size 1")) == []
     assert text.pairs(text.clean("workflow: [('train', 1)], max: 100 epochs")) == []
+
+
+def test_a_whole_trainer_state_json_reads_the_objects_of_its_log_history():
+    # a Hugging Face trainer_state.json from its first line: the file's own object holds log_history, a list of
+    # objects each a record (tests/data/reallogs/tune/hf_trainer_state_raw_..: grad norm NaN from step 1)
+    res = replay_file("tests/data/reallogs/tune/hf_trainer_state_raw_steps_1_6_grad_norm_nan_from_1_eval_loss_nan_loss_"
+                      "0_0_at_3_5_versil91.log")
+    assert ("nan_inf", 1) in [(e.rule, e.step) for e in res.events] and res.last.step == 5
+    whole = ['{', '  "global_step": 20,', '  "log_history": [', '    {', '      "grad_norm": 1.5,', '      "loss": 2.5,',
+             '      "step": 10', '    },', '    {', '      "grad_norm": 1.4,', '      "loss": 2.4,', '      "step": 20',
+             '    }', '  ],', '  "max_steps": 100', '}']
+    assert [(r.step, r.grad_norm, r.loss) for r in _steps(whole)] == [(10, 1.5, 2.5), (20, 1.4, 2.4)]

@@ -110,9 +110,9 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout23 after scoring: an RL trainer's environment `steps_per_s` fall, the episodes numbered
     # on lines of their own (`::step episode=1430`) and no step time printed
     "dotaclient_ppo_episodes_1427_1432_steps_per_s_805_to_141_episode_gap_5s_to_67s_dota15.log",
-    # heldout28 and heldout29, first replay (not yet studied)
+    # promoted from heldout28 after scoring: epochs 1.75 s, then 2.4-2.8 s from the fourth on, compute only, about
+    # 13 s lost (under min_seconds, by design)
     "tensorflow_logreg_epochs_1_18_epoch_time_1_75_to_2_77s_slowdown_198.log",
-    "hf_trainer_state_raw_steps_1_6_grad_norm_nan_from_1_eval_loss_nan_loss_0_0_at_3_5_versil91.log",
 })
 
 

@@ -701,11 +701,14 @@ class Parser(base.Parser):
         """A JSON object printed over several lines (``json.dumps(.., indent=2)``: a Hugging Face Trainer's
         ``trainer_state.json``, its ``log_history`` entries keys sorted, the step after the loss and grad norm),
         from a line that is ``{`` alone to the line that closes it: its lines joined into one, read as a line of
-        its own (None until then; the lines before count as merged into it). An object of more than
+        its own (None until then; the lines before count as merged into it). A line ``{`` alone inside an
+        object starts an object of its own, the one read: the lines before it are the enclosing object's (the
+        whole ``trainer_state.json``, its ``log_history`` a list of objects), no record's, and the enclosing
+        object's lines after the inner ones close are read one by one. An object of more than
         :data:`OBJECT_LINES` lines is no record's: its lines are read one by one from there. An object the log
         ends inside (cut off) is not read."""
         stripped = text.strip()
-        if self.members is None:
+        if self.members is None or stripped == "{":
             self.members, self.depth = [], 0
         self.members.append(stripped)
         self.depth += stripped.count("{") - stripped.count("}")
