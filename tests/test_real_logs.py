@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 30)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 31)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -38,7 +38,8 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout8": 30, "heldout9": 30, "heldout10": 25, "heldout11": 25, "heldout12": 25, "heldout13": 25,
             "heldout14": 25, "heldout15": 25, "heldout16": 20, "heldout17": 20, "heldout18": 20, "heldout19": 15,
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
-            "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6}
+            "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
+            "heldout30": 15}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -113,6 +114,9 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout28 after scoring: epochs 1.75 s, then 2.4-2.8 s from the fourth on, compute only, about
     # 13 s lost (under min_seconds, by design)
     "tensorflow_logreg_epochs_1_18_epoch_time_1_75_to_2_77s_slowdown_198.log",
+    # heldout30, first replay (not yet studied)
+    "tf1_npu_lip2wav_steps_3680_3869_train_time_1_07_to_1_47s_from_3730_loss_spike_16_5_to_24_at_3812_lip2wav.log",
+    "mindspore_lpcnet_epochs_1_10_first_epoch_779ms_then_480ms_md_warnings_healthy_msmodels.log",
 })
 
 
