@@ -425,7 +425,9 @@ def test_silent_check_nan_is_reported_at_its_step(tmp_path):
 # throughput_drop report at the last step done, when the step times show it: after a timed step, only when the next
 # timed step took longer (data_queue_op.cc times a batch from the one before it, across the pause between two
 # epochs, so the first batch after an evaluation or a checkpoint save warns too: the corpus file
-# mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log); with no timed step before it, at once. Lines: a
+# mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log); with no timed step before it, when the first timed
+# step after it took over excursion_ratio (3) times the second (the corpus file mindspore_lpcnet_..: 779 then 482 ms
+# a step, no event), or at the end when there is no second. Lines: a
 # LossMonitor log of the finalMLP model (mindspore models README, research/recommend/final_mlp; its epoch 2 twice
 # as fast, and with its time edited slower) and mindspore-ai/docs minddata_debug.md (the corpus file
 # mindspore_minddata_bad_performance_slow_epoch.log).
@@ -450,6 +452,14 @@ def test_minddata_slowness_warning_is_a_throughput_report(tmp_path):
     res = replay_file(write(tmp_path, "gen.log", gen))
     assert [(e.rule, e.step) for e in res.events] == [("throughput_drop", 0)]
     assert "generator.__next__ new row" in res.events[0].message
+    start = gen + ("epoch: 1 step: 5208, loss is 2.1261117458343506\n"
+                   "Train epoch time: 4058282.103 ms, per step time: 779.240 ms\n"
+                   "epoch: 2 step: 5208, loss is 2.1934659481048584\n"
+                   "Train epoch time: 2512836.642 ms, per step time: 482.496 ms\n")
+    res = replay_file(write(tmp_path, "start.log", start))  # a start 1.6x slower than the next epoch: no event
+    assert res.steps == 2 and res.events == [] and res.skipped["slowness report the step times do not show"] == 1
+    res = replay_file(write(tmp_path, "slow_start.log", start.replace("779.240 ms", "1779.240 ms")))
+    assert [(e.rule, e.step) for e in res.events] == [("throughput_drop", 0)]
 
 
 # fairseq's epoch summary prints the loss scale with three decimals: 0.000 is a scale fallen under 0.0005, i.e.

@@ -122,7 +122,8 @@ step line of their own.
   ``generator_op.cc``): a batch (or a generator's row) took more than 25 s, a ``throughput_drop`` report at
   the last step done (value: the seconds), which the runner publishes when the step times show it: after a
   timed step, when the next timed step took longer (a batch is timed from the batch before it, across the
-  pause between two epochs: an evaluation or a checkpoint save makes the next epoch's first batch warn too)::
+  pause between two epochs: an evaluation or a checkpoint save makes the next epoch's first batch warn too);
+  before any timed step, when the first took over ``excursion_ratio`` times the second (a start-up)::
 
       [WARNING] MD(2637547,7f5fbdffb700,python):2023-06-01-09:14:29.052.845 [mindspore/ccsrc/minddata/dataset/engine/datasetops/data_queue_op.cc:809] DetectPerBatchTime] Bad performance attention, it takes more than 25 seconds to fetch a batch of data from dataset pipeline, which might result `GetNext` timeout problem. ...
 

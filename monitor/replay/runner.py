@@ -233,7 +233,9 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
-        self.unconfirmed: list[tuple[Report, float]] = []  # trainer slowness reports and the step period before them
+        # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
+        # and then the first timed step after it)
+        self.unconfirmed: list[tuple[Report, float | None, StepRecord | None]] = []
 
     def _bound(self, ranks: dict) -> None:
         if len(ranks) >= MAX_RANKS:
@@ -447,8 +449,9 @@ class _Run:
         self._settle(slot)
         rep = rep if rep.rank is not None else rep._replace(rank=key)
         before = r.last
-        if rep.rule == "throughput_drop" and before is not None and before.rank == rep.rank and before.step_time_s:
-            self.unconfirmed.append((rep, _period(before)))  # the step times say whether the steps slowed
+        if rep.rule == "throughput_drop":  # the step times say whether the steps slowed
+            timed = before is not None and before.rank == rep.rank and before.step_time_s
+            self.unconfirmed.append((rep, _period(before) if timed and before is not None else None, None))
             return
         self._publish(rep)
 
@@ -463,14 +466,26 @@ class _Run:
         """A trainer's slowness report (MindData's ``Bad performance attention``) after a timed step is a
         ``throughput_drop`` when the next timed step of its rank, ``rec``, took longer than that one, else not
         (MindData times a batch from the batch before it, so the first batch after a pause between epochs, an
-        evaluation or a checkpoint save, warns too): its line counts as skipped (:data:`NOT_SLOWER`)."""
+        evaluation or a checkpoint save, warns too). One before any timed step of its rank is one when the first
+        timed step after it took over the rule's ``excursion_ratio`` times the second (a pipeline's start-up
+        slows the first steps of every run some), else not. One not confirmed counts as a skipped line
+        (:data:`NOT_SLOWER`); one with no timed step after it to judge it by is published at the end."""
         if not rec.step_time_s:
             return
         keep = []
-        for rep, period in self.unconfirmed:
-            if rep.rank != rec.rank:
-                keep.append((rep, period))
-            elif _period(rec) > period:
+        for rep, period, first in self.unconfirmed:
+            if rep.rank != rec.rank or first is rec:  # (another rank's step; the first step, seen again at the end)
+                keep.append((rep, period, first))
+                continue
+            if period is None and first is None:  # the first timed step after a report before any
+                keep.append((rep, period, rec))
+                continue
+            if period is not None:
+                slowed = _period(rec) > period
+            else:
+                slowed = first is not None and (_period(first) > self.rules.rules[rep.rule].params["excursion_ratio"]
+                                                * _period(rec))
+            if slowed:
                 self._publish(rep)
             else:
                 self.result.skipped_lines += 1
@@ -517,7 +532,7 @@ class _Run:
             self._settle(slot)
         if self.unconfirmed and self.result.last is not None:
             self._confirm(self.result.last)  # (the last record of a batch: its records skip _judged)
-        for rep, _ in self.unconfirmed:  # no timed step after it: the trainer's word
+        for rep, _, _ in self.unconfirmed:  # no timed step after it to judge it by: the trainer's word
             self._publish(rep)
         self.unconfirmed = []
 
