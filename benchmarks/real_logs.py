@@ -20,7 +20,7 @@ its ``must`` events as missed. Per split it prints, for each category, events fo
 alarms, then files read / files, and the misses, false alarms and unread files by name.
 
 Usage: ``.venv/bin/python benchmarks/real_logs.py
-[--split tune|heldout|heldout2|..|heldout13|all] [--json] [--corpus DIR]``;
+[--split tune|heldout|heldoutN|all] [--json] [--corpus DIR]``;
 ``--json`` prints one object: ``splits`` (the tables' numbers) and ``files`` (each file's outcome).
 """
 from __future__ import annotations
