@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 31)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 32)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -39,7 +39,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout14": 25, "heldout15": 25, "heldout16": 20, "heldout17": 20, "heldout18": 20, "heldout19": 15,
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
-            "heldout30": 15}
+            "heldout30": 15, "heldout31": 12}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -117,6 +117,10 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout30 after scoring: train_time 1.07 -> 1.45 s a step for 140 steps on an Ascend TF port,
     # compute only (load_time 0.000), about 53 s lost (under min_seconds, by design)
     "tf1_npu_lip2wav_steps_3680_3869_train_time_1_07_to_1_47s_from_3730_loss_spike_16_5_to_24_at_3812_lip2wav.log",
+    # heldout31, first replay (not yet studied)
+    "mindspeed_megatron_npu_ds3_sft_iters_1_10_lm_loss_2_5_to_10_7_grad_norm_113_at_8_msccore.log",
+    "mindyolo_v12s_8p_epochs_1_6_loss_scale_65536_to_1_overflow_drop_step_x3_mscomp.log",
+    "mindnlp_albert_trainer_dicts_epoch_0_to_1_15_loss_2_99_to_1_8_healthy_mindnlp.log",
 })
 
 
