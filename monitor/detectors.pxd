@@ -165,8 +165,9 @@ cdef class LossScaleCollapse(LossScaleWatch):
     cdef public double floor
     cdef public long long window, max_halvings
     cdef double highest
+    cdef bint floored
     cdef Steps drops
-    @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t, low=double)
+    @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t, low=double, floored=bint)
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 

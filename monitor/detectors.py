@@ -618,7 +618,7 @@ class LossSpikeSettings(RobustSpikeSettings):
     normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median;
     or a level shift (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short
     excerpt, a run's first steps, the steps after a rollback) only an unambiguous excursion fires, or,
-    after warm-up, a sustained rise (rise_steps, rise_ratio)."""
+    warm-up included, a sustained rise (rise_steps, rise_ratio)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
@@ -629,7 +629,8 @@ class LossSpikeSettings(RobustSpikeSettings):
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
     rise_steps: int = setting(3, "with fewer than min_history losses: also fire on this many rises in a row... "
                                  "(0: off)", min=0, max=20)
-    rise_ratio: float = setting(1.3, "...to over this x the loss before them, and excursion_min above it", min=1)
+    rise_ratio: float = setting(1.3, "...to over this x the loss before them, excursion_min above it and over "
+                                     "every earlier loss", min=1)
 
 
 class LossSpike(RobustSpike):
@@ -638,11 +639,13 @@ class LossSpike(RobustSpike):
     surge too mild for a one-step spike keeps the loss up for several steps; healthy noise does not.
     Onset: the first step of the shift.
 
-    With fewer than ``min_history`` earlier losses, after ``warmup_steps``, a sustained rise fires too:
+    With fewer than ``min_history`` earlier losses, warm-up included (a loss that rises so from a fresh run's
+    first records is no start-up: MindSpeed's SFT baseline 2.51, 4.02, 6.66, 7.40), a sustained rise fires too:
     the loss higher than the record before at each of the last ``rise_steps`` records, the last over
-    ``rise_ratio`` times the loss before the rise and at least ``excursion_min`` above it (a training loss
-    falls; independent noise makes ``rise_steps`` rises in a row with probability ``1 / (rise_steps + 1)!``,
-    and seldom by that much). It needs no measure of the noise, which a few values do not give (BigScience
+    ``rise_ratio`` times the loss before the rise, at least ``excursion_min`` above it and over every earlier
+    loss held (a training loss falls; independent noise makes ``rise_steps`` rises in a row with probability
+    ``1 / (rise_steps + 1)!``, and seldom by that much and to a new high: a rise from a dip of a noisy
+    loss, a tutorial's per-batch 151, 56, .., 2.88, 18.0, 25.6, 29.0, stays within its earlier values). It needs no measure of the noise, which a few values do not give (BigScience
     tr8-104B, logged every 10 iterations: 6.37, 6.60, 7.31, 9.12 fires at the 9.12). Onset: the first step
     of the rise."""
 
@@ -677,6 +680,9 @@ class LossSpike(RobustSpike):
             prev = x
         if not (base > 0 and prev > self.rise_ratio * base and prev - base >= self.excursion_min):
             return None
+        for i in range(n - 1 - k):
+            if not prev > hist.value(i):  # (a rise within the excerpt's own noise)
+                return None
         return (prev, hist.step_of(n - k), f"loss {prev:.4g} at step {step} rose at each of the last {k} records, "
                                            f"{prev / base:.3g}x the {base:.4g} before the rise")
 
@@ -687,7 +693,7 @@ class LossSpike(RobustSpike):
             return None
         few = self.history.n < self.min_history
         out = self.spike(r, x)
-        if out is None and few and self.rise_steps and r.step > self.warmup_steps:
+        if out is None and few and self.rise_steps:
             out = self.rise(r.step)
         if not k or r.step <= self.warmup_steps:
             return out
@@ -1075,7 +1081,8 @@ class OverflowStorm(LossScaleWatch):
 @dataclass(frozen=True)
 class LossScaleCollapseSettings(LossScaleSettings):
     """Loss scale fallen to `floor` or below, or at or below it and overflowing or falling (below it, at
-    start-up: no calibration then, or kept for the next step on an overflow: the scaler at its minimum), or
+    start-up: no calibration then, or kept for the next step on an overflow, or overflowing again after an
+    overflow that left it there: the scaler at its minimum), or
     halved `max_halvings` times within `window` steps, after calibration
     (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken."""
 
@@ -1095,7 +1102,9 @@ class LossScaleCollapse(LossScaleWatch):
     high initial scale (2^16 to 2^32), and a scaler at its minimum cannot answer an overflow any more
     (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``, at its default ``min_loss_scale`` of 1); at any
     step, when the record says the scaler kept the scale for the next step (``Rec.next_scale``) on an overflow
-    at or below ``floor``: it is at its minimum. So does a
+    at or below ``floor``, or the record overflowed at or below ``floor`` after one that overflowed and left the
+    scale there (MindYOLO's ``overflow, drop step, loss scale adjust to 1.0`` twice; a bf16 run's skipped step at
+    its scale of 1 follows a clean record): it is at its minimum. So does a
     scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
     0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
     skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings. A
@@ -1116,6 +1125,7 @@ class LossScaleCollapse(LossScaleWatch):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.highest = 0.0
+        self.floored = False  # the last record with a scale overflowed, its scale left at or below floor
         self.drops = Steps(self.window)
 
     def update(self, r):
@@ -1126,13 +1136,14 @@ class LossScaleCollapse(LossScaleWatch):
         if scale > self.highest:
             self.highest = scale
         low = r.next_scale if r.has_next_scale and r.next_scale < scale else scale
+        floored, self.floored = self.floored, r.overflow == 1 and low <= self.floor
         if self.calibrating(r) and (r.overflow != 1 or low > self.floor):
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if (low <= self.floor < self.highest or low == 0.0
                 or low <= self.floor and (r.overflow == 1 or had and low < prev)
-                and (low < self.floor or self.startup or r.overflow == 1 and r.has_next_scale
-                     and r.next_scale >= scale)):
+                and (low < self.floor or self.startup or r.overflow == 1 and (r.has_next_scale and r.next_scale >= scale
+                                                                              or had and floored))):
             return low, self.drops.first() if n else r.step, f"loss scale {low:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

@@ -118,8 +118,6 @@ KNOWN_FAILING = frozenset({
     # compute only (load_time 0.000), about 53 s lost (under min_seconds, by design)
     "tf1_npu_lip2wav_steps_3680_3869_train_time_1_07_to_1_47s_from_3730_loss_spike_16_5_to_24_at_3812_lip2wav.log",
     # heldout31, first replay (not yet studied)
-    "mindspeed_megatron_npu_ds3_sft_iters_1_10_lm_loss_2_5_to_10_7_grad_norm_113_at_8_msccore.log",
-    "mindyolo_v12s_8p_epochs_1_6_loss_scale_65536_to_1_overflow_drop_step_x3_mscomp.log",
     "mindnlp_albert_trainer_dicts_epoch_0_to_1_15_loss_2_99_to_1_8_healthy_mindnlp.log",
 })
 

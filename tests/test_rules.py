@@ -570,8 +570,18 @@ def test_a_sustained_rise_over_a_few_logged_intervals_fires_at_the_third_rise():
     assert [(e.step, e.onset_step) for e in run(recs, Rules({"loss_spike": {"rise_ratio": 1.5}}))] == [(6940, 6920)]
     # one fall among the rises: no sustained rise
     assert run([StepRecord(s, loss=x) for s, x in {**tr8, 6920: 6.5}.items()]) == []
-    # the warm-up's first steps are not judged so: a fresh run's loss may go up before it falls
-    assert run([StepRecord(s // 1000 - 5, loss=x) for s, x in tr8.items()]) == []
+    # the warm-up's first steps are judged so too (as by the excursion test): a loss rising 1.3x from a fresh
+    # run's first records is no start-up (MindSpeed's SFT baseline on NPUs, tests/data/reallogs/tune/mindspeed_..:
+    # 2.51, 4.02, 6.66, 7.40 at iterations 1-4)
+    fresh = [StepRecord(i + 1, loss=x) for i, x in enumerate(tr8.values())]
+    assert [(e.rule, e.step, e.onset_step) for e in run(fresh)] == [("loss_spike", 4, 2)]
+    sft = [StepRecord(i + 1, loss=x) for i, x in enumerate((2.5055, 4.0182, 6.6560, 7.3980))]
+    assert [(e.rule, e.step, e.onset_step) for e in run(sft)] == [("loss_spike", 4, 2)]
+    # a rise from a dip of a noisy per-batch loss that stays within its earlier values (MindSpore's linear-fit
+    # tutorial with LossMonitor, a healthy run): no event
+    tutorial = (151.55, 56.28, 10.04, 25.18, 48.37, 131.71, 85.23, 16.57, 9.92, 33.57, 50.57, 44.46, 10.49, 2.876, 18.04,
+                25.55, 29.03)
+    assert run([StepRecord(i + 1, loss=x) for i, x in enumerate(tutorial)]) == []
     # a history long enough for the robust tests: they judge it, against the measured noise
     long = [StepRecord(6700 + 10 * i, loss=6.4 + 0.1 * (i % 3)) for i in range(20)]
     assert [e.rule for e in run(long + recs[1:])] == ["loss_spike"]
@@ -632,6 +642,19 @@ def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
     # 1, reducing to 1" on every step the excerpt shows, bar 98-101/24128): no calibration, a collapse
     at_min = [StepRecord(1 + i, overflow=True, loss_scale=1.0) for i in range(3)]
     assert fired(at_min, "loss_scale_collapse") == [(1, 1)]
+
+
+def test_an_overflow_at_the_floor_after_one_that_left_the_scale_there_is_a_collapse():
+    # MindYOLO (tests/data/reallogs/tune/mindyolo_v12s_..): `overflow, drop step, loss scale adjust to 1.0` in epoch
+    # 1, read as an overflow at step 301 at a scale of 1, the epoch's steps printed every 100 without a scale, then
+    # the same message again: the scaler at its minimum, overflowing still
+    recs = [StepRecord(300, loss=13.68), StepRecord(301, overflow=True, loss_scale=1.0), StepRecord(400, loss=13.89),
+            StepRecord(401, overflow=True, loss_scale=1.0)]
+    assert fired(recs, "loss_scale_collapse") == [(401, 401)]
+    assert run(recs[:3]) == []  # one overflow to 1: the scaler may have just got there
+    # a bf16 run's scale of 1, a skipped iteration after a clean one (Megatron-LM, tune/megatron_llm_bad_gradnorm_pr34)
+    bf16 = [StepRecord(3633, loss=2.1, loss_scale=1.0, overflow=False), StepRecord(3634, loss_scale=1.0, overflow=True)]
+    assert fired(bf16, "loss_scale_collapse") == []
 
 
 def test_a_resumed_run_s_spike_with_overflows_is_a_spike_and_a_storm():
