@@ -480,6 +480,17 @@ def test_a_name_and_its_value_as_two_comma_separated_items_are_a_pair():
     assert text.pairs(text.clean("workflow: [('train', 1)], max: 100 epochs")) == []
 
 
+def test_llm_c_s_and_trl_are_the_step_and_its_loss():
+    # llm.c's log file (llmc/logger.h: `s:%d trl:%.4f lr:%.6f norm:%.2f`, `s:%d tel:%.4f`, `s:%d eval:%.4f`), the
+    # step named `s` with a separator only and as printed (YOLACT's `S: 1.564` is a loss part, `5.2 s 100` a time)
+    recs = _steps(["s:4998 trl:3.5912 lr:0.000526 norm:0.28", "s:4999 trl:3.5455 lr:0.000526 norm:0.27",
+                   "s:5000 tel:3.5556", "s:5000 eval:0.2734", "s:5000 trl:3.6325 lr:0.000526 norm:0.26"])
+    assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(4998, 3.5912, 0.28), (4999, 3.5455, 0.27),
+                                                            (5000, 3.6325, 0.26)]
+    assert text.pairs(text.clean("[  1]    1440 || B: 5.495 | S: 1.564 | T: 17.647")) == []
+    assert text.pairs(text.clean("took 5.2 s 100 samples")) == []
+
+
 def test_a_whole_trainer_state_json_reads_the_objects_of_its_log_history():
     # a Hugging Face trainer_state.json from its first line: the file's own object holds log_history, a list of
     # objects each a record (tests/data/reallogs/tune/hf_trainer_state_raw_..: grad norm NaN from step 1)

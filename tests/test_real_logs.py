@@ -123,9 +123,6 @@ KNOWN_FAILING = frozenset({
     "msswift_gemma4_fsdp2_sft_steps_109_308_grad_norm_7_to_19580_at_173_9344_at_292_fyh2001.log",
     "torchtitan_vlm_sft_steps_1_730_grad_norm_0_04_to_76914_at_720_then_rank1_abort_qiu023.log",
     "torchtitan_kimi_vlm_447m_steps_3404_3696_ckpt_save_91s_at_3500_tps_44_one_off_healthy_qiu023.log",
-    "llmc_gpt2_124m_steps_0_256_warmup_trl_11_0_to_6_1_first_eval_at_250_healthy_siddanthemani.log",
-    "llmc_gpt2_124m_steps_19294_19552_lr_printed_0_final_eval_3_27_healthy_siddanthemani.log",
-    "llmc_gpt2_124m_steps_4860_5158_trl_3_5_eval_at_5000_healthy_siddanthemani.log",
 })
 
 

@@ -154,7 +154,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     "iters": ("iters", None),  # the step only on a step line (resolve)
     "epoch": ("epoch", None), "ep.": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",
-                                   "cross_entropy_loss")},
+                                   "cross_entropy_loss", "trl")},
     **{n: ("grad_norm", None) for n in ("grad_norm", "gnorm", "global_norm", "total_grad_norm", "gradient_norm",
                                         "grad_l2_norm")},
     **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens", "grad_scale")},
@@ -193,6 +193,7 @@ _CJK = re.compile("|".join(_CJK_WORDS))
 # names read only as one identifier, as printed: modded-nanogpt's running total ``train_time``, where a custom loop's
 # ``train time: 4.319s``, words apart, is the step's time
 _IDENTIFIERS = {"train_time": ("time_total", None)}
+_EXACT = {"s": ("step", None)}  # names read only as printed, case and all: llm.c's step ``s:4860`` (YOLACT's ``S:`` a loss)
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
@@ -209,7 +210,7 @@ _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving"
                             "epoch"))
 _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: the total of the line's losses
 _TRAIN_WORDS = frozenset(("train", "training"))  # a name of one alone: the training split's objective, a loss
-_BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS
+_BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS | {"s"}  # llm.c's step, ``s:4860`` (``5.2 s 100`` is a time's unit)
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
@@ -224,7 +225,7 @@ _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _LOSS_PREFIX = re.compile(r"l_[a-z](?:_?[a-z])+$")  # `l_` and a loss's part of two letters or more: not `l_r`
-_EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime"))
+_EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime", "tel"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 _WORDS = re.compile(r"[\s_]+")
@@ -288,7 +289,9 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if words and (glued := _GLUED_UNIT.search(words[-1])) is not None:  # 'time(s)': 'time (s)'
         words[-1:] = [words[-1][:glued.start()], glued.group()]
     hit: tuple[str, str | None] | None = None
-    if name.lower() in _IDENTIFIERS:
+    if name in _EXACT:
+        hit = _EXACT[name]
+    elif name.lower() in _IDENTIFIERS:
         hit = _IDENTIFIERS[name.lower()]
     elif len(words) > 1 and (unit := _UNIT_AFTER.get(words[-1])) is not None:
         hit = lookup(" ".join(words[:-1]))  # a time's name and its unit: 'iter time (s)', Megatron's '.. (ms)'
@@ -341,8 +344,8 @@ def by_unit(field: str, unit: str | None) -> str:
 
 
 def bare(name: str) -> bool:
-    """``name`` is a total word or a training-split word alone (:func:`lookup`): a loss only when printed with a
-    separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading)."""
+    """``name`` is a total word or a training-split word alone (:func:`lookup`), a loss only when printed with a
+    separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading), or llm.c's step ``s`` (``s:4860``)."""
     return "_".join(_words(name)) in _BARE_WORDS
 
 
