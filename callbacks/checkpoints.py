@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -52,6 +53,23 @@ class ModelCheckpointFiles:
             self.follow_retention()
             saved = True
         return saved
+
+    def due(self, cb_params) -> bool:
+        """True when a callback saving after the judging (lag 1) saves at this step: its steps since the last
+        save reach ``save_checkpoint_steps`` (``ModelCheckpoint._check_save_ckpt``'s test), or its
+        ``save_checkpoint_seconds`` have passed."""
+        now = time.time()
+        for mc, after, _ in self._watch:
+            if after != 1:
+                continue
+            config = getattr(mc, "_config", None)
+            steps = getattr(config, "save_checkpoint_steps", None)
+            seconds = getattr(config, "save_checkpoint_seconds", None)
+            if steps and cb_params.cur_step_num >= getattr(mc, "_last_triggered_step", 0) + steps:
+                return True
+            if not steps and seconds and now - getattr(mc, "_last_time", now) > seconds:
+                return True
+        return False
 
     def saved(self, lag: int) -> bool:
         """True when a callback of ``lag`` wrote a file not ledgered yet."""

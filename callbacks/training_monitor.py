@@ -465,6 +465,8 @@ class TrainingMonitor(Callback):
         self.last_record = rec
         if self._watchdog is not None:
             self._watchdog.beat(step, step_time)
+            if self.model_checkpoints.due(cb):  # a ModelCheckpoint after this one saves now, after the beat
+                self._watchdog.busy()
         events = self.engine.observe(rec)
         for on_record in self._on_record:
             on_record(rec, events)
@@ -503,6 +505,8 @@ class TrainingMonitor(Callback):
         return int(rows * width * max(cb.get("device_number") or 1, 1))
 
     def _save(self, cb, step: int) -> None:
+        if self._watchdog is not None:
+            self._watchdog.busy()
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         path = self.ckpt_dir / f"step_{step:08d}.ckpt"
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
@@ -518,6 +522,8 @@ class TrainingMonitor(Callback):
         """Carry out the rollback ``d`` (to ``d.target``, or an older one when that does not load); return what
         was done, in words. When that cannot be done, :meth:`_rollback_failed` reports it to the policy."""
         step = d.step
+        if self._watchdog is not None:
+            self._watchdog.busy()
         try:
             target = self._load_healthy(cb, d)
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer

@@ -645,9 +645,9 @@ class LossSpike(RobustSpike):
     ``rise_ratio`` times the loss before the rise, at least ``excursion_min`` above it and over every earlier
     loss held (a training loss falls; independent noise makes ``rise_steps`` rises in a row with probability
     ``1 / (rise_steps + 1)!``, and seldom by that much and to a new high: a rise from a dip of a noisy
-    loss, a tutorial's per-batch 151, 56, .., 2.88, 18.0, 25.6, 29.0, stays within its earlier values). It needs no measure of the noise, which a few values do not give (BigScience
-    tr8-104B, logged every 10 iterations: 6.37, 6.60, 7.31, 9.12 fires at the 9.12). Onset: the first step
-    of the rise."""
+    loss, a tutorial's per-batch 151, 56, .., 2.88, 18.0, 25.6, 29.0, stays within its earlier values). It
+    needs no measure of the noise, which a few values do not give (BigScience tr8-104B, logged every 10
+    iterations: 6.37, 6.60, 7.31, 9.12 fires at the 9.12). Onset: the first step of the rise."""
 
     settings = LossSpikeSettings
     rule = "loss_spike"

@@ -21,12 +21,15 @@ def thread_stacks() -> str:
 
 
 def allowance(steps_done: int, step_times, factor: float, min_seconds: float, startup_seconds: float,
-              startup_steps: int) -> float:
+              startup_steps: int, busy: bool = False) -> float:
     """Seconds without a finished step before it counts as a stall: ``startup_seconds`` until ``startup_steps``
-    steps are done or while no step time is known, then ``max(min_seconds, factor x median(step_times))``."""
+    steps are done or while no step time is known, then ``max(min_seconds, factor x median(step_times))``;
+    at least ``startup_seconds`` while ``busy`` (a checkpoint being saved or loaded: minutes for a large model,
+    no hang)."""
     if steps_done < startup_steps or not step_times:
         return startup_seconds
-    return max(min_seconds, factor * median(sorted(step_times)))
+    normal = max(min_seconds, factor * median(sorted(step_times)))
+    return max(normal, startup_seconds) if busy else normal
 
 
 class Watchdog:
@@ -36,6 +39,9 @@ class Watchdog:
     makes the first steps minutes long), then ``max(min_seconds, factor x median of the last 50 step
     times)``, learned from the run itself. ``beat`` is the only call on the training thread: a few
     assignments. The thread is a daemon and never stops the run itself.
+
+    :meth:`busy` (training thread) says known slow work follows the last step, a checkpoint save or load: the
+    allowance is at least ``startup_seconds`` until the next :meth:`beat`.
 
     The thread looks (:meth:`check`) every ``interval`` seconds. ``clock()`` gives the time in seconds
     (default :func:`time.monotonic`); ``wait(seconds)`` passes the time between looks and returns True
@@ -49,7 +55,7 @@ class Watchdog:
         self.on_stall, self.factor, self.min_seconds = on_stall, factor, min_seconds
         self.startup_seconds, self.startup_steps, self.interval = startup_seconds, startup_steps, interval
         self.clock = clock
-        self.step, self.count, self.fired = 0, 0, False
+        self.step, self.count, self.fired, self.slow = 0, 0, False, False
         self.last = clock()
         self.times: deque[float] = deque(maxlen=50)
         self._stop = threading.Event()
@@ -67,15 +73,19 @@ class Watchdog:
     def beat(self, step: int, step_time: float | None) -> None:
         """A step finished (training thread)."""
         self.last = self.clock()
-        self.step, self.fired = step, False
+        self.step, self.fired, self.slow = step, False, False
         self.count += 1
         if step_time:
             self.times.append(step_time)
 
+    def busy(self) -> None:
+        """Known slow work (a checkpoint save or load) follows the last step (training thread)."""
+        self.slow = True
+
     def allowance(self) -> float:
         """Seconds without a finished step before it counts as a stall."""
         return allowance(self.count, self.times, self.factor, self.min_seconds, self.startup_seconds,
-                         self.startup_steps)
+                         self.startup_steps, self.slow)
 
     def check(self) -> None:
         """One look: call ``on_stall`` when the time since the last finished step is over the allowance,

@@ -122,7 +122,6 @@ KNOWN_FAILING = frozenset({
     # heldout32, first replay (not yet studied)
     "msswift_gemma4_fsdp2_sft_steps_109_308_grad_norm_7_to_19580_at_173_9344_at_292_fyh2001.log",
     "torchtitan_vlm_sft_steps_1_730_grad_norm_0_04_to_76914_at_720_then_rank1_abort_qiu023.log",
-    "torchtitan_kimi_vlm_447m_steps_3404_3696_ckpt_save_91s_at_3500_tps_44_one_off_healthy_qiu023.log",
 })
 
 

@@ -531,7 +531,7 @@ def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_l
         [(7, 2.5, None, None), (8, None, True, 1024.0), (9, 2.4, True, 512.0)]
 
 
-def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
+def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tmp_path):
     from training_monitor.ruleset import Rules
 
     # BLOOM's chronicle: the last iteration (111 s each), its validation, then only the scheduler's hourly pulse
@@ -545,6 +545,20 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock():
 
     assert stalls() == [] and stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0}})) == [(2990, 36.0)]
     assert stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0, "enabled": False}})) == []
+    # torchtitan's 91 s checkpoint save after step 3500 (heldout32, 2.3 s steps): a line says the save begins, the
+    # silence after it gets the start-up allowance until the next step line, as the live watchdog's does
+    save = ["[titan] 2026-05-10 17:29:47,694 - root - INFO - step: 3498  loss:  2.60358  grad_norm:  0.1318",
+            "[titan] 2026-05-10 17:29:49,957 - root - INFO - step: 3499  loss:  2.53073  grad_norm:  0.1456",
+            "[titan] 2026-05-10 17:29:52,297 - root - INFO - step: 3500  loss:  2.48066  grad_norm:  0.1275",
+            "[titan] 2026-05-10 17:29:52,298 - root - INFO - Saving the checkpoint (or staging if async is enabled).",
+            "[titan] 2026-05-10 17:31:23,074 - root - INFO - Finished saving the checkpoint in 90.78 seconds.",
+            "[titan] 2026-05-10 17:31:25,355 - root - INFO - step: 3501  loss:  2.51321  grad_norm:  0.1300"]
+    def events(lines):
+        path = tmp_path / "titan.log"
+        path.write_text("\n".join(lines) + "\n")
+        return [(e.rule, e.step) for e in replay_file(str(path), Rules({"stall": {"startup_steps": 1,
+                                                                                   "startup_seconds": 600.0}})).events]
+    assert events(save) == [] and events(save[:3] + save[4:]) == [("stall", 3500)]
 
 
 def test_a_line_led_by_bare_counts_numbers_its_step():

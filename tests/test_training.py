@@ -289,3 +289,28 @@ def test_skip_batches_without_a_skippable_source_says_so_and_trains_on(tmp_path,
     train([mon], steps=50, poison={44})
     assert mon.trainer_step == 50 and len(mon.rollbacks) == 1
     assert any("not fed by a training_monitor.callbacks.SkippableSource" in line for line in log_lines)
+
+
+def test_a_slow_model_checkpoint_save_after_the_monitor_is_no_stall(tmp_path):
+    """A ModelCheckpoint listed after the monitor saves after the monitor's step end, in the time the watchdog
+    watches: a save the monitor knows is due gives the start-up allowance until the next step, so a slow disk
+    (each save 2 s here, against a 0.3 s allowance) raises no stall; a step that takes as long still does."""
+    class SlowDisk(ModelCheckpoint):
+        def _save_ckpt(self, cb_params, force_to_save=False):
+            if cb_params.cur_step_num % 10 == 0:
+                time.sleep(2.0)
+            super()._save_ckpt(cb_params, force_to_save)
+
+    rules = {"stall": {"factor": 10.0, "min_seconds": 0.3, "startup_seconds": 60.0, "startup_steps": 3}}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, rules=rules)
+    saver = SlowDisk("tiny", str(tmp_path / "mc"), CheckpointConfig(save_checkpoint_steps=10, keep_checkpoint_max=5))
+    train([mon, saver], steps=30)
+    assert len(list((tmp_path / "mc").glob("*.ckpt"))) == 3
+
+    def stalls(folder):
+        return [e for e in map(json.loads, (folder / "events_rank0.jsonl").read_text().splitlines())
+                if e.get("rule") == "stall"]
+    assert stalls(tmp_path) == []
+    slow = TrainingMonitor(output_dir=str(tmp_path / "slow"), metrics_port=None, rules=rules)
+    train([slow, AtStep(lambda cb: time.sleep(2.0) if cb.cur_step_num == 15 else None)], steps=20)
+    assert [e["step"] for e in stalls(tmp_path / "slow")] == [15]

@@ -85,6 +85,21 @@ def test_startup_allowance_covers_compilation():
     assert [c[1:3] for c in calls] == [(2, 1800)]
 
 
+def test_a_checkpoint_save_after_a_step_gets_the_startup_allowance_until_the_next_step():
+    clock = TestClock()
+    dog, calls = steady_run(clock, 10, 2.0, factor=10, min_seconds=60, startup_seconds=1800, startup_steps=3)
+    dog.busy()  # a save follows step 10
+    assert dog.allowance() == 1800
+    clock.advance(600)
+    dog.check()
+    assert calls == []
+    dog.beat(11, 2.0)  # the next step: the normal allowance again
+    assert dog.allowance() == 60
+    clock.advance(61)
+    dog.check()
+    assert [c[1:3] for c in calls] == [(11, 60)]
+
+
 def stuck_in_a_collective(clock, released):
     clock.running.set()  # time passes on the watchdog's thread only while this thread is blocked here
     assert released.wait(30), "the watchdog's thread did not report the stall"

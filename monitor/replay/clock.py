@@ -21,6 +21,11 @@ from collections import deque
 
 from ..watchdog import allowance
 
+# a line saying a checkpoint save begins (torchtitan's ``Saving the checkpoint``, MMEngine's ``Saving checkpoint at
+# 100 iterations``, MindYOLO's ``Saving model to``, MindFormers' ``......Saving ckpt......``, DeepSpeed's ``Checkpoint
+# global_step100 is about to be saved!``); ``Saved ..``, ``Finished saving ..`` say it is done
+SAVING = re.compile(r"(?i)(?<!finished )(?<!done )\bsav(?:e|es|ing)\b\W+(?:\w+\W+){0,3}?"
+                    r"(?:checkpoint|ckpt|model|weights)\b|checkpoint\b.{0,60}\bis about to be saved")
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # the last (date, hour) converted and its Unix time: lines come in order
 _last: tuple[tuple[str, str] | None, float] = (None, 0.0)
@@ -52,8 +57,10 @@ class Silence:
     the first 50, one pair in :data:`SAMPLE`); start-up follows the trainer's step numbers (a log starting at step
     17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
     after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
-    of silence once they pass the allowance (once per silence), else None. Times are read only when needed
-    (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
+    of silence once they pass the allowance (once per silence), else None; after a line saying a checkpoint save
+    begins (:meth:`busy`, :data:`SAVING`), the allowance is at least the start-up one until the next step record,
+    as the live watchdog's during a save (:meth:`~training_monitor.watchdog.Watchdog.busy`). Times are read only
+    when needed (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
     """
 
     SAMPLE = 16
@@ -69,13 +76,18 @@ class Silence:
         self.count = 0
         self.allowed = 0.0  # the allowance the last silence passed
         self.fired = False
+        self.slow = False  # a checkpoint save began since the last step record
 
     def record(self, step: int, line: str) -> None:
         """A step record's line."""
         self.count += 1
         if self.count <= 50 or self.count % self.SAMPLE == 0:
             self._sampled(self.line, line)
-        self.step, self.line, self.since, self.fired = step, line, None, False
+        self.step, self.line, self.since, self.fired, self.slow = step, line, None, False, False
+
+    def busy(self) -> None:
+        """A line says a checkpoint save begins."""
+        self.slow = True
 
     def took(self, count: int, step: int, line) -> None:
         """``count`` step records in a row, the last at ``step``, as :meth:`record` of each; ``line(i)``: the i-th's
@@ -87,7 +99,7 @@ class Silence:
                                  range(low + (-low) % self.SAMPLE, self.count + 1, self.SAMPLE)):
             i = c - first
             self._sampled(line(i - 1) if i else self.line, line(i))
-        self.step, self.line, self.since, self.fired = step, line(count - 1), None, False
+        self.step, self.line, self.since, self.fired, self.slow = step, line(count - 1), None, False, False
 
     def _sampled(self, before: str, line: str) -> None:
         self.pending.append((before, line))
@@ -122,7 +134,7 @@ class Silence:
         idle = at - self.since
         if self.pending:
             self._settle()
-        self.allowed = allowance(self.step, self.periods, *self.params)
+        self.allowed = allowance(self.step, self.periods, *self.params, busy=self.slow)
         if idle > self.allowed:
             self.fired = True
             return idle

@@ -193,7 +193,8 @@ _CJK = re.compile("|".join(_CJK_WORDS))
 # names read only as one identifier, as printed: modded-nanogpt's running total ``train_time``, where a custom loop's
 # ``train time: 4.319s``, words apart, is the step's time
 _IDENTIFIERS = {"train_time": ("time_total", None)}
-_EXACT = {"s": ("step", None)}  # names read only as printed, case and all: llm.c's step ``s:4860`` (YOLACT's ``S:`` a loss)
+# names read only as printed, case and all: llm.c's step ``s:4860`` (YOLACT's ``S:`` is a loss part)
+_EXACT = {"s": ("step", None)}
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one

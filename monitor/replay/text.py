@@ -141,7 +141,7 @@ import unicodedata
 from typing import Any
 
 from ..record import StepRecord
-from . import base, messages, tables
+from . import base, clock, messages, tables
 from .base import BLANK, DUPLICATE, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import (
@@ -632,6 +632,8 @@ class Parser(base.Parser):
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
                 silence.record(item.step, line)
+            elif clock.SAVING.search(line) is not None:
+                silence.busy()
             elif (item is None or item.__class__ is Evaluation) and (idle := silence.idle(line)) is not None:
                 if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
                     self.after.append(item)
