@@ -214,7 +214,8 @@ cdef class SustainedLow(Detector):
 cdef class ThroughputDrop(Detector):
     cdef public Py_ssize_t window, min_history, min_steps, excursion_history
     cdef public Py_ssize_t bound_steps
-    cdef public double ratio, data_share, min_seconds, excursion_ratio, excursion_seconds, bound_seconds
+    cdef public double ratio, data_share, min_lost_seconds, min_seconds, excursion_ratio, excursion_seconds
+    cdef public double bound_seconds
     cdef Window values, waits  # the medians of the rate and data wait of each min_steps steps (a block)
     cdef Window early, early_waits  # the rates and data waits of the steps before min_history (excursions)
     cdef long long[::1] steps  # the last min_steps judged steps (a ring; n of them, the newest at k - 1)...

@@ -1362,7 +1362,8 @@ class ThroughputDropSettings(RuleSettings):
     """Throughput over the step's whole period (tokens, else samples, else steps / (step time + data wait)):
     its median over the last `min_steps` (at most 64) steps below `ratio` x its median over the last `window`
     steps, when the time lost is the run's own: at least `data_share` of it waiting for data (a slow pipeline,
-    a sleeping callback), or the slow stretch lasting `min_seconds` (a slower compute for less is what a busy
+    a sleeping callback) and `min_lost_seconds` in all, or the slow stretch lasting `min_seconds` (a slower
+    compute for less is what a busy
     shared host does). With fewer than `min_history` steps (a short excerpt), one step over `excursion_ratio`
     times slower than the earlier steps' median that lost `excursion_seconds`, mostly waiting for data, or
     whose record lasts `min_seconds`, or records that slow in a row lasting `min_seconds`. At any history, an
@@ -1378,7 +1379,9 @@ class ThroughputDropSettings(RuleSettings):
                                     "batches); fewer: excursions only", min=0)
     ratio: float = setting(0.7, "a stretch below this x the reference is low", min=0, max=1)
     min_steps: int = setting(10, "steps of the stretch's median (at most 64)", min=1)
-    data_share: float = setting(0.5, "share of the lost time spent waiting for data that fires at once", min=0)
+    data_share: float = setting(0.5, "share of the lost time spent waiting for data that fires at once...", min=0)
+    min_lost_seconds: float = setting(0.1, "...when the last min_steps steps lost at least this long (wall seconds)",
+                                      min=0)
     min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
     excursion_ratio: float = setting(3.0, "with fewer than min_history steps: a step this many times slower than "
                                           "the earlier ones' median (0: wait for min_history)...", min=0)
@@ -1393,11 +1396,12 @@ class ThroughputDrop(Detector):
     """Throughput low for a stretch: the median of the last ``min_steps`` steps below ``ratio`` x the median
     of the last ``window`` steps, when the time lost is the run's own: at least ``data_share`` of the time the
     last ``min_steps`` steps lost spent waiting for data (a slow pipeline, a sleeping callback or thread
-    between the steps), or the stretch lasting ``min_seconds`` of wall time. A slower compute alone, for less
-    than that, is what other processes do to a step on a shared host: on the CPU runs of the test suite and
-    the detection benchmark the step's compute swings up to 10x with the machine's load for a minute at a time
-    while the data wait stays under a millisecond. A step loses ``period * (1 - rate / median)``; the data wait
-    of a low step counts beyond the median wait.
+    between the steps) and that time ``min_lost_seconds`` or more (a millisecond step's jitter is no event: a
+    tutorial's 1.3 ms lost over 10 steps of 1.4 ms), or the stretch lasting ``min_seconds`` of wall time. A
+    slower compute alone, for less than that, is what other processes do to a step on a shared host: on the
+    CPU runs of the test suite and the detection benchmark the step's compute swings up to 10x with the
+    machine's load for a minute at a time while the data wait stays under a millisecond. A step loses ``period
+    * (1 - rate / median)``; the data wait of a low step counts beyond the median wait.
 
     The throughput is the one the record gives (:func:`throughput`): tokens/s when it has tokens, else
     samples/s, else steps/s, over the step's period (step time + data wait). A run is one series: a record
@@ -1457,6 +1461,7 @@ class ThroughputDrop(Detector):
     excursion_ratio: float
     excursion_history: int
     excursion_seconds: float
+    min_lost_seconds: float
     bound_steps: int
     bound_seconds: float
 
@@ -1569,7 +1574,7 @@ class ThroughputDrop(Detector):
         else:
             self.seconds += r.period
         onset = self.low_since
-        if waited >= self.data_share * lost:
+        if waited >= self.data_share * lost and lost >= self.min_lost_seconds:
             why = f"{waited:.3g} s of the {lost:.3g} s lost over the last {c} steps waiting for data"
         elif self.seconds >= self.min_seconds:
             why = f"for {self.seconds:.0f} s"

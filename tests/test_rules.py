@@ -389,6 +389,13 @@ def test_throughput_drop_when_the_steps_wait_for_data():
     for r in fast_start[5:40]:
         r.step_time_s /= 3  # the first steps after compiling run on prefetched batches: not the normal pace
     assert fired(fast_start, "throughput_drop") == []
+    # a tutorial's millisecond steps, their data wait from 0.1 to 1 ms (a new user's MindSpore run): 10 steps that
+    # lose 1.3 ms in all, mostly waiting, lose under excursion_seconds: no drop
+    tiny = [StepRecord(i + 1, loss=x, tokens=16, step_time_s=0.0004, data_wait_s=0.001 if 150 <= i < 200 else 0.0001)
+            for i, x in enumerate(noisy_losses(260))]
+    assert fired(tiny, "throughput_drop") == []
+    slow = [StepRecord(r.step, loss=r.loss, tokens=16, step_time_s=0.04, data_wait_s=r.data_wait_s * 100) for r in tiny]
+    assert [step for step, _ in fired(slow, "throughput_drop")] == [155]  # the same at 100x: 130 ms lost
 
 
 def test_an_input_bound_run_is_reported_at_any_history():
