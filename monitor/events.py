@@ -21,7 +21,9 @@ class Event:
         value: the offending value (loss, grad norm, overflow count...); NaN/Inf kept as such.
         severity: ``warning`` or ``critical``.
         message: one human sentence.
-        source: ``rule`` (computed by this engine) or ``trainer`` (read from the trainer's own log line).
+        source: ``rule`` (computed by this engine), ``watchdog`` (the live hang watchdog), ``trainer`` (read
+            from the trainer's own log line) or ``monitor`` (this monitor's own event line, read back from the
+            console log of a monitored run).
         actions: actions the rules file attaches to this rule (``alert``, ``rollback``, ``stop``).
         rank: rank whose record triggered it.
         runbook: link to the rule's runbook (``runbooks/<rule>.md`` under the configured base).

@@ -498,6 +498,21 @@ def test_own_event_log_is_re_reported(tmp_path):
     assert res.skipped == {"summary or evaluation line": 1, "unknown rule": 1}
 
 
+# The console log of a monitored MindSpore run (a tutorial's Model.train with LossMonitor and TrainingMonitor,
+# `python train.py > out.log 2>&1`): the monitor's own event line on stderr is read as its report, at the step
+# and onset it names (LossMonitor's line of the rolled-back step 151 is not printed).
+def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
+    lines = ["epoch: 1 step: 149, loss is 1.0918482061995332", "epoch: 1 step: 150, loss is 1.0169424606097468",
+             "2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 "
+             "(onset 151): loss is nan at step 151 -> alert, rollback",
+             "2026-12-03 20:17:03.540 | WARNING  | training_monitor.callbacks.training_monitor:_rollback:537 - rank 0: "
+             "rolled back from step 151 to healthy checkpoint at step 125 (monitor_output/checkpoints/rank_0/x/"
+             "step_00000125.ckpt), LR x0.5", "epoch: 1 step: 152, loss is 1.0672640563573053"]
+    res = replay_file(write(tmp_path, "out.log", "\n".join(lines) + "\n"))
+    assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 151, 151, "monitor")]
+    assert res.events[0].message == "monitor: loss is nan at step 151"
+
+
 # TensorBoard event files, written with TensorBoard's own writers: tensorboard.summary.Writer (TF2-style scalar
 # tensors; Megatron's and MindFormers' tag names, with their "vs samples" copies) and EventFileWriter with
 # simple_value (tensorboardX / PyTorch style; Hugging Face's tag names).

@@ -175,6 +175,12 @@ step line of their own.
       [WARNING] ME(162078:..,MainProcess):2025-03-10-09:40:12.444.000 [mindspore/parallel/cluster/process_entity/_api.py:318] There's worker exits with exception, kill all other workers.
       [ERROR] ME(130371:..,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception.
 
+* This monitor's own event line (:class:`~training_monitor.sinks.LoggedEvents`, on stderr), a report of its
+  rule at the step and onset it names, so the console log of a monitored run shows the events the callback
+  raised (a rolled-back step's ``LossMonitor`` line is not printed)::
+
+      2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 (onset 151): loss is nan at step 151 -> alert, rollback
+
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
 """
@@ -227,6 +233,8 @@ _STUCK = re.compile(r"(ProcessGroup\w+)'s watchdog got stuck for (\d+) seconds")
 _RT_SYNC = re.compile(r"(rt\w*Synchroni[sz]e\w*) execute failed, reason=\[([^\]]*timeout)\]")
 _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\btimeout[:=] ?(\d+))?")
 _RANK = re.compile(r"Rank (\d+)\]")
+# this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, message
+_OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)\): (.*) -> \w")
 _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
                      re.IGNORECASE)
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
@@ -261,7 +269,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
-         "operations have failed or timed out")
+         "operations have failed or timed out", " (onset ")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
@@ -339,6 +347,8 @@ def _match(line: str, parser):
         m = _SOCKET_WAIT.search(line)
         if m is not None:
             return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
+    if " (onset " in line and (m := _OWN.search(line)) is not None:
+        return parser.once(Report(m[2], int(m[3]), None, f"monitor: {m[5]}", int(m[1]), int(m[4]), "monitor"))
     return _hang(line, parser)
 
 
