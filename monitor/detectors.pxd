@@ -123,7 +123,7 @@ cdef class LossSpike(RobustSpike):
 
 cdef class GradNormSpike(RobustSpike):
     cdef public Py_ssize_t climb_window, level_steps, growth_steps
-    cdef public double climb_ratio, confirm_loss_sigma, joint_ratio, joint_sigma, level, growth_ratio
+    cdef public double climb_ratio, confirm_loss_sigma, burst_ratio, joint_ratio, joint_sigma, level, growth_ratio
     cdef Window losses
     cdef long long climb_every, joint_since, level_since, growth_since, level_n, growth_n
     cdef double last_norm

@@ -98,6 +98,11 @@ def test_grad_norm_spike_with_the_loss_up_on_the_same_step_needs_no_confirmation
     assert run(surge[:-1] + [StepRecord(161, loss=loss[160] * 1.4, grad_norm=50.0)],
                Rules({"grad_norm_spike": {"confirm_loss_sigma": 0.0}, "loss_spike": {"enabled": False}})) == []
     assert [e.step for e in run(alone + [StepRecord(162, loss=loss[161], grad_norm=40.0)])] == [162]
+    # 1000x its median or more is no one-batch outlier (a torchtitan VLM fine-tune's 0.04 -> 76914, tune/
+    # torchtitan_vlm_sft_..): at once, the next step back at the median
+    burst = recs + [StepRecord(161, loss=loss[160], grad_norm=1100.0), StepRecord(162, loss=loss[161], grad_norm=1.0)]
+    assert [(e.rule, e.step) for e in run(burst)] == [("grad_norm_spike", 161)]
+    assert run(burst, Rules({"grad_norm_spike": {"burst_ratio": 0.0}})) == []
 
 
 def test_a_start_up_that_never_stops_overflowing_is_a_storm_not_calibration():
