@@ -491,6 +491,18 @@ def test_llm_c_s_and_trl_are_the_step_and_its_loss():
     assert text.pairs(text.clean("took 5.2 s 100 samples")) == []
 
 
+def test_a_trainer_dict_glued_after_a_bar_at_zero_is_numbered_as_the_dicts_after_it():
+    # MindNLP's Trainer (tune/mindnlp_albert_..): the bar's first draw, `0/4245 [00:00<?, ?it/s]`, then the first
+    # logged step's dict on the same line, and dicts alone after it: each dict a record, numbered by position
+    lines = ["  0%|                                   | 0/4245 [00:00<?, ?it/s]{'loss': 2.9946, 'learning_rate': "
+             "1.995288574793875e-05, 'epoch': 0.01}",
+             "{'loss': 2.9886, 'learning_rate': 1.9905771495877505e-05, 'epoch': 0.01}",
+             "{'loss': 2.9802, 'learning_rate': 1.9858657243816254e-05, 'epoch': 0.02}"]
+    assert [r.loss for r in _steps(lines)] == [2.9946, 2.9886, 2.9802]
+    # a bar at 0 whose postfix has the values (diffusers' `loss=nan` at its first draw) numbers its line
+    assert [r.step for r in _steps(["Steps:   0%|          | 0/100 [00:09<?, ?it/s, loss=nan, lr=1e-6]"])] == [0]
+
+
 def test_a_whole_trainer_state_json_reads_the_objects_of_its_log_history():
     # a Hugging Face trainer_state.json from its first line: the file's own object holds log_history, a list of
     # objects each a record (tests/data/reallogs/tune/hf_trainer_state_raw_..: grad norm NaN from step 1)

@@ -117,8 +117,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout30 after scoring: train_time 1.07 -> 1.45 s a step for 140 steps on an Ascend TF port,
     # compute only (load_time 0.000), about 53 s lost (under min_seconds, by design)
     "tf1_npu_lip2wav_steps_3680_3869_train_time_1_07_to_1_47s_from_3730_loss_spike_16_5_to_24_at_3812_lip2wav.log",
-    # heldout31, first replay (not yet studied)
-    "mindnlp_albert_trainer_dicts_epoch_0_to_1_15_loss_2_99_to_1_8_healthy_mindnlp.log",
     # promoted from heldout32 after scoring: a heavy-tailed grad norm (median ~8, 129-442 on several steps) whose
     # 19580 at step 173 comes within the rule's cooldown of an event at 165 (46 then 29)
     "msswift_gemma4_fsdp2_sft_steps_109_308_grad_norm_7_to_19580_at_173_9344_at_292_fyh2001.log",

@@ -1073,7 +1073,10 @@ class Parser(base.Parser):
         return epoch is not None and "step_time_s" in values and not self.losses
 
     def _step(self, values: dict, text: str, bar) -> int | None:
-        """The global step of a line, or None when it numbers none."""
+        """The global step of a line, or None when it numbers none. A progress bar at 0 with no postfix values
+        numbers no line: values glued after it (a Trainer's ``{'loss': ..}`` printed after the bar's first
+        draw, ``0/4245 [00:00<?, ?it/s]{'loss': 2.99, ..}``) are the first logged step's, read as the lines of
+        values after it are."""
         epoch, self.epoch_start = values.get("epoch"), False
         if "step" in values:
             v, tot, _ = values["step"]
@@ -1085,7 +1088,7 @@ class Parser(base.Parser):
             self.leading = True
         elif not self.numbered and "loss" not in values and not self._timed_epoch(epoch, values):
             return None
-        elif bar is not None:
+        elif bar is not None and (bar.group(2) != "0" or _BAR_TIMING.sub("", bar.group(4) or "", 1).strip(" ,")):
             v, tot = float(bar.group(2)), bar.group(3)
             if int(tot) != self.bar_total:
                 return None
