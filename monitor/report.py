@@ -52,7 +52,7 @@ def write_html(results, path: str, settings: dict | None = None) -> int:
                       f"</head><body><h1>monitor replay</h1><p class='note'>{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
                       f"{''.join(f'; {html.escape(k)} {html.escape(str(v))}' for k, v in (settings or {}).items())}"
                       f"</p>")
-            out.write(_table(["log", "format", "ranks", "records", "anomalies", "would-be rollbacks", "would stop"],
+            out.write(_table(["log", "format", "rank(s)", "records", "anomalies", "would-be rollbacks", "would stop"],
                              [[r.path, r.format or r.error, ", ".join(map(str, sorted(r.ranks))), r.records,
                                len(r.events) + r.events_dropped, len(r.would_be_rollbacks()),
                                "; ".join(f"step {s['at_step']}" for s in r.would_stop())] for r in results]))
