@@ -56,8 +56,8 @@ class ModelCheckpointFiles:
 
     def due(self, cb_params) -> bool:
         """True when a callback saving after the judging (lag 1) saves at this step: its steps since the last
-        save reach ``save_checkpoint_steps`` (``ModelCheckpoint._check_save_ckpt``'s test), or its
-        ``save_checkpoint_seconds`` have passed."""
+        save reach ``save_checkpoint_steps`` (``ModelCheckpoint._check_save_ckpt``'s test; without its
+        ``_last_triggered_step``, at each multiple of them), or its ``save_checkpoint_seconds`` have passed."""
         now = time.time()
         for mc, after, _ in self._watch:
             if after != 1:
@@ -65,7 +65,9 @@ class ModelCheckpointFiles:
             config = getattr(mc, "_config", None)
             steps = getattr(config, "save_checkpoint_steps", None)
             seconds = getattr(config, "save_checkpoint_seconds", None)
-            if steps and cb_params.cur_step_num >= getattr(mc, "_last_triggered_step", 0) + steps:
+            last = getattr(mc, "_last_triggered_step", None)
+            if steps and (cb_params.cur_step_num >= last + steps if last is not None
+                          else cb_params.cur_step_num % steps == 0):
                 return True
             if not steps and seconds and now - getattr(mc, "_last_time", now) > seconds:
                 return True

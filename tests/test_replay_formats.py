@@ -511,6 +511,11 @@ def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
     res = replay_file(write(tmp_path, "out.log", "\n".join(lines) + "\n"))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 151, 151, "monitor")]
     assert res.events[0].message == "monitor: loss is nan at step 151"
+    # a rule with no actions in the rules file prints none after the arrow
+    quiet = lines[:2] + ["2026-12-03 20:17:03.531 | WARNING  | training_monitor.sinks:on_event:77 - rank 0 low_mfu at step "
+                         "150 (onset 141): MFU 4.3% below the floor 20% -> "]
+    res = replay_file(write(tmp_path, "quiet.log", "\n".join(quiet) + "\n"))
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("low_mfu", 150, 141)]
 
 
 # TensorBoard event files, written with TensorBoard's own writers: tensorboard.summary.Writer (TF2-style scalar

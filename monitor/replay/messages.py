@@ -234,7 +234,7 @@ _RT_SYNC = re.compile(r"(rt\w*Synchroni[sz]e\w*) execute failed, reason=\[([^\]]
 _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\btimeout[:=] ?(\d+))?")
 _RANK = re.compile(r"Rank (\d+)\]")
 # this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, message
-_OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)\): (.*) -> \w")
+_OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)\): (.*) -> (?:\w|$)")
 _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
                      re.IGNORECASE)
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
