@@ -98,6 +98,7 @@ class Parser(abc.ABC):
 
     name = ""
     messages = False
+    own_events = True  # this monitor's own event lines are reports (not beside the monitor's event log: the same)
 
     def __init__(self, rank: int = 0, times: bool = True):
         self.rank = rank

@@ -177,7 +177,8 @@ step line of their own.
 
 * This monitor's own event line (:class:`~training_monitor.sinks.LoggedEvents`, on stderr), a report of its
   rule at the step and onset it names, so the console log of a monitored run shows the events the callback
-  raised (a rolled-back step's ``LossMonitor`` line is not printed)::
+  raised (a rolled-back step's ``LossMonitor`` line is not printed); not in a log found beside the monitor's
+  event log, which holds the same events (:attr:`.sources.Source.own_events`)::
 
       2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 (onset 151): loss is nan at step 151 -> alert, rollback
 
@@ -347,7 +348,7 @@ def _match(line: str, parser):
         m = _SOCKET_WAIT.search(line)
         if m is not None:
             return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
-    if " (onset " in line and (m := _OWN.search(line)) is not None:
+    if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         return parser.once(Report(m[2], int(m[3]), None, f"monitor: {m[5]}", int(m[1]), int(m[4]), "monitor"))
     return _hang(line, parser)
 

@@ -233,6 +233,7 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
+        self.own_events = True  # the parsers read this monitor's own event lines (Source.own_events)
         # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
         # and then the first timed step after it)
         self.unconfirmed: list[tuple[Report, float | None, StepRecord | None]] = []
@@ -247,6 +248,7 @@ class _Run:
         if slot is None:
             self._bound(self.parsers)
             parser = self.module.Parser(key, self.options.openmetrics is not None)
+            parser.own_events = self.own_events
             stall = self.rules.rules.get("stall")
             parser.stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
             parser.fast = self.options.fast  # the text reader's recipes for plain step lines
@@ -667,6 +669,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             fmt = detect(t for b in head for t in text_lines(b))
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
+        run.own_events = source.own_events
         path, at = first, [0]
         feed = _feed_blocks if _fast(run) else _feed_lines
         try:

@@ -35,6 +35,7 @@ _LOG_NAME = re.compile(r"\.(?:log|txt|out|err|jsonl|csv)(?:\.\d+)?(?:\.gz)?$|^ev
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|worker|device)[_-]?(\d+)", re.IGNORECASE)
 _ROTATED = re.compile(r"^(.+)\.(\d+)$")
 _RECORDS = re.compile(r"^records_rank\d+\.csv$")  # the monitor's own record log: the output folder's full view
+_EVENTS = re.compile(r"^events_rank\d+\.jsonl$")  # the monitor's own event log
 STDIN = "-"
 HEAD_BYTES = 8192
 MAX_LINE = 1 << 20  # bytes of a line kept; the rest of an over-long line is skipped and counted
@@ -149,13 +150,15 @@ class Source:
     """One log replayed through one set of engines: a file, a file and its rotated backups, or stdin.
     ``found``: found in a folder (rather than named), so a log that cannot be replayed does not stop the others.
     ``left_out``: the other views of the same run left out beside it (a monitor output folder's event log and
-    trainer logs, beside its record log)."""
+    trainer logs, beside its record log). ``own_events``: this monitor's own event lines in it are reports
+    (False beside the monitor's event log ``events_rank<r>.jsonl``, which holds the same events)."""
 
     name: str
     paths: list
     rank: int
     found: bool = False
     left_out: tuple = ()
+    own_events: bool = True
 
 
 def rank_of(path: str) -> int | None:
@@ -184,10 +187,13 @@ def _folder(root: str) -> list[Source]:
     (a run killed before its first rows were written) is left out instead, and the other views replayed."""
     groups: dict[str, list[tuple[int, str]]] = {}
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
+    evented: set[str] = set()  # folders holding a monitor event log
     unread: list[OSError] = []
     for folder, dirs, files in os.walk(os.path.normpath(root), onerror=unread.append):
         dirs.sort()
         names = set(files)
+        if any(_EVENTS.match(n) for n in names):
+            evented.add(folder)
         if any(_RECORDS.match(n) and _has_rows(os.path.join(folder, n)) for n in names):
             outputs[folder] = []
         home = next((o for o in outputs if folder == o or folder.startswith(o + os.sep)), None)
@@ -215,7 +221,8 @@ def _folder(root: str) -> list[Source]:
         paths = [p for _, p in sorted(members, reverse=True)]  # info.log.2, info.log.1, info.log
         name = shown(paths[-1]) if len(paths) == 1 else f"{shown(paths[-1])} (+{len(paths) - 1} rotated)"
         left_out = tuple(outputs.get(os.path.dirname(base), ())) if _RECORDS.match(os.path.basename(base)) else ()
-        sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out))
+        sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out,
+                              own_events=os.path.dirname(base) not in evented))
     return sorted(sources, key=lambda s: (s.rank, s.name))
 
 
