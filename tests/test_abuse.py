@@ -5,6 +5,7 @@ machine, all traffic to 127.0.0.1, and shown to hold. Memory is RSS read from /p
 import gzip
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -77,11 +78,19 @@ def post(relay, alerts, path="/alerts", headers=BEARER):
 
 
 def raw_http(port: int, data: bytes) -> bytes:
-    """Send ``data`` on a fresh connection; the server's answer (read until it closes or resets)."""
+    """Send ``data`` on a fresh connection, 64 KiB at a time, as long as the server has not answered (a server
+    that refuses a body answers without reading it, then closes: a client still sending then gets a reset that
+    may discard the answer); the server's answer (read until it closes or resets)."""
     chunks = []
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         try:
-            s.sendall(data)
+            for i in range(0, len(data), 65536):
+                if i and select.select([s], [], [], 0.05)[0]:
+                    break  # answered
+                s.sendall(data[i:i + 65536])
+        except (BrokenPipeError, ConnectionResetError):  # closed while the rest of a refused body was sent
+            pass
+        try:
             while chunk := s.recv(65536):
                 chunks.append(chunk)
         except ConnectionResetError:  # answered, then closed without reading the rest of a refused body
