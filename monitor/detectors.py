@@ -680,9 +680,8 @@ class LossSpike(RobustSpike):
             prev = x
         if not (base > 0 and prev > self.rise_ratio * base and prev - base >= self.excursion_min):
             return None
-        for i in range(n - 1 - k):
-            if not prev > hist.value(i):  # (a rise within the excerpt's own noise)
-                return None
+        if not hist.ordered[n - 2] < prev:  # no new high, the highest held alone (a rise within the excerpt's noise)
+            return None
         return (prev, hist.step_of(n - k), f"loss {prev:.4g} at step {step} rose at each of the last {k} records, "
                                            f"{prev / base:.3g}x the {base:.4g} before the rise")
 

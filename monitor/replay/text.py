@@ -378,6 +378,11 @@ def _bare(text: str) -> re.Match | None:
     return _BARE.match(text, start) or _BARE_SHARE.match(text, start)
 
 
+def _postfix(bar: re.Match) -> str:
+    """A progress bar's postfix: its bracket's text after the timing (``loss=2.6, lr=1e-6``), else ''."""
+    return _BAR_TIMING.sub("", bar.group(4) or "", 1)
+
+
 def _blank(m: re.Match) -> str:
     return " " * len(m.group())
 
@@ -671,7 +676,7 @@ class Parser(base.Parser):
                 self.bar_total = total  # the first bar, or, before any step line, one after the last finished
             if total == self.bar_total and not self.finished:  # (checkpoint shards, a dataset's map, then training);
                 self.bar = n  # else evaluation bars, or a bar counting within its epoch in a log of epochs
-            tail, postfix = text[bar.end():], _BAR_TIMING.sub("", bar.group(4) or "", 1)
+            tail, postfix = text[bar.end():], _postfix(bar)
             text = text[:bar.start()] + ", " + postfix + ", " + tail
             head = text[:bar.start()] + ", " + postfix
             glued = bool(bar.group(4)) and messages.mentioned(tail)
@@ -1088,7 +1093,7 @@ class Parser(base.Parser):
             self.leading = True
         elif not self.numbered and "loss" not in values and not self._timed_epoch(epoch, values):
             return None
-        elif bar is not None and (bar.group(2) != "0" or _BAR_TIMING.sub("", bar.group(4) or "", 1).strip(" ,")):
+        elif bar is not None and (bar.group(2) != "0" or _postfix(bar).strip(" ,")):
             v, tot = float(bar.group(2)), bar.group(3)
             if int(tot) != self.bar_total:
                 return None
