@@ -22,6 +22,16 @@ def global_step(train_network, optimizer=None) -> int:
     return int(step.asnumpy().reshape(-1)[0]) if step is not None else 0
 
 
+def nonfinite_parameters(network) -> list[str]:
+    """Names of the trainable parameters of ``network`` holding a NaN or an Inf (empty: all finite). One pass
+    over the weights on their device and one synchronisation: the flags are read together."""
+    params = network.trainable_params()
+    if not params:
+        return []
+    flags = ops.stack([ops.isfinite(p).all() for p in params]).asnumpy()
+    return [p.name for p, ok in zip(params, flags) if not ok]
+
+
 def save_train_state(train_network, path: str) -> None:
     """Save every parameter of the train-step cell: weights, optimizer moments, global step, loss scale."""
     ms.save_checkpoint(train_network, path)

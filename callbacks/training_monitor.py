@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import time
@@ -39,7 +40,7 @@ from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
 from .peers import evaluators, hook_eval, hook_step_end, nan_checks, unhook
-from .rollback import global_step, restore_train_state, save_train_state, train_optimizer
+from .rollback import global_step, nonfinite_parameters, restore_train_state, save_train_state, train_optimizer
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
@@ -165,7 +166,8 @@ class TrainingMonitor(Callback):
                 self.alerts = AlertSender(alerts_cfg, cfg.run)
                 self.metrics.alert_stats = self.alerts.stats
         self.kept = EventList()  # the run's first events (MAX_EVENTS), for whoever drives the training
-        sinks = [self.event_log, LoggedEvents(), self.metrics, self.kept, self.record_log]
+        self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
+        sinks = [self.event_log, LoggedEvents(lambda: self._offset), self.metrics, self.kept, self.record_log]
         if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
             sinks.append(self.alerts)  # a step's alerts; every rank sends its stalls (see _on_stall)
         sinks = [s for s in sinks if s is not None]
@@ -190,7 +192,6 @@ class TrainingMonitor(Callback):
         self.rollbacks = self.policy.rollbacks  # what was done: {"at_step", "to_step", "lr_multiplier", ...}
         self.stop_reason: str | None = None
         self.last_record: StepRecord | None = None
-        self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._prev_trainer_step = 0
         # perf_counter() seconds of the step marks, and the later callbacks' seconds (None: not yet)
         self._t_begin: float | None = None
@@ -206,6 +207,7 @@ class TrainingMonitor(Callback):
         self._source: SkippableSource | None = None
         self._judged: int | None = None  # trainer step (cur_step_num) the monitor has judged
         self._undone: int | None = None  # trainer step a rollback undid or the run stops at
+        self._finite_at = 0  # the last step whose weights were checked finite (_weights_finite)
         self._hooked: list = []  # other callbacks whose step end the monitor wraps (training_monitor.callbacks.peers)
         self._recovery_checked = False
         self._fixed_lr: float | None = None
@@ -362,8 +364,9 @@ class TrainingMonitor(Callback):
             self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank, cfg.run,
                                    self.record_log, self._consensus.all_ok if self._consensus else None)
             self._resume_from = None
-            if self.resumed:  # this process's first step follows the checkpoint's
+            if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine, self._offset = self.resumed.engine, cb.cur_step_num - self.resumed.entry.step
+                self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
             logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
@@ -471,6 +474,9 @@ class TrainingMonitor(Callback):
         for on_record in self._on_record:
             on_record(rec, events)
         self.model_checkpoints.ledger_new(step, self._prev_trainer_step, lag=0)
+        promotes = self.ledger.next_promotion  # (a step whose events ask for no rollback promotes)
+        if promotes is not None and step >= promotes and not any("rollback" in e.actions for e in events):
+            events = events + self._weights_finite(cb, step)
         d = self.policy.decide(step, events)
         if d.promoted:
             self.metrics.set_healthy(self.ledger.last_healthy_step)
@@ -490,6 +496,22 @@ class TrainingMonitor(Callback):
             action = f"run stopped: {self.stop_reason}"
         for on_action in self._on_action:
             on_action(events, action)
+
+    def _weights_finite(self, cb, step: int) -> list:
+        """Before a checkpoint is promoted to healthy: the weights must be finite (on every rank). A NaN that
+        reaches the weights stays there, and the loss can stay finite over them (a ReLU turns a NaN activation
+        into 0, and the model predicts a constant): a checkpoint saved since the last check may hold them.
+        Returns the ``nan_inf`` event when they are not (onset: the step after the last check that passed), or
+        nothing."""
+        bad = nonfinite_parameters(cb.train_network)
+        ok = not bad if self._consensus is None else self._consensus.all_ok(not bad)
+        if ok:
+            self._finite_at = step
+            return []
+        where = f"{bad[0]} and {len(bad) - 1} more" if len(bad) > 1 else bad[0] if bad else "on another rank"
+        return [self.engine.report("nan_inf", step, math.nan, f"weights not finite at step {step} ({where}) with a "
+                                   f"finite loss; finite at step {self._finite_at}", source="monitor",
+                                   rank=self.rank, onset=self._finite_at + 1)]
 
     def _infer_tokens(self, cb) -> int | None:
         """Batch x sequence of the first 2-D input, times the data-parallel device count. A causal LM fed
@@ -513,6 +535,8 @@ class TrainingMonitor(Callback):
             path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
         save_train_state(cb.train_network, str(path))
         self.ledger.add(step, str(path), self._prev_trainer_step, self._trajectory())
+        if self._watchdog is not None:
+            self._watchdog.done()
         self._slow = "checkpoint"  # the save is in the next step's data wait
 
     def _trajectory(self) -> list | None:
@@ -530,7 +554,10 @@ class TrainingMonitor(Callback):
             return self._rollback_failed(d, str(exc))
         if target is None:
             return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}")
+        if self._watchdog is not None:
+            self._watchdog.done()
         self._offset += step - target.step
+        self._finite_at = min(self._finite_at, target.step)
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
         self._slow = "rollback"

@@ -75,6 +75,8 @@ def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
         for r in summary["rollbacks"]:
             click.echo(f"  rollback step {r['at_step']} -> healthy checkpoint at step {r['to_step']}, "
                        f"LR x{r['lr_scale']} (now x{r['lr_multiplier']:g} of the schedule)")
+        if summary["stop_reason"]:
+            click.echo(f"  stopped  {summary['stop_reason']}")
         click.echo(f"event log: {summary['event_log']}")
         if summary["mindformers_log"]:
             click.echo(f"MindFormers log: {summary['mindformers_log']}  "

@@ -1,12 +1,14 @@
 """Monitor settings: a flat mapping, from keyword arguments, a dict, a MindFormers YAML entry or a file."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .alerts.config import AlertsConfig
 from .policy import RollbackSettings
-from .ruleset import Rules
-from .schema import LABEL, ConfigError, check, is_label
+from .ruleset import Rules, RulesError
+from .schema import LABEL, ConfigError, check, is_label, located
 from .yamlfile import load_yaml
 
 
@@ -35,7 +37,8 @@ class MonitorConfig(RollbackSettings):
         consensus: with more than one rank, reduce loss, grad norm and overflow across ranks every step
             (one small AllReduce) so all ranks take the same decisions; null: on when world_size > 1.
         record_log: write every step record to ``<output_dir>/records_rank<r>.csv`` (replayable).
-        rules: a rules YAML file (see ``monitor/default_rules.yaml``) or a mapping of overrides.
+        rules: a rules YAML file (see ``monitor/default_rules.yaml``; in a settings file, a relative path is
+            beside that file) or a mapping of overrides.
         rollback: roll back on rules whose actions include ``rollback``.
         exit_on_stop: when the monitor stopped the run (budget exhausted, a ``stop`` action), end the
             process with exit status 1 and the reason (``SystemExit`` from ``on_train_end``).
@@ -50,7 +53,7 @@ class MonitorConfig(RollbackSettings):
             ``model.model_config`` mapping (see :mod:`training_monitor.flops`). None of them: no MFU.
         device: device name for the peak FLOP/s table (:mod:`training_monitor.hardware`); None detects it.
         peak_tflops: peak dense TFLOP/s of one device, overriding the table.
-        alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file, see
+        alerts: where alerts go (chat platforms, Alertmanager): a mapping or a YAML file (as ``rules``), see
             :class:`training_monitor.alerts.AlertsConfig`. None: no alerts, events are only logged and exported.
         resume_from: the checkpoint file this job was restarted from (what it loaded into the network
             before ``Model.train``; MindFormers: the file ``load_checkpoint``/``resume_training`` loads);
@@ -101,6 +104,8 @@ class MonitorConfig(RollbackSettings):
         cfg = check(cls, settings, source, lines, path, what="monitor setting")
         if isinstance(cfg.rules, dict):  # checked here, where its file and lines are known
             Rules(cfg.rules, source, lines, (*path, "rules"))
+        if isinstance(cfg.alerts, dict):  # (a file of its own is checked, with its lines, when read)
+            AlertsConfig.load(cfg.alerts, source, lines=lines, path=(*path, "alerts"))
         return cfg
 
     def model_flops_per_token(self) -> float | None:
@@ -117,7 +122,8 @@ class MonitorConfig(RollbackSettings):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> MonitorConfig:
-        """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key).
+        """Read a YAML file holding the settings (optionally under a top-level ``monitor:`` key). A ``rules`` or
+        ``alerts`` file named in it is read now, relative to its folder.
 
         Raises:
             ConfigError: as :meth:`from_dict`, also naming the line.
@@ -129,4 +135,14 @@ class MonitorConfig(RollbackSettings):
             data = data["monitor"]
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of settings")
-        return cls.from_dict(data, str(path), lines, ("monitor",) if nested else ())
+        prefix = ("monitor",) if nested else ()
+        cfg = cls.from_dict(data, str(path), lines, prefix)
+        for key, load in (("rules", Rules.load), ("alerts", AlertsConfig.load)):
+            name = getattr(cfg, key)
+            if isinstance(name, str):  # a file of its own: beside this one when relative, read now
+                setattr(cfg, key, os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(name)))
+                try:
+                    load(getattr(cfg, key))
+                except (ConfigError, RulesError) as exc:
+                    raise type(exc)(f"{located(str(path), lines, (*prefix, key))}: {exc}") from None
+        return cfg

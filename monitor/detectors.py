@@ -389,6 +389,8 @@ class RuleSettings:
     actions: tuple = setting(("alert",), "list of alert, rollback, skip_batches, stop", choices=ACTIONS)
     warmup_steps: int = setting(0, "first trainer steps never judged (compile and the noisy start)", min=0)
     cooldown_steps: int = setting(0, "no second event of the rule within this many steps of the last", min=0)
+    escalation: float = setting(0.0, "...unless it begins after the last and its value is at least this x that "
+                                     "event's (0: off)", min=0)
 
 
 class Detector:
@@ -624,6 +626,7 @@ class LossSpikeSettings(RobustSpikeSettings):
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
     warmup_steps: int = override(RuleSettings, "warmup_steps", 10)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
+    escalation: float = override(RuleSettings, "escalation", 2.0)
     shift_steps: int = setting(5, "also fire on a level shift: the median of the last shift_steps losses... "
                                   "(0: off)", min=0)
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
@@ -726,6 +729,7 @@ class GradNormSpikeSettings(RobustSpikeSettings):
 
     warmup_steps: int = override(RuleSettings, "warmup_steps", 100)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
+    escalation: float = override(RuleSettings, "escalation", 10.0)
     threshold: float = override(RobustSpikeSettings, "threshold", 10.0)
     min_sigma_ratio: float = override(RobustSpikeSettings, "min_sigma_ratio", 0.05)
     min_ratio: float = override(RobustSpikeSettings, "min_ratio", 2.0)

@@ -31,7 +31,8 @@ class Engine:
         self.rules = rules or Rules.load()
         self.judge = Judge(self.rules.detectors(), self.rules.detectors(EVALUATORS))
         self.sinks = list(sinks or [])
-        self._quiet_until: dict[str, int] = {}
+        # rule -> (the last step of its cooldown, its last event's value, that event's step)
+        self._quiet: dict[str, tuple[int, float, int]] = {}
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
 
     @property
@@ -40,8 +41,9 @@ class Engine:
         return self.judge.last_step
 
     def observe(self, records, due: int = 0) -> list[Event]:
-        """Judge ``records`` and publish what it raised outside each rule's cooldown; return those events
-        (usually none).
+        """Judge ``records`` and publish what it raised outside each rule's cooldown (or escalated within it:
+        a new excursion, its onset after the rule's last event, with a value at least the rule's ``escalation``
+        times that event's); return those events (usually none).
 
         ``records``: one :class:`~training_monitor.record.StepRecord`, or a batch of them read in C (replay's
         :class:`~training_monitor.replay.scan.Batch`), judged from its cursor on up to the first record that
@@ -54,7 +56,7 @@ class Engine:
         else:
             hits = records.judge(self.judge, due)
         if self.judge.went_back:
-            self._quiet_until.clear()
+            self._quiet.clear()
         return [] if hits is None else self._fire(hits, records.step, records.rank)
 
     def evaluate(self, step: int, loss: float, rank: int = 0) -> list[Event]:
@@ -69,7 +71,9 @@ class Engine:
     def _fire(self, hits: list, step: int, rank: int) -> list[Event]:
         fired = []
         for rule, (value, onset, message) in hits:
-            if step > self._quiet_until.get(rule, -1):
+            until, last, at = self._quiet.get(rule, (-1, 0.0, -1))
+            factor = self.rules.rules[rule].escalation
+            if step > until or factor and onset > at and last > 0 and value >= factor * last:
                 fired.append(self._publish(rule, step, onset, value, message, "rule", rank))
         return fired
 
@@ -83,7 +87,7 @@ class Engine:
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
         self.judge.rewind(step)
-        self._quiet_until.clear()
+        self._quiet.clear()
 
     def _publish(self, rule, step, onset, value, message, source, rank, details="") -> Event:
         cfg = self.rules.rules[rule]
@@ -91,7 +95,7 @@ class Engine:
                       message=message, source=source, actions=list(cfg.actions), rank=rank,
                       runbook=self.rules.runbook(rule), details=details)
         with self._lock:
-            self._quiet_until[rule] = step + cfg.cooldown_steps
+            self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)
         for sink in self.sinks:
             try:
                 sink.on_event(event)

@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 
 
 def write_atomic(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` via a temporary file in the same folder, fsync and rename: readers
-    see the old or the new content, never a part. Raises OSError."""
+    see the old or the new content, never a part. The file gets the permissions a plain ``open(path, "w")``
+    gives (0666 less the process umask), so other users (Prometheus reading a file_sd target) can read it as
+    they could any file the process writes. Raises OSError."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    while True:
+        tmp = os.path.join(folder, f".tmp-{os.path.basename(path)}-{secrets.token_hex(6)}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:  # (48 random bits taken: try another name)
+            continue
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

@@ -5,7 +5,8 @@ Importing loguru takes about 70 ms, 40 % of a ``monitor replay`` start-up, and m
 A logged exception shows its traceback without variable values (loguru's ``diagnose=False``) and without
 the frames above the handler (``backtrace=False``): values would print settings, URLs and tokens. That is
 the default of every handler added after this module first logs (``LOGURU_DIAGNOSE``/``LOGURU_BACKTRACE``
-unless set), and loguru's own stderr handler is replaced by one with these options.
+unless set), and loguru's own stderr handler is replaced by one with these options, which prints a failure
+repeated from the same place once per :data:`REPEAT_WINDOW` (:class:`Repeats`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,33 @@ import sys
 
 _stderr_level: str | None = None
 _configured = False
+REPEAT_WINDOW = 300.0  # seconds: a failure logged again from the same place within this is counted, not printed
+
+
+class Repeats:
+    """A loguru filter for the monitor's stderr handler: a warning or error logged again from the same line of
+    code within :data:`REPEAT_WINDOW` seconds of the last one printed there is counted, not printed; the next
+    one printed says how many were left out. A broken output folder or alert sink fails at every save or send:
+    the first failure says so, later ones do not bury the training's own log. Events (records bound
+    ``report=True``, news rather than failures) are always printed. Memory: one entry per line of code."""
+
+    def __init__(self):
+        self.seen: dict[tuple, tuple[float, int]] = {}  # (file, line) -> (time printed last, left out since)
+
+    def __call__(self, record) -> bool:
+        if record["level"].no < 30 or record["extra"].get("report"):
+            return True
+        key, now = (record["file"].path, record["line"]), record["time"].timestamp()
+        last, left_out = self.seen.get(key, (-REPEAT_WINDOW, 0))
+        if now - last < REPEAT_WINDOW:
+            self.seen[key] = (last, left_out + 1)
+            return False
+        self.seen[key] = (now, 0)
+        if left_out:
+            record["message"] += f" (and {left_out} more from the same place in the {now - last:.0f} s before)"
+        return True
+
+
 SAFE: dict = {"diagnose": False, "backtrace": False}
 
 
@@ -32,10 +60,10 @@ def _loguru():
             pass
         else:
             if _stderr_level is None:
-                logger.add(sys.stderr, level="DEBUG", **SAFE)
+                logger.add(sys.stderr, level="DEBUG", filter=Repeats(), **SAFE)
     if _stderr_level is not None:
         logger.remove()
-        logger.add(sys.stderr, level=_stderr_level, **SAFE)
+        logger.add(sys.stderr, level=_stderr_level, filter=Repeats(), **SAFE)
         _stderr_level = None
     return logger
 

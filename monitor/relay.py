@@ -194,12 +194,15 @@ class Relay:
                             else 'Basic realm="monitor-relay"'))
         else:
             length = int(environ.get("CONTENT_LENGTH") or 0)  # digits only, at most MAX_BODY: waitress checks
+            problem = ""
             try:
                 payload = json.loads(environ["wsgi.input"].read(length) or b"null")
-            except (ValueError, RecursionError):
-                payload = ValueError
-            if payload is ValueError:
-                status, body = HTTPStatus.BAD_REQUEST, {"error": "body is not JSON"}
+            except ValueError:
+                problem = "body is not JSON"
+            except RecursionError:
+                problem = "body JSON nested too deep"
+            if problem:
+                status, body = HTTPStatus.BAD_REQUEST, {"error": problem}
             else:
                 status, body = self.forward(payload, path[len("/alerts/"):] if path != "/alerts" else None)
             if status == HTTPStatus.SERVICE_UNAVAILABLE:

@@ -116,6 +116,7 @@ def _figure(r):
             xs, ys = env.points()
             ys = [y * ROWS[name][1] for y in ys]
             points[(rank, name)] = (xs, ys)
+            xs, ys = _gapped(xs, ys)
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"rank {rank}", legendgroup=f"rank {rank}",
                                      showlegend=i == 1, line={"width": 1}), row=i, col=1)
     if "loss_scale" in rows:
@@ -137,13 +138,14 @@ def _figure(r):
         for e in events:
             if e.onset_step < e.step:
                 fig.add_vrect(x0=e.onset_step, x1=e.step, fillcolor="crimson", opacity=0.12, line_width=0, row=i, col=1)
-    for rb in r.would_be_rollbacks()[:MAX_MARKS]:
+    for k, rb in enumerate(r.would_be_rollbacks()[:MAX_MARKS]):
         if rb["to_step"] is not None:
             fig.add_vrect(x0=rb["to_step"], x1=rb["at_step"], fillcolor="orange", opacity=0.10, line_width=0,
                           row="all", col=1)
         fig.add_vline(x=rb["at_step"], line={"color": "darkorange", "dash": "dash", "width": 1.5}, row="all", col=1)
         to = f"step {rb['to_step']}" if rb["to_step"] is not None else f"before step {rb['before_step']}"
-        fig.add_annotation(x=rb["at_step"], y=0.98, xref="x", yref="y domain", showarrow=False, yanchor="top",
+        fig.add_annotation(x=rb["at_step"], y=0.98 - 0.09 * (k % 3), xref="x", yref="y domain", showarrow=False,
+                           yanchor="top",  # (successive labels one under the other: close rollbacks' overlap)
                            xanchor="right", text=f"would roll back to {to}, LR x{rb['lr_multiplier']:g}",
                            font={"color": "darkorange", "size": 11}, bgcolor="rgba(255,255,255,0.7)")
     for stop in r.would_stop():
@@ -155,6 +157,20 @@ def _figure(r):
     fig.update_layout(height=230 * len(rows) + 90, margin={"l": 60, "r": 20, "t": 50, "b": 40},
                       template="plotly_white", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
     return fig
+
+
+def _gapped(xs: list, ys: list) -> tuple[list, list]:
+    """The points with a gap (None) where the step goes back: a run that rolled back repeats its steps, and the
+    line must not be drawn back to them."""
+    gx: list = []
+    gy: list = []
+    for j, (x, y) in enumerate(zip(xs, ys)):
+        if j and x <= xs[j - 1]:
+            gx.append(None)
+            gy.append(None)
+        gx.append(x)
+        gy.append(y)
+    return gx, gy
 
 
 def _labels(events, span: float) -> list[str]:

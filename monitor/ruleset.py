@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from .detectors import DETECTORS, EVALUATORS, RuleSettings, override, setting
-from .schema import ConfigError, check, did_you_mean
+from .schema import ConfigError, check, did_you_mean, located
 from .yamlfile import load_yaml
 
 MAX_NUMBER = 10**7  # every number of a rule (windows, steps, thresholds, seconds) is in 0..MAX_NUMBER
@@ -90,6 +90,7 @@ class RuleConfig:
     actions: tuple[str, ...]
     warmup_steps: int
     cooldown_steps: int
+    escalation: float = 0.0
     enabled: bool = True
     skip_extra_batches: int = 0
     params: dict = field(default_factory=dict)
@@ -123,8 +124,7 @@ class Rules:
         overrides = dict(overrides or {})
 
         def at(key):  # SOURCE[:LINE]: KEY.PATH of a key of the overrides
-            line = (lines or {}).get((*path, key))
-            return f"{source}:{line}: {'.'.join((*path, key))}" if line else f"{source}: {'.'.join((*path, key))}"
+            return located(source, lines, (*path, key))
 
         self.runbook_base = overrides.pop("runbook_base", "runbooks")
         if not isinstance(self.runbook_base, str):
@@ -143,6 +143,7 @@ class Rules:
             self.rules[rid] = RuleConfig(
                 id=rid, severity=params.pop("severity"), actions=tuple(params.pop("actions")),
                 warmup_steps=params.pop("warmup_steps"), cooldown_steps=params.pop("cooldown_steps"),
+                escalation=params.pop("escalation"),
                 enabled=params.pop("enabled"), skip_extra_batches=params.pop("skip_extra_batches"), params=params)
 
     @classmethod

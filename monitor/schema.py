@@ -114,6 +114,14 @@ def _ok(value, tp, meta) -> bool:
     return False
 
 
+def located(source: str, lines: Mapping | None, path: tuple) -> str:
+    """``SOURCE:LINE: key.path`` of the key at ``path`` (list items by index: ``alerts.sinks[0].url``), without
+    ``:LINE`` when ``lines`` (:func:`training_monitor.yamlfile.load_yaml`) does not know it."""
+    keys = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+    line = (lines or {}).get(tuple(path))
+    return f"{source}:{line}: {keys}" if line else f"{source}: {keys}"
+
+
 def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, path: tuple = (),
           error: type[Exception] = ConfigError, what: str = "setting", bounds: Mapping | None = None):
     """``cls(**data)`` (``cls`` a dataclass) once every key is one of its fields, every value fits its field and
@@ -131,8 +139,7 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
     lines = lines or {}
 
     def at(key):
-        line = lines.get(path + (key,))
-        return f"{source}:{line}: {'.'.join((*path, key))}" if line else f"{source}: {'.'.join((*path, key))}"
+        return located(source, lines, (*path, key))
 
     values = dict(data or {})
     for key, value in values.items():

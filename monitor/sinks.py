@@ -16,6 +16,8 @@ backfill (:class:`.openmetrics.Feed`), the alert sender (:mod:`.alerts.sender`),
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .events import Event
 from .log import logger
 from .record import StepRecord
@@ -69,10 +71,19 @@ class EventList(Sink):
 
 class LoggedEvents(Sink):
     """Each event as one log line: an error when the rule is critical, else a warning. Such a line is news,
-    not a monitor failure (bound ``report``: strict mode does not raise it)."""
+    not a monitor failure (bound ``report``: strict mode does not raise it). ``offset`` (the live callback's):
+    the trainer's step minus the monitor's, when the trainer counts its steps on after a rollback (MindSpore's
+    ``cur_step_num``, which ``LossMonitor`` and ``MFLossMonitor`` print); the line then names the trainer's step
+    too, ``(onset 194; trainer step 220)``, so a console log's replay places the event among the trainer's
+    lines."""
+
+    def __init__(self, offset: Callable[[], int] | None = None):
+        self.offset = offset
 
     def on_event(self, event: Event) -> None:
         report = logger.bind(report=True)
         log = report.error if event.severity == "critical" else report.warning
-        log("rank {} {} at step {} (onset {}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
-            event.message, ", ".join(event.actions))
+        shift = self.offset() if self.offset is not None else 0
+        trainer = f"; trainer step {event.step + shift}" if shift else ""
+        log("rank {} {} at step {} (onset {}{}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
+            trainer, event.message, ", ".join(event.actions))

@@ -41,7 +41,7 @@ class Watchdog:
     assignments. The thread is a daemon and never stops the run itself.
 
     :meth:`busy` (training thread) says known slow work follows the last step, a checkpoint save or load: the
-    allowance is at least ``startup_seconds`` until the next :meth:`beat`.
+    allowance is at least ``startup_seconds`` until the next :meth:`beat`, or until :meth:`done` says it ended.
 
     The thread looks (:meth:`check`) every ``interval`` seconds. ``clock()`` gives the time in seconds
     (default :func:`time.monotonic`); ``wait(seconds)`` passes the time between looks and returns True
@@ -81,6 +81,11 @@ class Watchdog:
     def busy(self) -> None:
         """Known slow work (a checkpoint save or load) follows the last step (training thread)."""
         self.slow = True
+
+    def done(self) -> None:
+        """The known slow work is over (training thread): the wait for the next step starts now, with the
+        ordinary allowance (the monitor's own save and a rollback's load end in the training thread)."""
+        self.last, self.slow = self.clock(), False
 
     def allowance(self) -> float:
         """Seconds without a finished step before it counts as a stall."""

@@ -75,14 +75,3 @@ def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, di
     if node is not None:
         walk(node, ())
     return data, lines
-
-
-def read_yaml(path: str | Path, key: str):
-    """The YAML document at ``path`` (read by :func:`load_yaml`); its ``key`` mapping when it has one at top
-    level (``monitor:``, ``alerts:``), else the whole document.
-
-    Raises:
-        ConfigError: unreadable file or invalid YAML, naming the file.
-    """
-    data = load_yaml(path)[0]
-    return data[key] if isinstance(data, dict) and isinstance(data.get(key), dict) else data

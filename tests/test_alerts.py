@@ -158,6 +158,22 @@ def test_bad_sink_settings_name_the_sink_and_key(sinks, expected):
     assert str(err.value).startswith("monitor.yaml: alerts")
 
 
+def test_bad_alerts_settings_in_a_file_name_the_file_line_and_key(tmp_path):
+    from training_monitor.config import MonitorConfig
+
+    path = tmp_path / "monitor.yaml"
+    path.write_text("run: x\nalerts:\n  sinks:\n    - {name: a, type: feishu, url: http://127.0.0.1:1/x, secret: abc}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:4: alerts.sinks\[0\].secret: put the secret in an environment"):
+        MonitorConfig.from_yaml(path)  # at construction, before any training
+    path.write_text("monitor:\n  alerts:\n    sinkz: []\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:3: monitor.alerts.sinkz: unknown key \(did you mean 'sinks'"):
+        MonitorConfig.from_yaml(path)
+    relay = tmp_path / "relay.yaml"  # a file of its own (monitor relay --config)
+    relay.write_text("alerts:\n  sinks:\n    - {type: slack, url: http://x}\n    - {type: webhok, url: http://y}\n")
+    with pytest.raises(ConfigError, match=rf"^{relay}:4: alerts.sinks\[1\].type: expected one of"):
+        AlertsConfig.load(str(relay))
+
+
 def test_missing_environment_variable_disables_only_that_sink():
     cfg, problems = AlertsConfig.load({"sinks": [{"name": "a", "type": "slack", "url_env": "NOPE"},
                                                  {"name": "b", "type": "slack", "url": "http://127.0.0.1:1/x"}]}, "t", {})

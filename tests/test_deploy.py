@@ -237,3 +237,21 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     assert alert["labels"]["rank"] == "3"
     assert alert["annotations"]["runbook_url"] == f"{base}/loss_spike.md"
     assert alert["annotations"]["summary"] == "Run deploy-test rank 3: engine rule loss_spike fired"
+
+
+def test_a_file_sd_target_is_readable_by_the_prometheus_user(tmp_path):
+    """Debian's Prometheus runs as its own user: the target file (written atomically) must get a plain file's
+    permissions, 0666 less the umask, not a temporary file's 0600."""
+    import os
+    import stat
+
+    from training_monitor.file_sd import write_file_sd_target
+
+    old = os.umask(0o022)
+    try:
+        path = write_file_sd_target(str(tmp_path), "r", 0, "127.0.0.1", 9400)
+        write_file_sd_target(str(tmp_path), "r", 0, "127.0.0.1", 9401)  # replaced: the same permissions
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r_rank0.json"]  # no temporary file left

@@ -111,6 +111,14 @@ def test_a_nan_evaluation_loss_is_an_event_live_and_replayed(tmp_path, capsys):
     path.write_text(log)
     replayed = replay_file(str(path))
     assert [(e.rule, e.step, e.message) for e in replayed.events if e.rule.startswith("eval")] == live
+    assert replayed.evaluations == 5  # LossMonitor's `Eval result: ..` after the script's own print: the same one
+    # MindSpore's LossMonitor alone prints the fit's metrics too: `Eval result: epoch 3, metrics: {'Loss': nan}`
+    own = "".join(line for line in log.splitlines(keepends=True) if not line.startswith("eval result:"))
+    assert "Eval result: epoch 3, metrics: {'Loss': nan}" in own
+    path.write_text(own)
+    replayed = replay_file(str(path))
+    assert [(e.rule, e.step, e.message) for e in replayed.events if e.rule.startswith("eval")] == live
+    assert replayed.evaluations == 5
 
 
 def test_mindformers_eval_callback_results_are_judged(tmp_path, log_lines):

@@ -173,13 +173,14 @@ def test_a_scaled_schedule_in_a_jit_train_step_is_halved_by_the_rollback(tmp_pat
 def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
                           strict=True)
+    before = set(threading.enumerate())  # (earlier tests' monitors may still end theirs)
     _, _, losses = train(mon, 8, epochs=3, grad_norm=True)
     assert len(losses) == 24 and losses[-1] < losses[0]
     assert mon.kept.events == [] and mon.stop_reason is None and mon.rollbacks == []
     assert mon.last_record.step == 24 and mon.last_record.grad_norm > 0 and mon.last_record.step_time_s > 0
     assert mon.last_record.tokens == BATCH * FEATURES  # inferred from the batch's 2-D input, as Model.train does
     assert [(e.step, e.status) for e in mon.ledger.entries] == [(10, "healthy"), (20, "pending")]
-    watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog"]
+    watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog" and t not in before]
     for t in watchdogs:  # the train end stopped it: the thread ends at its next look (1 s)
         t.join(timeout=5)
     assert not any(t.is_alive() for t in watchdogs)

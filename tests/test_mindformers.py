@@ -107,3 +107,13 @@ lr_schedule:
     assert float(lr(step).asnumpy()) == pytest.approx(base)
     ms.ops.assign(lr.scale, Tensor(0.5, ms.float32))
     assert float(lr(step).asnumpy()) == pytest.approx(0.5 * base)
+
+
+def test_a_demo_that_stops_says_why_in_its_summary(tmp_path):
+    """A NaN at step 20 comes before any checkpoint is healthy: the rollback fails and the run stops; the summary
+    on stdout says so, beside the exit status."""
+    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "demo", "--steps", "30", "--inject", "nan@20",
+                          "--port", "0", "--output-dir", str(tmp_path / "d")],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "  stopped  rollback failed at step 20: no loadable healthy checkpoint" in out.stdout

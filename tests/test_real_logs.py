@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 34)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 38)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -69,6 +69,19 @@ KNOWN_FAILING = frozenset({
     "tacotron2_apex_resume_iters_12001_12011_loss_0_17_to_4_97_grad_norm_inf_scale_32768_to_512_485.log",
     # heldout19 (scored, not studied): timm's summary CSV rows without their header
     "timm_t2t_vit14_summary_csv_epochs_200_213_train_loss_nan_at_209_26.log",
+    # promoted from heldout34 and heldout35 after scoring: XLM's `-    2600 -   43.00 sent/s - .. - MLM-en:  1.9930`
+    # lines (a bare count, a loss named for its objective alone); a loss of 1e-6 to 1e-8 from the excerpt's first
+    # record, varying (a converged regression or PINN loss does that healthily); grad norms of 4230 and 8102 on a
+    # run's first records (nothing to compare with, under the absolute `level`); YOLACT's one-letter loss legend
+    "xlm_mlm_enro_steps_2600_2800_sent_per_s_healthy_xlm231.log",
+    "dope_train_epoch_loss_collapsed_to_1e-8_tab_local_rank_367.log",
+    "ms_swift_gkd_grad_norm_4230_loss_429_step_5_vllm_prefix_cache_6600.log",
+    "ms_swift_gkd_grad_norm_8102_to_11757_loss_810_to_1323_steps_10_11_6600.log",
+    "yolact_startup_iters_0_110_total_105_to_21_first_timer_17s_healthy_318.log",
+    # promoted from heldout37 after scoring: ROMP's `Time 2.87 RUN 0.87 ..` rising to 5.96 s over 6 records (the
+    # first is the only baseline); a DPO loss at 0.1726-0.1733 for 6450 steps, its last digits moving (not frozen)
+    "romp_epoch0_iters_100_350_time_2_87_to_5_96_run_0_9_romp170.log",
+    "minimind_dpo_loss_frozen_0_1733_lr_1e-8_moonlight.log",
     # promoted from heldout20 after scoring: StyleGAN2's `tick` lines, no step or loss named; a loss hovering at 3.32
     # (ln 28, chance over the
     # characters) with CER and WER at 1.000, no value repeated; one loss part exactly 0.0000 with the total
@@ -118,9 +131,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout30 after scoring: train_time 1.07 -> 1.45 s a step for 140 steps on an Ascend TF port,
     # compute only (load_time 0.000), about 53 s lost (under min_seconds, by design)
     "tf1_npu_lip2wav_steps_3680_3869_train_time_1_07_to_1_47s_from_3730_loss_spike_16_5_to_24_at_3812_lip2wav.log",
-    # promoted from heldout32 after scoring: a heavy-tailed grad norm (median ~8, 129-442 on several steps) whose
-    # 19580 at step 173 comes within the rule's cooldown of an event at 165 (46 then 29)
-    "msswift_gemma4_fsdp2_sft_steps_109_308_grad_norm_7_to_19580_at_173_9344_at_292_fyh2001.log",
 })
 
 

@@ -118,10 +118,11 @@ def test_forced_format_with_no_step_lines_is_an_error(tmp_path):
 def test_megatron_lm_normal_run_has_no_events():
     res = replay_file(str(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
     assert res.format == "text" and res.steps == 13 and res.events == []
-    # 7 validation lines (5 at iterations, 2 at the end), each an evaluation record (its `lm loss value`, not its
-    # PPL); the rest (dividers, memory report, "...", checkpoint messages) are other lines. The log's records: 13
-    # iteration lines + 7 validation lines (the sample's labels ask for at least 15)
-    assert res.evaluations == 7 and res.records == 20 and "summary or evaluation line" not in res.skipped
+    # 7 validation lines: 5 at iterations, each an evaluation record (its `lm loss value`, not its PPL), and the
+    # val and test data's at the end, after the one at iteration 5000 with no step line between: the same point
+    # again, skipped as evaluation lines; the rest (dividers, memory report, "...", checkpoint messages) are other
+    # lines. The log's records: 13 iteration lines + 5 validation lines (the sample's labels ask for at least 15)
+    assert res.evaluations == 5 and res.records == 18 and res.skipped["summary or evaluation line"] == 2
     assert res.lines == 45
     parser = text.Parser()
     evaluations = [e for e in map(parser.feed, open(DATA / "megatron_lm_gpt2_345m_normal_01.log"))
@@ -341,8 +342,8 @@ def test_json_output_keeps_its_fields_and_adds_skip_reasons():
     res = json.loads(out.stdout)
     assert {"format", "records", "skipped_lines", "anomalies", "files"} <= set(res)
     assert res["format"] == ["mindformers", "text"] and res["steps"] == 15
-    assert res["skipped"]["progress bar"] == 2 and res["evaluations"] == 7
-    assert res["merged_lines"] == 2 and res["records"] == 24  # 15 steps + 7 evaluations + 2 lines merged
+    assert res["skipped"]["progress bar"] == 2 and res["evaluations"] == 5
+    assert res["merged_lines"] == 2 and res["records"] == 22  # 15 steps + 5 evaluations + 2 lines merged
     assert res["lines"] == 8 + 45 and res["reports"] == 2
     f0 = res["files"][0]
     assert f0["skipped"] == {"progress bar": 2} and f0["merged_lines"] == 2 and f0["ranks"] == [0]
@@ -355,8 +356,8 @@ def test_text_summary_shows_format_counts_reasons_and_onsets():
               str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0, out.stderr
     first, *rest = out.stdout.splitlines()
-    assert "text (rank 0), 20 records (13 steps, 7 evaluations), 0 trainer reports, 25 lines skipped (no step " \
-           "fields 23, step line without loss 2), 0 anomalies" in first
+    assert "text (rank 0), 18 records (13 steps, 5 evaluations), 0 trainer reports, 27 lines skipped (no step " \
+           "fields 23, step line without loss 2, summary or evaluation line 2), 0 anomalies" in first
     assert "progress bar 2" in rest[0] and "2 anomalies" in rest[0]
     assert any("onset       2" in line and "grad_norm_spike" in line for line in rest)
 
@@ -391,3 +392,20 @@ def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
     done = cli("replay", "--json", str(out))
     assert done.returncode == 0 and json.loads(done.stdout)["files"][0]["left_out"] == list(results[0].left_out)
     assert done.stderr.count("note: monitor output folder") == 1 and "events_rank1.jsonl" in done.stderr
+
+
+def test_a_utf16_log_is_read_as_text(tmp_path):
+    """Windows PowerShell's `python train.py > log.txt` writes UTF-16LE with a byte-order mark: decoded, plain or
+    gzipped, as the same lines."""
+    import gzip
+
+    text = "".join(f"step {s} | loss {'nan' if s == 30 else 2.5 - s / 100}\n" for s in range(1, 41))
+    plain = tmp_path / "ps.log"
+    plain.write_bytes(text.encode("utf-16"))
+    assert plain.read_bytes()[:2] == b"\xff\xfe"
+    packed = tmp_path / "ps.log.gz"
+    packed.write_bytes(gzip.compress(text.encode("utf-16-be").join([b"\xfe\xff", b""])))
+    for path in (plain, packed):
+        res = replay_file(str(path))
+        assert (res.format, res.steps) == ("text", 40), path
+        assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 30)]

@@ -495,7 +495,7 @@ def test_own_event_log_is_re_reported(tmp_path):
     assert [(e.rule, e.step, e.onset_step, e.rank, e.source) for e in res.events] == \
         [("loss_spike", 151, 149, 1, "rule"), ("nan_inf", 194, 194, 0, "rule")]
     assert math.isnan(res.events[1].value) and res.events[0].actions == ["alert", "rollback"]
-    assert res.skipped == {"summary or evaluation line": 1, "unknown rule": 1}
+    assert res.skipped == {"rollback or stop record": 1, "unknown rule": 1}
 
 
 # The console log of a monitored MindSpore run (a tutorial's Model.train with LossMonitor and TrainingMonitor,

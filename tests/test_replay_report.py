@@ -95,6 +95,19 @@ def test_a_logged_spike_is_one_would_be_rollback_and_json_keeps_its_old_keys(tmp
         [(29050, 29050), (29070, 29050)]
 
 
+def test_would_be_rollbacks_come_in_the_order_they_happened(tmp_path):
+    """A logged run that rolled back repeats its step numbers: its second rollback (at step 35, after going
+    back to 21) comes after its first (at 41), with the LR multipliers compounding in that order."""
+    rng = random.Random(0)
+    steps = [*range(1, 42), *range(21, 61)]
+    lines = [f"step {s} | loss {'nan' if (i, s) in ((40, 41), (55, 35)) else round(2 + 0.05 * rng.random(), 4)}\n"
+             for i, s in enumerate(steps)]
+    log = tmp_path / "went_back.log"
+    log.write_text("".join(lines))
+    res = json.loads(cli("replay", "--json", "--checkpoint-every", 10, "--healthy-after", 5, log).stdout)
+    assert [(r["at_step"], r["lr_multiplier"]) for r in res["would_be_rollbacks"]] == [(41, 0.5), (35, 0.25)]
+
+
 def test_the_would_be_ledger_stays_bounded_on_a_long_run():
     from training_monitor.events import Event
     from training_monitor.replay.policy import MAX_CHECKPOINTS, WouldBeRollbacks

@@ -319,6 +319,16 @@ def test_no_step_and_loss_numbers_is_an_unknown_format(tmp_path):
         replay_file(str(path))
 
 
+def test_steps_with_a_grad_norm_alone_are_a_training_log(tmp_path):
+    # gluon-nlp's SQuAD lines name their losses `Loss span/answer/total=0.77/0.18/0.95` (not read); the step, LR and
+    # grad norm are: a log of such records is a training log, judged by the grad-norm rules
+    path = tmp_path / "gnorm.log"
+    path.write_text("".join(f"Epoch: 1, Batch: {s}/8164, LR=0.0000187, grad_norm={g}\n"
+                            for s, g in ((3900, 21.6), (4200, 20.0), (4500, 30.4))))
+    res = replay_file(str(path))
+    assert (res.format, res.steps, res.events) == ("text", 3, [])
+
+
 def test_a_hard_wrapped_line_of_a_torchrun_worker_stays_with_its_rank(tmp_path):
     # torchrun --tee prefixes a worker's lines with [defaultN]:; a copy wrapped at 150 characters leaves the rest
     # of each line without it
@@ -577,3 +587,13 @@ def test_a_line_led_by_bare_counts_numbers_its_step():
     assert [r.step for r in lsid] == [154, 155]
     pairs = read(["INFO:root:2018-02-04 05:22:22,000: 76980 2.61\n", "[WARNING] 76990 nan\n"])
     assert [r.step for r in pairs] == [76980, 76990] and math.isnan(pairs[1].loss)
+
+
+def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():
+    # ROMP prints its loss and then its parts as a dict: the line is the record (step, time, loss), not the dict;
+    # a dict that names the loss itself after a bar's running average is still the batch's record (Keras)
+    recs = read(["Epoch: [0][100/19445] Time 2.87 RUN 0.87 Lr 5e-05 Loss 617.70 | Losses {'reg': 567.27, 'det': 50.43}\n",
+                 "Epoch: [0][150/19445] Time 3.50 RUN 0.88 Lr 5e-05 Loss 507.33 | Losses {'reg': 462.25, 'det': 45.08}\n"])
+    assert [(r.step, r.loss) for r in recs] == [(100, 617.7), (150, 507.33)]
+    recs = read(["35/50 [=====>....] - ETA: 13s - loss: 9.4006 - acc: 0.1041{'acc': 0.108, 'loss': 9.4531, 'batch': 35}\n"])
+    assert [(r.step, r.loss) for r in recs] == [(35, 9.4531)]

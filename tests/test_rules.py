@@ -184,6 +184,25 @@ def test_same_records_same_events_and_rewind_forgets_the_future():
     assert [e.step for e in kept.events] == [81, 81]
 
 
+def test_a_burst_far_above_the_last_event_fires_within_the_cooldown():
+    """A grad-norm event opens a 10-step cooldown; within it a new burst (the norm back down in between) of
+    ``escalation`` (10) x the event's norm fires all the same, a smaller one does not; a loss spike's escalation is
+    2 x (a loss is a logarithm: the heldout36 DeepSpeed fine-tune's 4.51 then 11.6 five steps later)."""
+    loss = noisy_losses(50)
+    norms = [1.0 + 0.05 * ((7 * i) % 5) for i in range(40)] + [50.0, 60.0, 1.0, 1.0, 400.0, 450.0, 1.0, 1.0, 600.0,
+                                                                  700.0]
+    recs = [StepRecord(i + 101, loss=loss[i], grad_norm=g) for i, g in enumerate(norms)]
+    assert fired(recs, "grad_norm_spike") == [(142, 141), (150, 149)]
+    off = Rules({"grad_norm_spike": {"escalation": 0}})
+    assert [(e.step, e.value) for e in run(recs, off) if e.rule == "grad_norm_spike"] == [(142, 50.0)]
+    losses = [2.0 + 0.1 * ((7 * i) % 5) for i in range(40)] + [5.0, 2.1, 2.0, 2.2, 6.0, 2.1, 2.0, 11.0, 2.1, 2.0]
+    recs = [StepRecord(i + 1, loss=x) for i, x in enumerate(losses)]
+    assert fired(recs, "loss_spike") == [(41, 41), (48, 48)]  # 11 >= 2 x 5; the 6.0 at 45 is not
+    # a loss that keeps climbing is one excursion: no second event within the cooldown however high it goes
+    climb = [StepRecord(i + 1, loss=x) for i, x in enumerate(losses[:40] + [5.0, 12.0, 30.0, 80.0])]
+    assert fired(climb, "loss_spike") == [(41, 41)]
+
+
 def test_a_sink_that_raises_does_not_stop_detection():
     class Broken(Sink):
         def on_event(self, event):
@@ -267,8 +286,10 @@ def test_a_grad_norm_compounding_record_after_record_fires_whatever_its_level():
     # inf), the loss flat at 11.3; the same growth at an ordinary level fires at its 8th rise in a row
     norms = [3789384056832.0, 5675928780800.0, 8501688532992.0, 12734252974080.0, 19073997996032.0,
              28569986138112.0, 42793548382208.0, 64098310029312.0, 96009648603136.0, 143808037650432.0]
+    # at the level from the first record; the growth's 8th rise (9.6e13, over 10x that event's norm) is the same
+    # excursion (onset 1), within the cooldown: no second event
     assert fired([StepRecord(i + 1, loss=11.3, grad_norm=g) for i, g in enumerate(norms)],
-                 "grad_norm_spike") == [(3, 1)]  # at the level from the first record
+                 "grad_norm_spike") == [(3, 1)]
     low = [StepRecord(i + 1, loss=11.3, grad_norm=g / 1e12) for i, g in enumerate(norms)]
     assert fired(low, "grad_norm_spike") == [(9, 1)]
     assert fired(low[:8], "grad_norm_spike") == []
@@ -796,6 +817,6 @@ def test_default_rules_yaml_is_generated_from_the_settings_classes():
     rules = Rules()  # what the engine runs is what the classes declare
     for rule, cls in SETTINGS.items():
         cfg, want = rules.rules[rule], cls()
-        common = ("severity", "actions", "warmup_steps", "cooldown_steps")
-        assert (cfg.severity, cfg.actions, cfg.warmup_steps, cfg.cooldown_steps) == tuple(getattr(want, k) for k in common)
+        common = ("severity", "actions", "warmup_steps", "cooldown_steps", "escalation")
+        assert tuple(getattr(cfg, k) for k in common) == tuple(getattr(want, k) for k in common)
         assert cfg.params == {k: v for k, v in vars(want).items() if k not in common}

@@ -59,7 +59,8 @@ def test_engine_pages_quote_the_shipped_defaults():
     checked = 0
     for rid, rule in rules.rules.items():
         text = re.sub(r"\s+", " ", (RUNBOOKS / f"{rid}.md").read_text())
-        settings = {**rule.params, "warmup_steps": rule.warmup_steps, "cooldown_steps": rule.cooldown_steps}
+        settings = {**rule.params, "warmup_steps": rule.warmup_steps, "cooldown_steps": rule.cooldown_steps,
+                    "escalation": rule.escalation}
         for key, value, percent in re.findall(r"`(\w+)` \(([0-9][0-9.e+-]*)\s*(%?)", text):
             known = settings.get(key, config.get(key))
             assert known is not None, f"{rid}.md quotes `{key}`, which is no setting of the rule or the monitor"

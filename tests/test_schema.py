@@ -46,3 +46,21 @@ def test_errors_name_the_line_and_a_typo_gets_did_you_mean(tmp_path):
     data, lines = load_yaml(path)
     with pytest.raises(ValueError, match=rf"^{path}:3: sink.every: expected an integer 1..100, got 300$"):
         check(Sink, data["sink"], str(path), lines, ("sink",), error=ValueError)
+
+
+def test_a_rules_or_alerts_file_named_in_a_settings_file_is_beside_it(tmp_path, monkeypatch):
+    """msrun starts workers wherever the job was launched: `rules: r.yaml` in cfg/monitor.yaml means cfg/r.yaml,
+    read when the settings are; a missing one names the settings file, its line and the key."""
+    import pytest
+
+    from training_monitor.config import MonitorConfig
+
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "r.yaml").write_text("loss_spike:\n  threshold: 5\n")
+    (cfg / "monitor.yaml").write_text("run: x\nrules: r.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    assert MonitorConfig.from_yaml(cfg / "monitor.yaml").rules == str(cfg / "r.yaml")
+    (cfg / "bad.yaml").write_text("monitor:\n  run: x\n  alerts: missing.yaml\n")
+    with pytest.raises(ConfigError, match=rf"^{cfg / 'bad.yaml'}:3: monitor.alerts: {cfg / 'missing.yaml'}: cannot read"):
+        MonitorConfig.from_yaml(cfg / "bad.yaml")

@@ -39,3 +39,27 @@ def test_a_replay_keeps_max_events_per_log_and_counts_the_rest(tmp_path):
     assert res.steps == MAX_EVENTS + 5 and len(res.events) == MAX_EVENTS and res.events_dropped == 5
     assert [e.step for e in res.events[:2]] == [1, 2] and res.events[-1].step == MAX_EVENTS
     assert res.to_dict()["anomalies_not_kept"] == 5
+
+
+def test_a_failure_repeated_from_the_same_place_is_printed_once_per_window():
+    """The monitor's stderr handler (a fresh process: its first log installs it): a ledger that cannot be saved
+    fails at every save; the first failure is printed, the repeats from the same line are counted and named
+    with the next one printed after the window; events (bound report) are always printed."""
+    import subprocess
+    import sys
+
+    script = """
+import training_monitor.log as log
+from training_monitor.log import logger
+for i in range(7):
+    if i == 5:
+        log.REPEAT_WINDOW = 0.0
+    logger.error("checkpoint ledger /x/ledger.json not saved (attempt {})", i)
+    logger.bind(report=True).error("rank 0 nan_inf at step {}", i)
+"""
+    err = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stderr
+    failures = [line.split(" - ", 1)[1] for line in err.splitlines() if "not saved" in line]
+    assert failures[0] == "checkpoint ledger /x/ledger.json not saved (attempt 0)"
+    assert failures[1].startswith("checkpoint ledger /x/ledger.json not saved (attempt 5) (and 4 more from the same "
+                                  "place in the ") and len(failures) == 3
+    assert sum("nan_inf at step" in line for line in err.splitlines()) == 7

@@ -197,3 +197,61 @@ def test_data_wait_leaves_out_later_callbacks_and_a_fixed_lr_is_reported(tmp_pat
 def test_scaled_learning_rate_refuses_settings_it_cannot_forward():
     with pytest.raises(TypeError, match="total_steps cannot be given to a schedule that is already built"):
         ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.01, 40, 1.0), total_steps=100)
+
+
+class Classifier(nn.Cell):
+    """The quick start's shape: Dense, ReLU, Dense over 16 features, 4 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.SequentialCell(nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 4))
+
+    def construct(self, x):
+        return self.seq(x)
+
+
+def test_weights_gone_nan_under_a_finite_loss_are_caught_before_a_checkpoint_turns_healthy(tmp_path):
+    """A batch with one NaN feature: ReLU turns the NaN activations into 0, so the loss stays finite (the model
+    now predicts a constant), but the update wrote NaN into the first layer's weights. No rule sees it in the
+    loss; a checkpoint saved after it must not become a rollback target: the weights are checked before each
+    promotion, and the run rolls back to the last checkpoint checked finite."""
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80 * 8, 16)).astype(np.float32)
+    y = (x[:, :4].argmax(axis=1)).astype(np.int32)
+    x[32 * 8 + 3, 5] = np.nan  # batch 33 (step 33)
+    data = ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
+    net = Classifier()
+    model = ms.train.Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                           nn.SGD(net.trainable_params(), learning_rate=0.1))
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=5,
+                          watchdog=False)
+    model.train(1, data, callbacks=[LossMonitor(), mon], dataset_sink_mode=False)
+    nan = [e for e in mon.kept.events if e.rule == "nan_inf"]
+    # checkpoints every 10 steps, healthy after 5: the weights were checked finite at 15 and 25 (promoting 10 and
+    # 20); step 33 wrote NaN; at 35, before promoting 30, they are not finite: onset after the last check
+    assert [(e.step, e.onset_step) for e in nan] == [(35, 26)] and "weights not finite" in nan[0].message
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (35, 20)  # 30 was saved after 25, the last check: quarantined
+    healthy = [e for e in mon.ledger.entries if e.status == "healthy"]
+    assert healthy and all(np.isfinite(ms.load_checkpoint(e.path)["seq.0.weight"].asnumpy()).all() for e in healthy)
+    assert all(np.isfinite(p.asnumpy()).all() for p in net.trainable_params())  # trained on from step 20's state
+
+
+def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
+    """`python train.py > out.log 2>&1` of a run that rolled back twice: LossMonitor prints the trainer's steps,
+    which count on after a rollback (45, then 71 for monitor step 56); the monitor's own event line names the
+    trainer's step too, so the replayed console log has each fault once, where the log shows it."""
+    from training_monitor.replay import replay_file
+
+    log = tmp_path / "out.log"
+    with open(log, "w") as out:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "jobs", "console.py"), str(tmp_path / "out")],
+                       stdout=out, stderr=subprocess.STDOUT, timeout=300, check=True, cwd=ROOT)
+    text = log.read_text()
+    assert "rollbacks [(45, 30), (56, 40)]" in text
+    assert "rank 0 nan_inf at step 56 (onset 56; trainer step 71)" in text
+    res = replay_file(str(log))
+    assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
+                                                                                ("nan_inf", 71, 71, "monitor")]

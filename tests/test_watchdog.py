@@ -100,6 +100,21 @@ def test_a_checkpoint_save_after_a_step_gets_the_startup_allowance_until_the_nex
     assert [c[1:3] for c in calls] == [(11, 60)]
 
 
+def test_a_save_the_monitor_saw_end_gives_the_next_step_the_normal_allowance_from_then():
+    clock = TestClock()
+    dog, calls = steady_run(clock, 10, 2.0, factor=10, min_seconds=60, startup_seconds=1800, startup_steps=3)
+    dog.busy()  # the monitor's own save after step 10, in the training thread...
+    clock.advance(300)
+    dog.done()  # ...ends 300 s later: the next step is waited for from now, 60 s
+    assert dog.allowance() == 60
+    clock.advance(59)
+    dog.check()
+    assert calls == []
+    clock.advance(2)
+    dog.check()
+    assert [c[1:3] for c in calls] == [(10, 60)]
+
+
 def stuck_in_a_collective(clock, released):
     clock.running.set()  # time passes on the watchdog's thread only while this thread is blocked here
     assert released.wait(30), "the watchdog's thread did not report the stall"

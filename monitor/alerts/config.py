@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..detectors import SEVERITIES
-from ..schema import ConfigError, check, is_http_url, is_int, is_label, is_number
-from ..yamlfile import read_yaml
+from ..schema import ConfigError, check, is_http_url, is_int, is_label, is_number, located
+from ..yamlfile import load_yaml
 from .platforms import PLATFORMS
 
 _MENTION = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")  # a platform user id (or "all")
@@ -107,44 +107,49 @@ class AlertsConfig:
     ranks: str = "rank0"
 
     @classmethod
-    def load(cls, data, source: str = "<alerts>", environ=None) -> tuple[AlertsConfig, list[str]]:
-        """Parse a mapping, or the path of a YAML file (its ``alerts:`` key, or the whole file).
+    def load(cls, data, source: str = "<alerts>", environ=None, lines: dict | None = None,
+             path: tuple = ("alerts",)) -> tuple[AlertsConfig, list[str]]:
+        """Parse a mapping, or the path of a YAML file (its ``alerts:`` key, or the whole file). ``lines``, ``path``:
+        where the mapping is in its file (see :func:`training_monitor.schema.check`; a file's are read with it).
 
         Returns:
             the config and a list of problems that only disable one sink (a missing environment variable).
         Raises:
-            ConfigError: unreadable file, unknown key or sink type, bad value; the message names the source.
+            ConfigError: unreadable file, unknown key or sink type, bad value; ``FILE:LINE: key.path: reason``.
         """
         if isinstance(data, (str, Path)):
-            source, data = str(data), read_yaml(data, "alerts")
+            source = str(data)
+            data, lines = load_yaml(data, "alerts file")
+            nested = isinstance(data, dict) and isinstance(data.get("alerts"), dict)
+            data, path = (data["alerts"], ("alerts",)) if nested else (data, ())
         if not isinstance(data, dict):
-            raise ConfigError(f"{source}: alerts: expected a mapping")
-        settings = check(_AlertsSettings, data, f"{source}: alerts", what="key")
+            raise ConfigError(f"{located(source, lines, path or ('alerts',))}: expected a mapping")
+        settings = check(_AlertsSettings, data, source, lines, path, what="key")
         env = os.environ if environ is None else environ
         sinks, problems = [], []
         for i, raw in enumerate(settings.sinks or []):
-            where = f"{source}: alerts.sinks[{i}]"
             if not isinstance(raw, dict):
-                raise ConfigError(f"{where}: expected a mapping")
-            spec, problem = _sink(raw, where, env)
+                raise ConfigError(f"{located(source, lines, (*path, 'sinks', i))}: expected a mapping")
+            spec, problem = _sink(raw, source, lines, (*path, "sinks", i), env)
             if problem:
                 problems.append(problem)
             elif spec:
                 sinks.append(spec)
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
-            raise ConfigError(f"{source}: alerts.sinks: names must be unique, got {names}")
+            raise ConfigError(f"{located(source, lines, (*path, 'sinks'))}: names must be unique, got {names}")
         return cls(tuple(sinks), settings.dashboard_url or "", settings.runbook_base or "", settings.queue_size,
                    settings.ranks), problems
 
 
-def _sink(raw: dict, where: str, env) -> tuple[SinkSpec | None, str]:
+def _sink(raw: dict, source: str, lines: dict | None, path: tuple, env) -> tuple[SinkSpec | None, str]:
     if "secret" in raw:
-        raise ConfigError(f"{where}: secret: put the secret in an environment variable and name it with secret_env")
-    s = check(_SinkSettings, raw, where, what="key")
+        raise ConfigError(f"{located(source, lines, (*path, 'secret'))}: put the secret in an environment variable "
+                          "and name it with secret_env")
+    s = check(_SinkSettings, raw, source, lines, path, what="key")
     name = s.name or s.type
     if (s.url is None) == (s.url_env is None):
-        raise ConfigError(f"{where}: give exactly one of url and url_env")
+        raise ConfigError(f"{located(source, lines, path)}: give exactly one of url and url_env")
     url = s.url or env.get(s.url_env)
     if not url:
         return None, f"alert sink {name}: environment variable {s.url_env} is not set; sink disabled"

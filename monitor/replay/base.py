@@ -46,6 +46,7 @@ NOT_JSON = "not a JSON object"
 CELLS = "wrong number of cells"
 UNKNOWN_RULE = "unknown rule"           # a report (an event log line) of a rule the rules do not have
 RULE_DISABLED = "rule disabled"          # a report of a rule the rules file turns off
+ACTION = "rollback or stop record"       # what the live monitor did, in its event log (its events are read)
 OTHER_TAG = "other tag"
 MERGED = "merged"                        # not a skip: the line completed the record before it
 MAX_IN_A_ROW = 1000  # records made of a trainer's count of overflowed steps in a row (Parser.overflowed_in_a_row)

@@ -3,7 +3,8 @@ event per line, re-reported with its rule, step, onset, value, message, rank and
 
     {"rule": "loss_spike", "step": 151, "onset_step": 151, "value": 4.28, "severity": "critical", "message": "loss 4.28 at step 151 ..", "source": "rule", "actions": ["alert", "rollback"], "rank": 0, "runbook": "runbooks/loss_spike.md", "details": "", "time": 1714550400.1}
 
-The rollback and stop records of the same log (``{"action": "rollback", ..}``) are skipped as summaries.
+The rollback and stop records of the same log (``{"action": "rollback", ..}``: what the live monitor did) are
+skipped as such.
 Severity and actions come from the rules in force, not from the log.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 
 from . import base
-from .base import NOT_JSON, NUMBER, SUMMARY, Report
+from .base import ACTION, NOT_JSON, NUMBER, Report
 
 
 def json_object(line: str) -> dict | None:
@@ -47,7 +48,7 @@ class Parser(base.Parser):
         if obj is None:
             return NOT_JSON if line.strip() else base.BLANK
         if "rule" not in obj:
-            return SUMMARY if "action" in obj else base.NO_STEP
+            return ACTION if "action" in obj else base.NO_STEP
         try:
             step, onset = int(obj["step"]), int(obj.get("onset_step", obj["step"]))
             value = _value(obj.get("value"))

@@ -182,6 +182,9 @@ step line of their own.
 
       2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 (onset 151): loss is nan at step 151 -> alert, rollback
 
+  at the trainer's step when the line names it (``(onset 194; trainer step 220)``: after a rollback the trainer
+  counts on, and its step lines with it)
+
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
 """
@@ -234,8 +237,9 @@ _STUCK = re.compile(r"(ProcessGroup\w+)'s watchdog got stuck for (\d+) seconds")
 _RT_SYNC = re.compile(r"(rt\w*Synchroni[sz]e\w*) execute failed, reason=\[([^\]]*timeout)\]")
 _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\btimeout[:=] ?(\d+))?")
 _RANK = re.compile(r"Rank (\d+)\]")
-# this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, message
-_OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)\): (.*) -> (?:\w|$)")
+# this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, the trainer's step, message
+_OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)(?:; trainer step (-?\d+))?\): (.*) "
+                  r"-> (?:\w|$)")
 _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
                      re.IGNORECASE)
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
@@ -349,7 +353,9 @@ def _match(line: str, parser):
         if m is not None:
             return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
-        return parser.once(Report(m[2], int(m[3]), None, f"monitor: {m[5]}", int(m[1]), int(m[4]), "monitor"))
+        shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count
+        return parser.once(Report(m[2], int(m[3]) + shift, None, f"monitor: {m[6]}", int(m[1]), int(m[4]) + shift,
+                                  "monitor"))
     return _hang(line, parser)
 
 

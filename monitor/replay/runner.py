@@ -131,10 +131,15 @@ class ReplayResult(EventList):
     stats: Stats = field(default_factory=Stats)
     tracks: dict = field(default_factory=dict)  # rank -> Track (plot series), with ReplayOptions.plot_ranks
 
+    def _in_order(self, kind: str) -> list[dict]:
+        """Each rank's ``kind`` list (its policy's ``rollbacks`` or ``missed``), ``rank`` added, in the order they
+        came (a run that went back repeats its step numbers): each rank's first, then each rank's second, ..."""
+        return [r for _, _, r in sorted((i, rank, {**r, "rank": rank}) for rank, p in self.policies.items()
+                                        for i, r in enumerate(getattr(p, kind)))]
+
     def would_be_rollbacks(self) -> list[dict]:
-        """Each rank's would-be rollbacks, ``rank`` added, in step order."""
-        return sorted(({**r, "rank": rank} for rank, p in self.policies.items() for r in p.rollbacks),
-                      key=lambda r: (r["at_step"], r["rank"]))
+        """Each rank's would-be rollbacks, ``rank`` added, in the order they came."""
+        return self._in_order("rollbacks")
 
     def would_stop(self) -> list[dict]:
         """Each rank's would-be stop (``{"at_step", "reason", "rank"}``), in step order; empty when none."""
@@ -142,9 +147,9 @@ class ReplayResult(EventList):
                       key=lambda r: (r["at_step"], r["rank"]))
 
     def rollbacks_without_checkpoint(self) -> list[dict]:
-        """Rollbacks asked for when no checkpoint was healthy yet (``checkpoint_every`` known), ``rank`` added."""
-        return sorted(({**r, "rank": rank} for rank, p in self.policies.items() for r in p.missed),
-                      key=lambda r: (r["at_step"], r["rank"]))
+        """Rollbacks asked for when no checkpoint was healthy yet (``checkpoint_every`` known), ``rank`` added, in
+        the order they came."""
+        return self._in_order("missed")
 
     @property
     def records(self) -> int:
@@ -686,8 +691,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
     run.finish()
     if fmt == generic.NAME and not any(slot.parser.found for slot in run.parsers.values()):
         lines = f"{result.lines} line" + ("" if result.lines == 1 else "s")
-        raise ReplayError(f"{source.name}: no known training-log format: no step with a loss (or a step time "
-                          f"or throughput), and no trainer message, in its {lines}")
+        raise ReplayError(f"{source.name}: no known training-log format: no step with a loss (or a grad norm, "
+                          f"a step time or throughput), and no trainer message, in its {lines}")
     if result.steps == 0 and result.reports == 0:
         if voted and fmt != generic.NAME and first != STDIN:  # lines like a trainer's, read as any text log's
             return replay_source(source, rules, generic.NAME, options)

@@ -18,6 +18,7 @@ writer reads as empty rather than blocking); devices and sockets are refused. Fi
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import os
@@ -249,6 +250,35 @@ def _empty(path: str) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
+class Utf16(io.RawIOBase):
+    """The UTF-8 bytes of a UTF-16 stream whose byte-order mark says so (Windows PowerShell's ``python train.py >
+    log.txt`` writes UTF-16LE), decoded chunk by chunk; a unit that does not decode is replaced."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.decoder = codecs.getincrementaldecoder("utf-16")("replace")
+        self.pending, self.at = b"", 0  # the decoded chunk and how much of it was handed on
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        while self.at == len(self.pending):
+            chunk = self.raw.read(_CHUNK)
+            self.pending, self.at = self.decoder.decode(chunk, final=not chunk).encode("utf-8"), 0
+            if not chunk:
+                break
+        n = min(len(buf), len(self.pending) - self.at)
+        memoryview(buf).cast("B")[:n] = memoryview(self.pending)[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()
+
+
 def _binary(head: bytes) -> bool:
     return b"\x00" in head or sum(b < 9 or 13 < b < 32 and b != 27 for b in head) > len(head) // 10
 
@@ -289,6 +319,8 @@ def open_bytes(path: str):
         packed = raw.peek(2)[:2] == b"\x1f\x8b"
         if packed:
             raw = io.BufferedReader(gzip.GzipFile(fileobj=raw))
+        if raw.peek(2)[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 byte-order mark
+            raw = io.BufferedReader(Utf16(raw))
         raw = io.BufferedReader(BoundedLines(raw, path, path != STDIN, MAX_LINE_READ if packed else float("inf")),
                                 buffer_size=_CHUNK)
         head = raw.peek(HEAD_BYTES)[:HEAD_BYTES]

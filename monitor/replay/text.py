@@ -283,7 +283,7 @@ _COUNTED = frozenset(("skipped", "skipped_total", "nan_iterations", "tokens_tota
 _RECORDED = ("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
              "samples")
 _RATES = (("tps", "tokens"), ("sps", "samples"))  # a printed rate per second -> the record's count (x step time)
-_MEASURED = ("loss", "step_time_s", "tokens", "samples", "mfu")  # what makes a log of step records a training log
+_MEASURED = ("loss", "grad_norm", "step_time_s", "tokens", "samples", "mfu")  # what makes step records a training log
 _THROUGHPUT = frozenset(("step_time_s", "tps", "sps", "step_rate", "mfu"))  # a step record without a loss holds one
 _READ = frozenset(("loss", "grad_norm", "loss_scale", "lr", "step_time_s", "data_wait_s", "mfu", "overflow", "tokens",
                    "tps", "sps", "step_rate", "tokens_total", "time_total", "skipped", "skipped_total",
@@ -296,7 +296,8 @@ def _averages(text: str) -> list[tuple[str, str, tuple]]:
 
 
 def _measured(fields: dict) -> bool:
-    """``fields`` (a record's) hold a loss, a step time or a throughput: a log of such records is a training log."""
+    """``fields`` (a record's) hold a loss, a grad norm, a step time or a throughput: a log of such records is a
+    training log."""
     return any(fields.get(k) is not None for k in _MEASURED)
 
 
@@ -352,12 +353,17 @@ def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
 def _dict(text: str) -> str:
     """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
     ``text``; a dict assigned to a name (InternLM's ``.. step=0 loss=11.548 .. grad_norm={'0_default': 61.58}``)
-    is no record: ``text`` (``eval result: {'Loss': 2.3}`` is its dict's)."""
+    or naming no loss after the line's loss (ROMP's ``.. Loss 617.70 | Losses {'reg': 567.27, ..}``, its breakdown)
+    is no record: ``text`` (``eval result: {'Loss': 2.3}`` is its dict's, and so is a Keras bar's ``- loss: 9.4006``
+    average followed by the batch's ``{'loss': 9.4530907, 'batch': 35, ..}``)."""
     start = text.find("{'") if "{'" in text else text.find('{"')
     if start < 0 or text[:start].rstrip().endswith("="):
         return text
     end = text.rfind("}")
-    return text[start:end + 1] if end > start else text[start:]
+    found = text[start:end + 1] if end > start else text[start:]
+    if "loss" not in found.lower() and any(p[0] == "loss" for p in pairs(text[:start])):  # the loss's breakdown
+        return text
+    return found
 
 
 def _prefix_end(text: str) -> int:
@@ -599,6 +605,8 @@ class Parser(base.Parser):
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
         self.members: list[str] | None = None  # the lines so far of a JSON object printed over several lines
         self.depth = 0                         # ... and its braces still open
+        self.trained = 0                       # the lines that gave or completed a step record
+        self.evaluated = -1                    # ... as many as when the last evaluation was read
 
     @property
     def done(self) -> int:
@@ -633,6 +641,8 @@ class Parser(base.Parser):
 
     def feed(self, line):
         item = super().feed(line)
+        if item.__class__ is StepRecord or item is None and self.reason == MERGED:
+            self.trained += 1
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
@@ -779,19 +789,30 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
-        evaluation = self._evaluation(text) if summary else None
+        evaluation = self._evaluation(text) if summary or _EVAL_START.match(text, _prefix_end(text)) else None
         if evaluation is None:
             return self._values(text, bar, prev, joiner, prev_part, summary, found)
         if self.plain:
-            return evaluation
+            return self._values(text, bar, prev, joiner, prev_part, summary, found) if self._again() else evaluation
         item = self._values(text, bar, prev, joiner, prev_part, summary, found)
         if item.__class__ is not StepRecord:
-            return evaluation
+            return item if self._again() else evaluation
         if evaluation.named is None:  # the evaluation of the step line's own step
             evaluation = evaluation._replace(step=item.step)
+        self.evaluated = self.trained + 1  # (this line's record counts once it is handed on)
         self.after.append(evaluation)
         self.found = True  # a loss at a step, if only an evaluation's: a log of evaluation lines is a training log
         return item
+
+    def _again(self) -> bool:
+        """An evaluation line read now repeats the evaluation read last: no step line came between them (in a log
+        that has step lines; a log of evaluations alone has each once). One
+        evaluation printed twice, the first line's kept: MindSpore's ``LossMonitor`` prints ``Model.fit``'s metrics
+        (``Eval result: epoch 4, metrics: {'Loss': ..}``) and scripts print the results themselves, with the
+        ``eval_loss``; two sets evaluated at once (Megatron's val and test data at the end) are no one series
+        either."""
+        again, self.evaluated = self.trained > 0 and self.evaluated == self.trained, self.trained
+        return again
 
     def _values(self, text: str, bar, prev: str, joiner: str, prev_part: bool, summary: bool, found: list):
         """What the line of named values ``found`` is (see :meth:`_line`; ``summary``: it has evaluation
