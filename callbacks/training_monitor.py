@@ -290,6 +290,9 @@ class TrainingMonitor(Callback):
             os.unlink(self._sd_file)
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
             self.model_checkpoints.ledger_new(self.last_record.step, self._prev_trainer_step)
+        # the last checksums land in the ledger file before training returns: a monitor made next in this
+        # process takes that file over (the process's exit would wait for them all the same)
+        self.ledger.wait()
         self.event_log.close()
         if self.record_log is not None:
             self.record_log.close()

@@ -412,7 +412,7 @@ class Detector:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.warmup_steps = cfg.warmup_steps
+        self.warmup_steps = cfg.warmup_steps or -1  # the warm-up's last step: none at 0 (a log may number from 0)
         for key, value in cfg.params.items():  # (a float setting may be given as an int)
             setattr(self, key, float(value) if isinstance(getattr(self.settings, key), float) else value)
 
@@ -471,7 +471,10 @@ class LrSurge(Detector):
     ``top``, not above it. Over the bound: a bad schedule edit, an LR restored from another run, a wrong
     unit. The record's LR is the one the step's update used when the trainer logs it (MindFormers' ``lr``,
     MindSpore's train-step outputs). Records without an LR, or with an LR of 0 or not finite, are not
-    judged. Onset: the step."""
+    judged, nor is a record at step 0, which is no reference either: a schedule's first LR is a warm-up's
+    smallest, and a log numbering its records by epoch reaches epoch 1 after a whole epoch of warm-up (a
+    MindSpore model-zoo log's ``epoch: 0, step: 0, .. lr: 0.000028`` then ``lr: 0.010028`` at epoch 1).
+    Onset: the step."""
 
     settings = LrSurgeSettings
     rule = "lr_surge"
@@ -488,7 +491,7 @@ class LrSurge(Detector):
 
     def update(self, r):
         x = r.lr
-        if not r.has_lr or not finite(x) or x <= 0 or r.step <= self.warmup_steps:
+        if not r.has_lr or not finite(x) or x <= 0 or r.step <= max(self.warmup_steps, 0):
             return None
         out = None
         if self.top > 0 and r.step > self.prev_step:

@@ -311,8 +311,13 @@ def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
     # tf_slim_duplicated_lines_healthy_2980.log), PaddleNLP (tests/data/reallogs/tune/paddlenlp_ernie_..)
     recs = _steps(["INFO:root:Step 000010, model loss 0.9581, total loss 0.9988, 92.09 seconds/step, 0.09 examples/second",  # noqa: E501
                    "INFO:tensorflow:global step 2: loss = 72.8609 (17.053 sec/step)",
-                   "global step 3000, loss: 7.211366, speed: 2.87 steps/s, ips: 91.84 seqs/s"])
-    assert [round(r.step_time_s, 4) for r in recs] == [92.09, 17.053, round(1 / 2.87, 4)]
+                   "global step 3000, loss: 7.211366, speed: 2.87 steps/s, ips: 91.84 seqs/s",
+                   # KittiSeg (tests/data/reallogs/heldout38/kittiseg_..): the rate in words, `per`
+                   "2017-11-06 18:07:11,233 root INFO Step 100/100000: loss = 21.37; lr = 1.00e-05; 42.856 sec (per "
+                   "Batch); 0.0 imgs/sec",
+                   "step 4, loss 2.5, 0.5 sec per step, 12.5 samples per second"])
+    assert [round(r.step_time_s, 4) for r in recs] == [92.09, 17.053, round(1 / 2.87, 4), 42.856, 0.5]
+    assert recs[4].samples == 6  # 12.5 samples/s x 0.5 s
     # tqdm's own rate is smoothed: not a step time
     bar = _steps(["Epoch 0:  14%|█▍        | 100/704 [00:44<04:29,  2.24it/s, v_num=11, train_loss=4.600]"])
     assert bar[0].step_time_s is None

@@ -325,6 +325,9 @@ def test_loss_zero_or_frozen_is_degenerate():
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(loss[:30] + [0.0])], "loss_degenerate") == [(31, 31)]
     frozen = loss[:30] + [2.5] * 20
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(frozen)], "loss_degenerate") == [(50, 31)]
+    # a rule without a warm-up judges a log's step 0 (Semantic-Segmentation-Suite issue #175, the corpus file
+    # custom_semseg_suite_current_loss_exactly_0_from_count_20_175.log: `Epoch = 0 Count = 20 Current_Loss = 0.0000`)
+    assert fired([StepRecord(s, loss=0.0) for s in range(4)], "loss_degenerate") == [(0, 0)]
 
 
 # A log printing every N steps shows a frozen loss in a few records: Caffe's net output `loss = 6.90776` (ln 1000,
@@ -770,6 +773,14 @@ def test_a_linear_warm_up_from_zero_and_a_restart_are_not_lr_surges(every):
 
     steps = [1, *range(every, 7000, every)]
     assert run([StepRecord(s, lr=lr(s)) for s in steps]) == []
+
+
+def test_the_learning_rate_at_step_0_is_no_reference():
+    # records numbered by epoch, the LR warmed up per iteration (the corpus file
+    # mindspore_ssc_resnet50_step0_batch_time_data_time_scaling_sens.log: `epoch: 0, step: 0, .. lr: 0.000028`)
+    assert run([StepRecord(e, lr=x) for e, x in enumerate((0.000028, 0.010028, 0.020028))]) == []
+    (ev,) = run([StepRecord(e, lr=x) for e, x in enumerate((0.000028, 0.010028, 0.020028, 0.2))])
+    assert (ev.rule, ev.step) == ("lr_surge", 3)
 
 
 def test_a_run_that_logs_no_overflow_flag_ends_calibration_at_its_first_steady_scale():

@@ -125,11 +125,20 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
     assert all(os.path.exists(e.path) for e in mon.ledger.entries)
 
 
-def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_path):
+def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_path, monkeypatch):
+    import training_monitor.ledger as ledger
+    hashed = ledger.file_checksum
+    # a slow disk: the first monitor's last checksum is still being computed when its training returns
+    monkeypatch.setattr(ledger, "file_checksum", lambda path: (time.sleep(0.5), hashed(path))[1])
     first = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
     train([first], steps=40)
     second = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
     assert second.ledger.entries == [] and second.ckpt_dir != first.ckpt_dir
+    # the first monitor's ledger was complete when its training returned: nothing of it is written over the
+    # second's afterwards (which a restart of the second would read)
+    assert first.ledger.wait(30) and not (tmp_path / "ledger_rank0.json").exists()
+    assert json.loads((tmp_path / f"ledger_rank0.before-{second.instance}.json").read_text())["checkpoints"][-1][
+        "checksum"]
     # NaN at step 15 of the second run: the first run's healthy step-10 checkpoint must not be used, and
     # with no healthy checkpoint of its own the run stops instead of training on
     with pytest.raises(SystemExit, match="no loadable healthy checkpoint before step 15"):

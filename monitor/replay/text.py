@@ -231,11 +231,12 @@ _FIELD = re.compile(_FIELD_TEXT + r"\s*(?:,|$)")
 _ANY_FIELD = re.sub(r"\?P<\w+>", "?:", _FIELD_TEXT)
 # a value whose unit is a rate says what it is, whatever its name: ``92.09 seconds/step``, ``(57.126 sec/step)``,
 # ``speed: 1.749s / iter``, ``speed: 2.88 steps/s``, ``1290 samples/sec`` (not tqdm's ``it/s``, ``s/it``: smoothed)
-_PER_TIME = r"\s?/\s?(?:s|secs?|seconds?)\b"
-_STEPS = r"(?:steps?|iters?|iterations?|batch(?:es)?)"
+_PER = r"(?:\s?/\s?|\s+\(?per\s+)"  # ``/``, `` per `` or `` (per ``: KittiSeg's ``42.856 sec (per Batch)``
+_PER_TIME = _PER + r"(?:s|secs?|seconds?)\b"
+_STEPS = r"(?i:steps?|iters?|iterations?|batch(?:es)?)"
 _RATED = r"(?<![\w.])(?P<val>" + _NUM + r")(?P<tot>(?!))?\s?"
 _NOT_NAMED = r"(?!\s*[:=])"  # a unit, not the name of the next value (``iter time (s): 70.3 samples/sec: 0.11``)
-_RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)\s?/\s?" + _STEPS + r"\b" + _NOT_NAMED),
+_RATE_UNITS = ((re.compile(_RATED + r"(?:(?P<unit>ms)|s|secs?|seconds?)" + _PER + _STEPS + r"\b" + _NOT_NAMED),
                 "step_time_s"),
                (re.compile(_RATED + r"(?P<unit>(?!))?" + _STEPS + _PER_TIME + _NOT_NAMED), "step_rate"),
                (re.compile(_RATED + r"(?P<unit>(?!))?(?:tokens|tok)" + _PER_TIME + _NOT_NAMED), "tps"),
@@ -438,7 +439,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 pending = (hit, m)
             else:
                 found.append((hit, m))
-    if "/" in text:
+    if "/" in text or "per " in text:
         have = {hit[0] for hit, _ in found}
         for rate, field in _RATE_UNITS:
             for m in rate.finditer(text):
