@@ -250,8 +250,9 @@ class TrainingMonitor(Callback):
         events = self.engine.evaluate(self.last_record.step, loss, self.rank)
         for e in events:
             if set(e.actions) - {"alert"}:
-                logger.warning(f"{e.rule} at step {e.step} asks for {', '.join(a for a in e.actions if a != 'alert')}: "
-                               "not carried out on an evaluation (alerted only); act on it by hand")
+                asked = ", ".join(a for a in e.actions if a != "alert")
+                logger.bind(report=True).warning(f"{e.rule} at step {e.step} asks for {asked}: not carried out on an "
+                                                 "evaluation (alerted only); act on it by hand")
         if events:
             for on_action in self._on_action:
                 on_action(events, "alerted")
@@ -570,8 +571,8 @@ class TrainingMonitor(Callback):
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         self._fixed_lr = self._optimizer_lr(cb)
-        logger.warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), LR x{}",
-                       self.rank, step, target.step, target.path, self.cfg.lr_factor)
+        logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), "
+                                         "LR x{}", self.rank, step, target.step, target.path, self.cfg.lr_factor)
         return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "
                 f"(now x{rb['lr_multiplier']:g})")
 
@@ -621,7 +622,8 @@ class TrainingMonitor(Callback):
         first, last = self._source.skip(n) or (None, None)
         self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
                               "rank": self.rank, "time": time.time()})
-        logger.warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first, last, step)
+        logger.bind(report=True).warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first,
+                                         last, step)
         return f"skipped data positions {first}-{last}"
 
     def _stop(self, run_context, reason: str) -> None:
@@ -641,12 +643,12 @@ class TrainingMonitor(Callback):
         """Watchdog thread: report the stall with every thread's stack; exit if the rule says ``stop``."""
         event = self.engine.report("stall", step, idle, f"no step finished for {idle:.0f} s since step {step} "
                                    f"(allowed {allowed:.0f} s)", self.rank, "watchdog", stacks)
-        logger.error("rank {} stack dump at stall:\n{}", self.rank, stacks)
+        logger.bind(report=True).error("rank {} stack dump at stall:\n{}", self.rank, stacks)
         if self.alerts is not None:  # every rank sends its own stall: the hung rank may be any of them
             self.alerts.on_action([event], "process exits (status 3)" if "stop" in event.actions
                                   else "thread stacks written to the event log")
         if "stop" in event.actions:
-            logger.error("rank {}: stall rule asks to stop; exiting with status 3", self.rank)
+            logger.bind(report=True).error("rank {}: stall rule asks to stop; exiting with status 3", self.rank)
             if self.alerts is not None:
                 self.alerts.flush(5.0)
             self.event_log.close()

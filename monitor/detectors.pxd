@@ -8,14 +8,14 @@ cdef double NAN
 
 cdef class Rec:
     cdef long long step
-    cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, span, next_scale
+    cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, callbacks, span, next_scale
     cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied, has_next_scale
     cdef int overflow, unit
     cdef long long overflows
 
 
 cdef void throughput(Rec r, double work, int unit, double step_time, double wait, double steps) noexcept
-@cython.locals(wait=double)
+@cython.locals(wait=double, w=object, c=object)
 cdef int rec_from(Rec r, object rec) except -1
 cdef object opt(bint has, double x)
 cdef bint finite(double x) noexcept
@@ -78,7 +78,9 @@ cdef class Detector:
 
 
 cdef class NanInf(Detector):
+    cdef long long since
     cdef object update(self, Rec r)
+    cdef void forget(self, long long step) noexcept
 
 
 cdef class LrSurge(Detector):
@@ -111,9 +113,10 @@ cdef class RobustSpike(Detector):
 
 cdef class LossSpike(RobustSpike):
     cdef public Py_ssize_t shift_steps, rise_steps
-    cdef public double shift_sigma, rise_ratio
+    cdef public double shift_sigma, rise_ratio, rise_spread
     cdef Window recent
-    @cython.locals(hist=Window, k=Py_ssize_t, n=Py_ssize_t, i=Py_ssize_t, base=double, prev=double, x=double)
+    @cython.locals(hist=Window, k=Py_ssize_t, n=Py_ssize_t, i=Py_ssize_t, base=double, prev=double, x=double,
+                   lo=double, hi=double)
     cdef object rise(self, long long step)
     @cython.locals(x=double, level=double, m=double, floor=double, s=double, k=Py_ssize_t, onset=cython.longlong,
                    recent=Window, hist=Window, few=bint)
@@ -227,7 +230,7 @@ cdef class ThroughputDrop(Detector):
     cdef double seconds
     cdef Py_ssize_t streak  # input-bound records in a row (bound), since step streak_since, waiting streak_wait s
     cdef long long streak_since, streak_last  # streak_last: the streak's newest record
-    cdef double streak_wait
+    cdef double streak_wait, streak_callbacks  # (of which streak_callbacks in the callbacks after the monitor)
     cdef long long slow_since  # excursions in a row (excursion): since step slow_since, slow_n records, slow_seconds
     cdef Py_ssize_t slow_n     # of wall time
     cdef double slow_seconds

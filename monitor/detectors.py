@@ -96,7 +96,8 @@ def rec_from(r, rec):
     r.has_rate = False
     if v and not known_slow:  # tokens/s when the record has tokens, else samples/s, else steps/s
         w, c = rec.data_wait_s, rec.callbacks_s
-        wait = (w if w is not None and w > 0 else 0.0) + (c if c is not None and c > 0 else 0.0)
+        r.callbacks = c if c is not None and c > 0 else 0.0
+        wait = (w if w is not None and w > 0 else 0.0) + r.callbacks
         if rec.tokens:
             throughput(r, rec.tokens, 0, v, wait, rec.steps)
         elif rec.samples:
@@ -436,19 +437,36 @@ class NanInfSettings(RuleSettings):
 
 
 class NanInf(Detector):
-    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow."""
+    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow. Onset: the first
+    of the records in a row that are so (one excursion: a logged run that did not roll back is asked for one
+    rollback, not one per NaN step); a record with a finite loss or grad norm ends the run."""
 
     settings = NanInfSettings
     rule = "nan_inf"
     reads = ('loss', 'grad_norm', 'overflow')
     plots = "loss"
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.since = -1  # step of the first record of the current run of non-finite ones (-1: none)
+
     def update(self, r):
         if r.has_loss and not finite(r.loss):
-            return r.loss, r.step, f"loss is {r.loss} at step {r.step}"
-        if r.has_grad_norm and not finite(r.grad_norm) and r.overflow != 1:
-            return r.grad_norm, r.step, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
-        return None
+            value, what = r.loss, f"loss is {r.loss} at step {r.step}"
+        elif r.has_grad_norm and not finite(r.grad_norm) and r.overflow != 1:
+            value, what = r.grad_norm, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
+        else:
+            if r.has_loss or r.has_grad_norm:
+                self.since = -1
+            return None
+        if self.since < 0 or self.since > r.step:
+            self.since = r.step
+        elif self.since < r.step:
+            what += f" (not finite since step {self.since})"
+        return value, self.since, what
+
+    def forget(self, step):
+        self.since = -1
 
 
 @dataclass(frozen=True)
@@ -636,7 +654,8 @@ class LossSpikeSettings(RobustSpikeSettings):
     rise_steps: int = setting(3, "with fewer than min_history losses: also fire on this many rises in a row... "
                                  "(0: off)", min=0, max=20)
     rise_ratio: float = setting(1.3, "...to over this x the loss before them, excursion_min above it and over "
-                                     "every earlier loss", min=1)
+                                     "every earlier loss...", min=1)
+    rise_spread: float = setting(1.0, "...by more than this x the range of the losses up to the rise's start", min=0)
 
 
 class LossSpike(RobustSpike):
@@ -648,12 +667,14 @@ class LossSpike(RobustSpike):
     With fewer than ``min_history`` earlier losses, warm-up included (a loss that rises so from a fresh run's
     first records is no start-up: MindSpeed's SFT baseline 2.51, 4.02, 6.66, 7.40), a sustained rise fires too:
     the loss higher than the record before at each of the last ``rise_steps`` records, the last over
-    ``rise_ratio`` times the loss before the rise, at least ``excursion_min`` above it and over every earlier
-    loss held (a training loss falls; independent noise makes ``rise_steps`` rises in a row with probability
-    ``1 / (rise_steps + 1)!``, and seldom by that much and to a new high: a rise from a dip of a noisy
-    loss, a tutorial's per-batch 151, 56, .., 2.88, 18.0, 25.6, 29.0, stays within its earlier values). It
-    needs no measure of the noise, which a few values do not give (BigScience tr8-104B, logged every 10
-    iterations: 6.37, 6.60, 7.31, 9.12 fires at the 9.12). Onset: the first step of the rise."""
+    ``rise_ratio`` times the loss before the rise, at least ``excursion_min`` above it, and over every earlier
+    loss held by more than ``rise_spread`` times the range of the losses up to the rise's start. A training
+    loss falls; independent noise makes ``rise_steps`` rises in a row with probability ``1 / (rise_steps +
+    1)!``, and seldom by that much and to a new high beyond the range the earlier values span (a rise from a
+    dip of a noisy per-batch loss stays within it: a tutorial's 151, 56, .., 2.88, 18.0, 25.6, 29.0; a new
+    user's MSE regression at 14-34 rising 19.4, 28.4, 29.4, 36.8). Where the rise starts a log there is no
+    range, and none is needed (BigScience tr8-104B, logged every 10 iterations: 6.37, 6.60, 7.31, 9.12 fires
+    at the 9.12). Onset: the first step of the rise."""
 
     settings = LossSpikeSettings
     rule = "loss_spike"
@@ -666,6 +687,7 @@ class LossSpike(RobustSpike):
     shift_sigma: float
     rise_steps: int
     rise_ratio: float
+    rise_spread: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -687,6 +709,12 @@ class LossSpike(RobustSpike):
         if not (base > 0 and prev > self.rise_ratio * base and prev - base >= self.excursion_min):
             return None
         if not hist.ordered[n - 2] < prev:  # no new high, the highest held alone (a rise within the excerpt's noise)
+            return None
+        lo = hi = base
+        for i in range(n - 1 - k):
+            x = hist.value(i)
+            lo, hi = min(lo, x), max(hi, x)
+        if not prev - hi > self.rise_spread * (hi - lo):  # a rise out of the losses' own noise
             return None
         return (prev, hist.step_of(n - k), f"loss {prev:.4g} at step {step} rose at each of the last {k} records, "
                                            f"{prev / base:.3g}x the {base:.4g} before the rise")
@@ -1488,7 +1516,8 @@ class ThroughputDrop(Detector):
         self.n = self.k = 0
         self.low_since, self.seconds = NONE, 0.0
         self.unit, self.first = len(RATE_UNITS), NONE
-        self.streak, self.streak_since, self.streak_last, self.streak_wait = 0, NONE, NONE, 0.0
+        self.streak, self.streak_since, self.streak_last = 0, NONE, NONE
+        self.streak_wait = self.streak_callbacks = 0.0
         self.slow_since, self.slow_n, self.slow_seconds = NONE, 0, 0.0  # excursions in a row: since, how many, wall s
 
     def ring_median(self, slot):
@@ -1521,15 +1550,22 @@ class ThroughputDrop(Detector):
             return None
         steps = timed_steps(r, self.streak_last if self.streak else NONE)
         if self.streak == 0:
-            self.streak_since, self.streak_wait = r.step, 0.0
+            self.streak_since, self.streak_wait, self.streak_callbacks = r.step, 0.0, 0.0
         self.streak += 1
         self.streak_last = r.step
         self.streak_wait += r.wait * steps
+        self.streak_callbacks += r.callbacks * steps
         if self.streak < self.bound_steps or self.streak_wait < self.bound_seconds:
             return None
-        return (r.rate, self.streak_since, f"input-bound: each of the {self.streak} records since step "
-                                           f"{self.streak_since} waited for data {self.data_share:.0%} of its "
-                                           f"period or more, {self.streak_wait:.3g} s in all")
+        if 2.0 * self.streak_callbacks <= self.streak_wait:
+            return (r.rate, self.streak_since, f"input-bound: each of the {self.streak} records since step "
+                                               f"{self.streak_since} waited for data {self.data_share:.0%} of its "
+                                               f"period or more, {self.streak_wait:.3g} s in all")
+        return (r.rate, self.streak_since, f"callback-bound: each of the {self.streak} records since step "
+                                           f"{self.streak_since} spent {self.data_share:.0%} of its period or more "
+                                           f"outside the step, {self.streak_wait:.3g} s in all, "
+                                           f"{self.streak_callbacks:.3g} s of it in the callbacks listed after the "
+                                           "monitor (not waiting for data)")
 
     def drop(self, r):
         """The drop and excursion tests (see the class docstring) of ``r``."""

@@ -95,6 +95,18 @@ def test_a_logged_spike_is_one_would_be_rollback_and_json_keeps_its_old_keys(tmp
         [(29050, 29050), (29070, 29050)]
 
 
+def test_a_stretch_of_nan_steps_is_one_excursion_and_one_would_be_rollback(tmp_path):
+    # a logged run whose loss is NaN at steps 100-109 (it did not roll back): one excursion, from step 100
+    log = tmp_path / "records.csv"
+    log.write_text("step,loss\n" + "".join(f"{s},{'nan' if 100 <= s <= 109 else 2.0 + 0.01 * (s % 7)}\n"
+                                           for s in range(1, 201)))
+    res = json.loads(cli("replay", "--json", "--checkpoint-every", 25, "--healthy-after", 10, log).stdout)
+    nan = [(a["step"], a["onset_step"]) for a in res["anomalies"] if a["rule"] == "nan_inf"]
+    assert nan == [(s, 100) for s in range(100, 110)]
+    assert [(r["at_step"], r["to_step"]) for r in res["would_be_rollbacks"]] == [(100, 75)]
+    assert res["would_stop"] == []
+
+
 def test_would_be_rollbacks_come_in_the_order_they_happened(tmp_path):
     """A logged run that rolled back repeats its step numbers: its second rollback (at step 35, after going
     back to 21) comes after its first (at 41), with the LR multipliers compounding in that order."""

@@ -433,6 +433,13 @@ def test_an_input_bound_run_is_reported_at_any_history():
     assert fired(bound, "throughput_drop") == [(20, 6)]  # 15 records in a row waited 30 s (bound_seconds)
     (ev,) = [e for e in run(bound) if e.rule == "throughput_drop"]
     assert ev.message.startswith("input-bound: each of the 15 records since step 6")
+    # the same time spent in a callback listed after the monitor (a new user's 0.2 s sleep): named so, not as
+    # the data pipeline's
+    for r in bound:
+        r.callbacks_s, r.data_wait_s = 1.9, 0.1
+    (ev,) = [e for e in run(bound) if e.rule == "throughput_drop"]
+    assert ev.message.startswith("callback-bound: each of the 15 records since step 6") and \
+        "28.5 s of it in the callbacks listed after the monitor" in ev.message
     assert fired(steady(40, step_time=2.2, wait=2.0), "throughput_drop") == []  # waiting under half of each step
     start = steady(40)
     for r in start[:5]:
@@ -618,6 +625,11 @@ def test_a_sustained_rise_over_a_few_logged_intervals_fires_at_the_third_rise():
     tutorial = (151.55, 56.28, 10.04, 25.18, 48.37, 131.71, 85.23, 16.57, 9.92, 33.57, 50.57, 44.46, 10.49, 2.876, 18.04,
                 25.55, 29.03)
     assert run([StepRecord(i + 1, loss=x) for i, x in enumerate(tutorial)]) == []
+    # nor a rise to a new high by less than the range of the losses before it (a new user's healthy MSE regression,
+    # batch 16, per-batch losses: 19.4 -> 36.8 is 2.4 over the earlier high, their range 20)
+    noisy = (34.4, 20.6, 20.1, 30.4, 21.3, 14.4, 30.9, 19.4, 28.4, 29.4, 36.8)
+    assert run([StepRecord(i + 1, loss=x) for i, x in enumerate(noisy)]) == []
+    assert [e.step for e in run([StepRecord(i + 1, loss=x) for i, x in enumerate(noisy[:-1] + (56.0,))])] == [11]
     # a history long enough for the robust tests: they judge it, against the measured noise
     long = [StepRecord(6700 + 10 * i, loss=6.4 + 0.1 * (i % 3)) for i in range(20)]
     assert [e.rule for e in run(long + recs[1:])] == ["loss_spike"]

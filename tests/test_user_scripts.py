@@ -251,6 +251,7 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
                        stdout=out, stderr=subprocess.STDOUT, timeout=300, check=True, cwd=ROOT)
     text = log.read_text()
     assert "rollbacks [(45, 30), (56, 40)]" in text
+    assert text.count("rolled back from step") == 2  # news, never left out as a repeat (log.Repeats)
     assert "rank 0 nan_inf at step 56 (onset 56; trainer step 71)" in text
     res = replay_file(str(log))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
