@@ -12,13 +12,18 @@ callback's step end on a step the monitor has undone (rolled back) or is stoppin
 MindFormers evaluates during training (``do_eval``) through its ``EvalCallBack``, which calls ``Model.eval``
 without the training's callbacks and only logs the results: :func:`evaluators` finds it and :func:`hook_eval`
 hands each evaluation's results to the monitor.
+
+MindSpore's ``LearningRateScheduler`` writes ``learning_rate_function(lr, step)`` into the optimizer's
+``learning_rate`` Parameter at every step end, which would undo the LR cut of a rollback (a function of the
+step alone) and leave the monitor's record of the LR stale: :func:`schedulers` finds it and
+:func:`hook_lr_function` keeps the cut and tells the monitor each LR it sets.
 """
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
 
-from mindspore.train import LossMonitor
+from mindspore.train import LearningRateScheduler, LossMonitor
 
 # TrainingStateMonitor's settings that make it raise in its step end, and on what (MindFormers 1.9)
 _STATE_MONITOR_CHECKS = (
@@ -87,9 +92,35 @@ def hook_eval(callback, evaluated: Callable[[dict], object]) -> None:
     callback.eval_func = eval_func
 
 
+def schedulers(callbacks) -> list:
+    """MindSpore's ``LearningRateScheduler`` instances among ``callbacks``."""
+    return [c for c in callbacks if isinstance(c, LearningRateScheduler)]
+
+
+def hook_lr_function(callback, multiplier: Callable[[], float], applied: Callable[[float], None]) -> None:
+    """Wrap a ``LearningRateScheduler``'s ``learning_rate_function(lr, step)`` as ``f(lr / m, step) * m``, with
+    ``m = multiplier()`` the monitor's LR multiplier (the product of its rollbacks' LR factors): the schedule
+    runs on its own scale and the cut stays, for a function of the step (``1e-3 * 0.99 ** (step // 10)``) as
+    for one of the LR (``lr * 0.99``). ``applied`` gets each LR it returns. :func:`unhook` undoes it."""
+    original = callback.learning_rate_function
+
+    def learning_rate_function(lr, step):
+        m = multiplier()
+        new = original(lr / m, step) * m
+        applied(float(new))
+        return new
+
+    callback.__dict__["_unhooked_lr_function"] = original
+    callback.learning_rate_function = learning_rate_function
+
+
 def unhook(callback) -> None:
-    """Remove every :func:`hook_step_end` and :func:`hook_eval` wrapper from ``callback``."""
+    """Remove every :func:`hook_step_end`, :func:`hook_eval` and :func:`hook_lr_function` wrapper from
+    ``callback``."""
     callback.__dict__.pop("on_train_step_end", None)
     original = callback.__dict__.pop("_unhooked_eval_func", None)
     if original is not None:
         callback.eval_func = original
+    original = callback.__dict__.pop("_unhooked_lr_function", None)
+    if original is not None:
+        callback.learning_rate_function = original

@@ -39,7 +39,7 @@ from .consensus import RankConsensus
 from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
-from .peers import evaluators, hook_eval, hook_step_end, nan_checks, unhook
+from .peers import evaluators, hook_eval, hook_lr_function, hook_step_end, nan_checks, schedulers, unhook
 from .rollback import global_step, nonfinite_parameters, restore_train_state, save_train_state, train_optimizer
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
@@ -401,7 +401,13 @@ class TrainingMonitor(Callback):
         for peer in evaluators(callbacks):  # MindFormers' evaluation in training: its results are judged too
             hook_eval(peer, lambda results: self._guard(lambda _: self.evaluated(results), None))
             self._hooked.append(peer)
+        for peer in schedulers(callbacks):  # LearningRateScheduler: keeps a rollback's LR cut, the LR recorded
+            hook_lr_function(peer, lambda: self.policy.multiplier, self._lr_applied)
+            self._hooked.append(peer)
         return [peer for peer, _ in checks]
+
+    def _lr_applied(self, lr: float) -> None:
+        self._fixed_lr = lr
 
     def _check_recovery(self, cb) -> None:
         """Once, at the first train begin: warn (strict: raise) when a rollback could not be done."""

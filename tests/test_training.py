@@ -12,7 +12,7 @@ import mindspore.dataset as ds
 import numpy as np
 import pytest
 from mindspore import Tensor, nn
-from mindspore.train import CheckpointConfig, ModelCheckpoint
+from mindspore.train import CheckpointConfig, LearningRateScheduler, ModelCheckpoint
 from prometheus_client.parser import text_string_to_metric_families
 
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
@@ -107,6 +107,36 @@ def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
     ckpt = ms.load_checkpoint(rb["checkpoint"])
     assert float(schedule.scale.asnumpy()) == 0.5
     assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
+
+
+def test_a_learning_rate_scheduler_keeps_a_rollback_s_lr_cut_and_the_lr_it_sets_is_recorded(tmp_path):
+    """MindSpore's LearningRateScheduler listed after the monitor (a new user's script): it writes its function
+    of the step into the optimizer's LR Parameter at every step end, which undid the rollback's cut, and the
+    records kept the LR read at train begin."""
+    def schedule(lr, step):  # a function of the step alone: it would write 0.05 x 0.9^k back after the cut
+        return 0.05 * 0.9 ** (step // 10)
+
+    from mindspore.train import Model
+
+    from train_helpers import CORPUS, Served
+    from training_monitor.callbacks.tinylm import make_dataset
+
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    net = tiny_net()
+    source = Served(CORPUS, SEQ, BATCH, 60, 0)
+    source.poison = {44}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    lrs = {}  # trainer step -> the optimizer's LR after every callback's step end (the next step's)
+    probe = AtStep(lambda cb: lrs.__setitem__(cb.cur_step_num, float(cb.optimizer.learning_rate.asnumpy())))
+    model = Model(net, optimizer=nn.SGD(net.trainable_params(), learning_rate=0.05))  # the tutorials' shape
+    model.train(1, make_dataset(source), callbacks=[mon, LearningRateScheduler(schedule), probe],
+                dataset_sink_mode=False)
+    (rb,) = mon.rollbacks
+    assert rb["at_step"] == 45
+    assert lrs[44] == pytest.approx(schedule(None, 44)) and lrs[45] == pytest.approx(schedule(None, 45) * 0.5)
+    assert lrs[59] == pytest.approx(schedule(None, 59) * 0.5)
+    assert mon.last_record.lr == pytest.approx(lrs[59])  # the LR trainer step 60 ran with
 
 
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):
