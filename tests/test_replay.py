@@ -244,6 +244,11 @@ def test_folder_of_rank_logs_replays_each_rank_through_its_own_engine(tmp_path):
     assert res[0].path.endswith("info.log (+1 rotated)") and [Path(f).name for f in res[0].files] == ["info.log.1", "info.log"]
     assert [(e.rule, e.step, e.rank) for e in res[0].events] == [("loss_spike", 60, 0)]
     assert [(e.rule, e.step, e.rank) for e in res[1].events] == [("nan_inf", 50, 1)]
+    # a folder whose only log is empty says so (a run that died before writing)
+    (tmp_path / "died").mkdir()
+    (tmp_path / "died" / "rank0.log").write_text("")
+    with pytest.raises(ReplayError, match=r"died: the log files in this folder are empty \(1\)"):
+        replay_paths([str(tmp_path / "died")])
 
 
 def test_interleaved_rank_lines_in_one_file(tmp_path):

@@ -190,6 +190,7 @@ def _folder(root: str) -> list[Source]:
     outputs: dict[str, list] = {}  # monitor output folder -> the views left out below it
     evented: set[str] = set()  # folders holding a monitor event log
     unread: list[OSError] = []
+    empty = 0  # log files left out for holding nothing
     for folder, dirs, files in os.walk(os.path.normpath(root), onerror=unread.append):
         dirs.sort()
         names = set(files)
@@ -199,8 +200,10 @@ def _folder(root: str) -> list[Source]:
             outputs[folder] = []
         home = next((o for o in outputs if folder == o or folder.startswith(o + os.sep)), None)
         for name in sorted(files):
-            if not _LOG_NAME.search(name) or (name == "error.log" and "info.log" in names) or \
-                    _empty(os.path.join(folder, name)):
+            if not _LOG_NAME.search(name) or (name == "error.log" and "info.log" in names):
+                continue
+            if _empty(os.path.join(folder, name)):
+                empty += 1
                 continue
             if _RECORDS.match(name) and not _has_rows(os.path.join(folder, name)):
                 continue  # a run killed before its first rows reached the file: its other views are replayed
@@ -212,6 +215,8 @@ def _folder(root: str) -> list[Source]:
             groups.setdefault(os.path.join(folder, base), []).append((n, os.path.join(folder, name)))
     if unread and unread[0].filename == os.path.normpath(root):
         raise SourceError(f"{shown(root)}: cannot read this folder: {unread[0].strerror}")
+    if not groups and empty:
+        raise SourceError(f"{shown(root)}: the log files in this folder are empty ({empty})")
     if not groups:
         raise SourceError(f"{shown(root)}: no log files in this folder (looked for *.log, *.txt, *.out, *.err, "
                           "*.jsonl, *.csv, rotated and gzipped ones, events.out.tfevents.*)")
