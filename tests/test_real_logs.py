@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 40)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 41)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -135,6 +135,9 @@ KNOWN_FAILING = frozenset({
     # an 8-record excerpt (under the short-excerpt test's absolute margin); KittiSeg's step time up 88x after its
     # step-0 record, the only faster one (in the warm-up, no reference)
     "epe_ienet2_steps_1_5_column_table_nan_from_step_4_66.log",
+    # heldout40: first replay, not yet studied
+    "deepspeed_ulysses_llama_ft_iters_0_60_loss_3_56_to_20_8_then_7_9_to_24_7_at_13_bigyang.log",
+    "paddle_rtd_metriclogger_epochs_0_1_loss_5_7_to_1_7_eval_healthy_rtdpaddle.log",
     "keras_old_epochs_60_67_loss_0_047_flat_then_0_061_0_096_jump_deepj49.log",
     "kittiseg_tf_steps_0_300_sec_per_batch_0_48_to_43_imgs_per_sec_0_0_raw_smooth_lines_137.log",
 })
