@@ -19,6 +19,7 @@ from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.eventlog import EventLog
 from training_monitor.file_sd import write_file_sd_target
+from training_monitor.files import hold_lock
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
 from training_monitor.ledger import CheckpointEntry, Ledger
@@ -147,7 +148,9 @@ class TrainingMonitor(Callback):
     def _setup(self, cfg: MonitorConfig) -> None:
         self.rank = _env_rank() if cfg.rank is None else cfg.rank
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
-        out = Path(cfg.output_dir)
+        self.instance = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_INSTANCES)}"
+        self._held = None  # the open lock file of this rank's files in the output folder (see _claim)
+        out = self.output_dir = self._claim(Path(cfg.output_dir))
         self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
         self.record_log = RecordLog(str(out / f"records_rank{self.rank}.csv")) if cfg.record_log else None
         self.world_size = cfg.world_size or int(os.environ.get("RANK_SIZE", "1") or 1)
@@ -177,7 +180,6 @@ class TrainingMonitor(Callback):
         # A new process (or a new monitor in this one) starts a new ledger and checkpoint folder: the previous
         # one's checkpoints hold another trajectory (perhaps another run) and must never be rolled back to by
         # step number.
-        self.instance = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_INSTANCES)}"
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
@@ -281,6 +283,27 @@ class TrainingMonitor(Callback):
         self.model_checkpoints.follow_retention()
         self._finish()
 
+    def _claim(self, out: Path) -> Path:
+        """The folder this monitor writes its rank's files in: ``out``, locked for this rank while it trains
+        (:func:`training_monitor.files.hold_lock` on ``.rank<r>.lock``), or, when another live monitor holds
+        that lock (a second run, or a run not yet stopped, given the same ``output_dir``: their record logs
+        would interleave and the newcomer would take over the other's ledger), a folder of its own below it,
+        ``rank<r>-<instance>``, with an error saying so. An unwritable folder is reported by the files
+        written there."""
+        own = out / f"rank{self.rank}-{self.instance}"
+        for folder in (out, own):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._held, holder = hold_lock(str(folder / f".rank{self.rank}.lock"))
+            except OSError:
+                return folder
+            if self._held is not None:
+                return folder
+            logger.error("{}: rank {}'s files there are in use by process {} (another monitored run on this "
+                         "output_dir); this monitor writes to {} instead. Give each run its own output_dir",
+                         out, self.rank, holder or "?", own)
+        return own
+
     def _finish(self) -> None:
         if self.alerts is not None and not self.alerts.flush(5.0):
             logger.error("alerts not all delivered at the end of training: {}", self.alerts.stats())
@@ -297,6 +320,9 @@ class TrainingMonitor(Callback):
         self.event_log.close()
         if self.record_log is not None:
             self.record_log.close()
+        if self._held is not None:  # training is over: a monitor made next (this process or another) may take over
+            self._held.close()
+            self._held = None
 
     def _guard(self, fn, run_context):
         try:

@@ -1,6 +1,7 @@
-"""Atomic file replacement: readers see the old or the new content, never a part."""
+"""Atomic file replacement (readers see the old or the new content, never a part), and a folder's owner lock."""
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 
@@ -29,3 +30,22 @@ def write_atomic(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def hold_lock(path: str):
+    """Take an exclusive ``flock`` on ``path`` (created) for this process and write its id there. Returns
+    ``(file, None)``, the open file holding the lock (closing it releases the lock; the kernel releases it when
+    the process ends, however it ends), or ``(None, holder)`` when another open file holds it, ``holder`` the
+    process id written by whoever took it (text, maybe empty). Raises OSError (the folder cannot be written)."""
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read(32).strip()
+        f.close()
+        return None, holder
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    return f, None

@@ -178,6 +178,34 @@ def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_pa
     assert all(os.path.exists(e.path) for e in first.ledger.entries)
 
 
+def test_a_second_live_run_on_the_same_output_dir_writes_a_folder_of_its_own(tmp_path, log_lines):
+    """Two processes given one output_dir (a new user restarted a run whose first process was still alive):
+    their record logs interleaved and the newcomer renamed the running one's ledger. The first to hold a
+    rank's files keeps them; the other writes below, says so, and fails under strict."""
+    import sys
+
+    from training_monitor.callbacks import MonitorFailure
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from training_monitor.callbacks import TrainingMonitor; "
+         f"TrainingMonitor(output_dir={str(tmp_path)!r}, metrics_port=None); print('ready', flush=True); "
+         "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5)
+        assert mon.output_dir == tmp_path / f"rank0-{mon.instance}"
+        assert any(f"rank 0's files there are in use by process {holder.pid}" in line for line in log_lines)
+        train([mon], steps=10)
+        assert mon.ledger.entries and (mon.output_dir / "records_rank0.csv").stat().st_size > 0
+        assert len((tmp_path / "records_rank0.csv").read_text().splitlines()) == 1  # the holder's header alone
+        with pytest.raises(MonitorFailure, match="in use by process"):
+            TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, strict=True)
+    finally:
+        holder.stdin.close()
+        holder.wait(60)
+    assert TrainingMonitor(output_dir=str(tmp_path), metrics_port=None).output_dir == tmp_path  # released at exit
+
+
 def test_corrupted_checkpoint_is_quarantined_and_an_older_one_used(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
 
