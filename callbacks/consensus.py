@@ -6,6 +6,17 @@ import math
 import numpy as np
 from mindspore import Tensor, ops
 
+from training_monitor.detectors import DETECTORS
+
+# record fields each rank measures for itself (its step time, data wait, callbacks, throughput, MFU): the rules
+# reading them judge that rank alone, whatever the consensus makes of the rest
+RANK_OWN_FIELDS = frozenset(("step_time_s", "data_wait_s", "callbacks_s", "tokens", "samples", "mfu"))
+
+
+def rank_own_rules() -> frozenset[str]:
+    """The rules that judge a rank's own measurements (:data:`RANK_OWN_FIELDS`), whose events differ by rank."""
+    return frozenset(rule for rule, cls in DETECTORS.items() if RANK_OWN_FIELDS.intersection(cls.reads))
+
 
 class RankConsensus:
     """One small ``AllReduce`` (sum over the world group) per step of ``[loss, grad_norm, overflow, ...]``.

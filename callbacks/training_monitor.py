@@ -32,11 +32,11 @@ from training_monitor.recordlog import RecordLog
 from training_monitor.replay.fields import evaluation_loss
 from training_monitor.resume import restore, trajectory
 from training_monitor.ruleset import Rules
-from training_monitor.sinks import EventList, LoggedEvents, overrides
+from training_monitor.sinks import EventList, LoggedEvents, Sink, overrides
 from training_monitor.watchdog import Watchdog
 
 from .checkpoints import ModelCheckpointFiles
-from .consensus import RankConsensus
+from .consensus import RankConsensus, rank_own_rules
 from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
@@ -82,6 +82,20 @@ def detect_device() -> str | None:
     except Exception as exc:  # detection is best effort; the table lookup then warns once
         logger.warning("device name not detected on {} ({!r})", target, exc)
     return None
+
+
+class OwnAlerts(Sink):
+    """The alerts a rank other than 0 sends under ``ranks: rank0``: those of ``rules`` only, the rules judged on
+    its own measurements (:func:`training_monitor.callbacks.consensus.rank_own_rules`: a slow data loader on
+    one node shows on that node alone); rank 0 sends the rest, which the consensus makes the same everywhere."""
+
+    def __init__(self, alerts: AlertSender, rules: frozenset[str]):
+        self.alerts, self.rules = alerts, rules
+
+    def on_action(self, events: list, action: str) -> None:
+        own = [e for e in events if e.rule in self.rules]
+        if own:
+            self.alerts.on_action(own, action)
 
 
 class TrainingMonitor(Callback):
@@ -140,7 +154,8 @@ class TrainingMonitor(Callback):
         else:
             cfg = config if isinstance(config, MonitorConfig) else MonitorConfig.from_dict(config)
         if settings:
-            cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings}, "settings")
+            cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings},
+                                          "TrainingMonitor arguments (a MindFormers callbacks entry's keys)")
         self.cfg = cfg
         with self._strict():
             self._setup(cfg)
@@ -170,9 +185,13 @@ class TrainingMonitor(Callback):
                 self.metrics.alert_stats = self.alerts.stats
         self.kept = EventList()  # the run's first events (MAX_EVENTS), for whoever drives the training
         self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
-        sinks = [self.event_log, LoggedEvents(lambda: self._offset), self.metrics, self.kept, self.record_log]
+        self._own: tuple = (None, None)  # under consensus: this rank's own loss and grad norm of the step judged
+        sinks = [self.event_log, LoggedEvents(lambda: self._offset, self._own_values), self.metrics, self.kept,
+                 self.record_log]
         if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
             sinks.append(self.alerts)  # a step's alerts; every rank sends its stalls (see _on_stall)
+        elif self.alerts is not None:  # the rules on this rank's own measurements: rank 0 cannot see them
+            sinks.append(OwnAlerts(self.alerts, rank_own_rules()))
         sinks = [s for s in sinks if s is not None]
         self.engine = Engine(rules, [s for s in sinks if overrides(s, "on_event")])
         self._on_record = [s.on_record for s in sinks if overrides(s, "on_record")]
@@ -282,6 +301,14 @@ class TrainingMonitor(Callback):
     def _end(self, _run_context) -> None:
         self.model_checkpoints.follow_retention()
         self._finish()
+
+    def _own_values(self) -> str:
+        """This rank's own loss and grad norm of the step judged, as text ("" without consensus): the event
+        carries the ranks' mean, this rank's log line says what this rank saw."""
+        loss, norm = self._own
+        if loss is None:
+            return ""
+        return f"this rank's own loss {loss:.6g}" + ("" if norm is None else f", grad norm {norm:.6g}")
 
     def _claim(self, out: Path) -> Path:
         """The folder this monitor writes its rank's files in: ``out``, locked for this rank while it trains
@@ -471,6 +498,7 @@ class TrainingMonitor(Callback):
         now = time.perf_counter()  # the outputs are on the host: the step's compute is over
         lr = self._fixed_lr if lr is None else lr
         if self._consensus is not None:
+            self._own = (loss, norm)
             loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
         steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
         self._prev_trainer_step = cb.cur_step_num

@@ -75,15 +75,18 @@ class LoggedEvents(Sink):
     the trainer's step minus the monitor's, when the trainer counts its steps on after a rollback (MindSpore's
     ``cur_step_num``, which ``LossMonitor`` and ``MFLossMonitor`` print); the line then names the trainer's step
     too, ``(onset 194; trainer step 220)``, so a console log's replay places the event among the trainer's
-    lines."""
+    lines. ``own`` (the live callback's, under rank consensus): the rank's own values of the step, which the
+    event's (the ranks' mean) do not show, as text (``"this rank's own loss nan, grad norm 0.41"``) or ""; each
+    rank's log then says which rank's numbers went bad."""
 
-    def __init__(self, offset: Callable[[], int] | None = None):
-        self.offset = offset
+    def __init__(self, offset: Callable[[], int] | None = None, own: Callable[[], str] | None = None):
+        self.offset, self.own = offset, own
 
     def on_event(self, event: Event) -> None:
         report = logger.bind(report=True)
         log = report.error if event.severity == "critical" else report.warning
         shift = self.offset() if self.offset is not None else 0
         trainer = f"; trainer step {event.step + shift}" if shift else ""
-        log("rank {} {} at step {} (onset {}{}): {} -> {}", event.rank, event.rule, event.step, event.onset_step,
-            trainer, event.message, ", ".join(event.actions))
+        own = self.own() if self.own is not None else ""
+        log("rank {} {} at step {} (onset {}{}): {}{} -> {}", event.rank, event.rule, event.step, event.onset_step,
+            trainer, event.message, f" [{own}]" if own else "", ", ".join(event.actions))

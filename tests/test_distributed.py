@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -148,3 +149,8 @@ def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
     assert s0["lr"] == s1["lr"] == pytest.approx(0.025)
     assert s0["final_step"] == s1["final_step"] == 60 - 15
     assert math.isfinite(s0["final_loss"]) and s0["final_loss"] == pytest.approx(s1["final_loss"])
+    # the events carry the ranks' mean; each rank's own log line says what that rank saw: rank 1 went bad
+    logs = [(tmp_path / "logs" / f"worker_{r}.log").read_text() for r in (0, 1)]
+    seen = [re.search(r"nan_inf at step 45 .*\[this rank's own loss (\S+?)[,\]]", text) for text in logs]
+    assert seen[1] and seen[1].group(1) == "nan", logs[1][-3000:]
+    assert seen[0] and math.isfinite(float(seen[0].group(1))), logs[0][-3000:]

@@ -100,3 +100,33 @@ def test_an_input_bound_run_is_reported_live_and_in_replay(tmp_path):
     assert 6 <= ev.onset_step <= ev.step < 100, ev  # after the warm-up (the batches prefetched while compiling)
     replayed = replay_file(str(tmp_path / "records_rank0.csv"), rules=Rules(rules))
     assert [(e.rule, e.step, e.onset_step) for e in replayed.events] == [(ev.rule, ev.step, ev.onset_step)]
+
+
+def test_a_rank_other_than_0_sends_the_alerts_of_its_own_measurements(tmp_path):
+    """Under `ranks: rank0`, rank 0 sends what the consensus makes the same on every rank (a NaN loss); a slow
+    data loader shows on its own rank only (a new user's 2-rank job: rank 1's throughput_drop reached no chat),
+    so that rank sends it. Rank 1 here trains alone (no consensus: the alert filter is the rank's)."""
+    from services import Receiver, text_of
+
+    receiver = Receiver()
+    try:
+        ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+        ms.set_seed(0)
+        net = tiny_net()
+        rules = {"throughput_drop": {"bound_seconds": 1.0}, "nan_inf": {"actions": ["alert"]}}
+        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False, rules=rules, rank=1,
+                              tokens_per_step=BATCH * SEQ, exit_on_stop=False,
+                              alerts={"sinks": [{"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in"}]})
+        source = BoundSource(CORPUS, SEQ, BATCH, 100, 0)
+        source.poison = {40}  # a NaN loss at step 41, after the input-bound run was reported: the run stops there
+        stop = StopOnEvent(mon)
+        stop.on_train_step_end = lambda rc: rc.request_stop() if any(
+            e.rule == "nan_inf" for e in mon.kept.events) else None
+        cell = nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05))
+        Model(cell).train(1, make_dataset(source), callbacks=[mon, stop], dataset_sink_mode=False)
+        mon.close()
+        assert [e.rule for e in mon.kept.events] == ["throughput_drop", "nan_inf"], mon.kept.events
+        (req,) = receiver.wait_for("/webhook")
+        assert "throughput_drop" in text_of(req) and "nan_inf" not in text_of(req)
+    finally:
+        receiver.close()

@@ -194,6 +194,16 @@ def test_data_wait_leaves_out_later_callbacks_and_a_fixed_lr_is_reported(tmp_pat
     assert records[-1].lr == pytest.approx(0.025)
 
 
+def test_a_mistaken_keyword_setting_names_where_it_came_from():
+    """A MindFormers callbacks entry's keys reach the monitor as keyword arguments, without their file: the
+    error names them so (a new user looked for `settings:` in their YAML)."""
+    from training_monitor.schema import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^TrainingMonitor arguments \(a MindFormers callbacks entry's keys\): "
+                                          r"healthy_aftr: unknown monitor setting \(did you mean 'healthy_after'\?"):
+        TrainingMonitor(healthy_aftr=10, metrics_port=None)
+
+
 def test_scaled_learning_rate_refuses_settings_it_cannot_forward():
     with pytest.raises(TypeError, match="total_steps cannot be given to a schedule that is already built"):
         ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.01, 40, 1.0), total_steps=100)

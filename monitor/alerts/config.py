@@ -96,8 +96,9 @@ class AlertsConfig:
         dashboard_url: link added to every alert; ``{run}`` is replaced by the run name.
         runbook_base: URL of the ``runbooks/`` folder; empty keeps the rules file's ``runbook_base``.
         queue_size: alerts each sink holds while it is slow or down; beyond that they are dropped and counted.
-        ranks: ``rank0`` (only rank 0 sends rule alerts: with rank consensus every rank sees the same
-            events; a ``stall`` is sent by whichever rank sees it) or ``all``.
+        ranks: ``rank0`` (rank 0 sends the rule alerts that rank consensus makes the same on every rank; those
+            of the rules on a rank's own measurements, ``throughput_drop`` and ``low_mfu``, and a ``stall`` are
+            sent by whichever rank sees them) or ``all``.
     """
 
     sinks: tuple[SinkSpec, ...] = ()
