@@ -159,10 +159,11 @@ PANELS: dict[str, PanelDef] = {
     "mfu": PanelDef("MFU", "percentunit", (_q(f"train_mfu_ratio{{{RUN}}}"),),
                     description="Model FLOPs utilisation: 6N + 12LHS FLOPs per token x TPS / peak FLOP/s."),
     "step_time": PanelDef("Step time p50 / p95", "s", (
-        _q(_quantile(0.5, STEP, RUN, "le, rank"), "p50 rank {{rank}}"),
-        _q(_quantile(0.95, STEP, RUN, "le, rank"), "p95 rank {{rank}}"))),
+        _q(_quantile(0.5, STEP, RUN), "p50 {{run}} rank {{rank}}"),
+        _q(_quantile(0.95, STEP, RUN), "p95 {{run}} rank {{rank}}"))),
     "data_wait_share": PanelDef("Data wait share of the step", "percentunit", (
-        _q(f"rate({WAIT}_sum{{{RUN}}}[5m]) / rate({STEP}_sum{{{RUN}}}[5m])", "5m, rank {{rank}}"),
+        _q(f"rate({WAIT}_sum{{{RUN}}}[5m]) / (rate({WAIT}_sum{{{RUN}}}[5m]) + rate({STEP}_sum{{{RUN}}}[5m]))",
+           "5m, rank {{rank}}"),
         _q(f"train_data_wait_ratio{{{RUN}}}", "last step, rank {{rank}}"))),
     "data_wait": PanelDef("Data wait of the last step", "s", (_q(f"train_data_wait_seconds{{{RUN}}}"),)),
     "since_last_step": PanelDef("Seconds since the last step", "s",
@@ -237,7 +238,8 @@ PANELS: dict[str, PanelDef] = {
             _q(_among_slowest(VS_MEDIAN), column="x job median"),
             _q(_among_slowest(_quantile(0.95, STEP, RANK)), column="p95 step"),
             _q(_among_slowest(f"sum by (run, rank) (rate({WAIT}_sum{{{RANK}}}[5m])) / "
-                              f"sum by (run, rank) (rate({STEP}_sum{{{RANK}}}[5m]))"), column="data wait share"),
+                              f"(sum by (run, rank) (rate({WAIT}_sum{{{RANK}}}[5m])) + "
+                              f"sum by (run, rank) (rate({STEP}_sum{{{RANK}}}[5m])))"), column="data wait share"),
             _q(_among_slowest(f"max by (run, rank) (time() - train_last_step_timestamp_seconds{{{RANK}}})"),
                column="since last step"),
             _q(_among_slowest(f"max by (run, rank) (train_step{{{RANK}}})"), column="step")),
