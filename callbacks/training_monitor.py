@@ -84,6 +84,31 @@ def detect_device() -> str | None:
     return None
 
 
+_LOCKS: dict[str, list] = {}  # this process's output-folder locks: path -> [open lock file, monitors holding it]
+
+
+def _lock(path: str) -> str | None:
+    """Hold ``path``'s lock for a monitor of this process (the monitors of one process share it: a newer one
+    takes over the folder, as a notebook cell run again does); None, or the id of the other process holding
+    it. Raises OSError."""
+    held = _LOCKS.get(path)
+    if held is None:
+        f, holder = hold_lock(path)
+        if f is None:
+            return holder or "?"
+        held = _LOCKS[path] = [f, 0]
+    held[1] += 1
+    return None
+
+
+def _unlock(path: str) -> None:
+    held = _LOCKS[path]
+    held[1] -= 1
+    if not held[1]:
+        held[0].close()
+        del _LOCKS[path]
+
+
 class OwnAlerts(Sink):
     """The alerts a rank other than 0 sends under ``ranks: rank0``: those of ``rules`` only, the rules judged on
     its own measurements (:func:`training_monitor.callbacks.consensus.rank_own_rules`: a slow data loader on
@@ -164,7 +189,7 @@ class TrainingMonitor(Callback):
         self.rank = _env_rank() if cfg.rank is None else cfg.rank
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
         self.instance = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_INSTANCES)}"
-        self._held = None  # the open lock file of this rank's files in the output folder (see _claim)
+        self._held: str | None = None  # the lock file of this rank's files in the output folder (see _claim)
         out = self.output_dir = self._claim(Path(cfg.output_dir))
         self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
         self.record_log = RecordLog(str(out / f"records_rank{self.rank}.csv")) if cfg.record_log else None
@@ -315,20 +340,22 @@ class TrainingMonitor(Callback):
         (:func:`training_monitor.files.hold_lock` on ``.rank<r>.lock``), or, when another live monitor holds
         that lock (a second run, or a run not yet stopped, given the same ``output_dir``: their record logs
         would interleave and the newcomer would take over the other's ledger), a folder of its own below it,
-        ``rank<r>-<instance>``, with an error saying so. An unwritable folder is reported by the files
-        written there."""
+        ``rank<r>-<instance>``, with an error saying so. The monitors of one process share the lock (see
+        :func:`_lock`). An unwritable folder is reported by the files written there."""
         own = out / f"rank{self.rank}-{self.instance}"
         for folder in (out, own):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
-                self._held, holder = hold_lock(str(folder / f".rank{self.rank}.lock"))
+                lock = str(folder / f".rank{self.rank}.lock")
+                holder = _lock(lock)
             except OSError:
                 return folder
-            if self._held is not None:
+            if holder is None:
+                self._held = lock
                 return folder
             logger.error("{}: rank {}'s files there are in use by process {} (another monitored run on this "
                          "output_dir); this monitor writes to {} instead. Give each run its own output_dir",
-                         out, self.rank, holder or "?", own)
+                         out, self.rank, holder, own)
         return own
 
     def _finish(self) -> None:
@@ -348,7 +375,7 @@ class TrainingMonitor(Callback):
         if self.record_log is not None:
             self.record_log.close()
         if self._held is not None:  # training is over: a monitor made next (this process or another) may take over
-            self._held.close()
+            _unlock(self._held)
             self._held = None
 
     def _guard(self, fn, run_context):

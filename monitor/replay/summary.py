@@ -89,11 +89,15 @@ def as_text(results) -> str:
         ranks = sorted(r.ranks)
         who = f" (rank {ranks[0]})" if len(ranks) == 1 else f" (ranks {', '.join(map(str, ranks))})" if ranks else ""
         why = ", ".join(f"{reason} {n}" for reason, n in r.skipped.most_common())
-        parts = [f"{r.steps} steps"] + [f"{n} {what}" for n, what in ((r.evaluations, "evaluations"), (
-            r.merged_lines, "lines merged into their step")) if n]
+        parts = [_count(r.steps, "step")]
+        if r.evaluations:
+            parts.append(_count(r.evaluations, "evaluation"))
+        if r.merged_lines:
+            parts.append(_count(r.merged_lines, "line") + " merged into their step")
         more = f" (and {r.events_dropped} more not kept)" if r.events_dropped else ""
-        out.append(f"{r.path}: {r.format}{who}, {r.records} records ({', '.join(parts)}), {r.reports} trainer reports, "
-                   f"{r.skipped_lines} lines skipped{f' ({why})' if why else ''}, {len(r.events)} anomalies{more}")
+        out.append(f"{r.path}: {r.format}{who}, {_count(r.records, 'record')} ({', '.join(parts)}), "
+                   f"{_count(r.reports, 'trainer report')}, {_count(r.skipped_lines, 'line')} skipped"
+                   f"{f' ({why})' if why else ''}, {_count(len(r.events), 'anomaly', 'anomalies')}{more}")
         for e in r.events:
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
             out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}")
@@ -106,3 +110,8 @@ def as_text(results) -> str:
                 out.append(f"  {path}")
                 out.extend(f"    {line}" for line in lines)
     return "\n".join(out)
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 step``, ``2 steps``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
