@@ -336,8 +336,8 @@ class TrainingMonitor(Callback):
         return f"this rank's own loss {loss:.6g}" + ("" if norm is None else f", grad norm {norm:.6g}")
 
     def _claim(self, out: Path) -> Path:
-        """The folder this monitor writes its rank's files in: ``out``, locked for this rank while it trains
-        (:func:`training_monitor.files.hold_lock` on ``.rank<r>.lock``), or, when another live monitor holds
+        """The folder this monitor writes its rank's files in: ``out``, locked for this rank from now to the end
+        of training (:func:`training_monitor.files.hold_lock` on ``.rank<r>.lock``), or, when another process holds
         that lock (a second run, or a run not yet stopped, given the same ``output_dir``: their record logs
         would interleave and the newcomer would take over the other's ledger), a folder of its own below it,
         ``rank<r>-<instance>``, with an error saying so. The monitors of one process share the lock (see
