@@ -11,27 +11,35 @@ repeated from the same place once per :data:`REPEAT_WINDOW` (:class:`Repeats`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 _stderr_level: str | None = None
 _configured = False
 REPEAT_WINDOW = 300.0  # seconds: a failure logged again from the same place within this is counted, not printed
+MAX_KEYS = 4096  # places and things Repeats remembers
+_DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers and addresses: not what a message is about
 
 
 class Repeats:
     """A loguru filter for the monitor's stderr handler: a warning or error logged again from the same line of
-    code within :data:`REPEAT_WINDOW` seconds of the last one printed there is counted, not printed; the next
-    one printed says how many were left out. A broken output folder or alert sink fails at every save or send:
-    the first failure says so, later ones do not bury the training's own log. Events (records bound
-    ``report=True``, news rather than failures) are always printed. Memory: one entry per line of code."""
+    code, about the same thing, within :data:`REPEAT_WINDOW` seconds of the last one printed is counted, not
+    printed; the next one printed says how many were left out. A broken output folder or alert sink fails at
+    every save or send: the first failure says so, later ones do not bury the training's own log. The same
+    thing: the message with its numbers masked (``attempt 3`` is ``attempt 4``; ``sink first`` is not
+    ``sink second``). Events (records bound ``report=True``, news rather than failures) are always printed.
+    Memory: one entry per line of code and thing, at most :data:`MAX_KEYS` (then it starts afresh)."""
 
     def __init__(self):
-        self.seen: dict[tuple, tuple[float, int]] = {}  # (file, line) -> (time printed last, left out since)
+        self.seen: dict[tuple, tuple[float, int]] = {}  # (file, line, thing) -> (time printed last, left out since)
 
     def __call__(self, record) -> bool:
         if record["level"].no < 30 or record["extra"].get("report"):
             return True
-        key, now = (record["file"].path, record["line"]), record["time"].timestamp()
+        if len(self.seen) >= MAX_KEYS:
+            self.seen.clear()
+        key = (record["file"].path, record["line"], _DIGITS.sub("#", record["message"]))
+        now = record["time"].timestamp()
         last, left_out = self.seen.get(key, (-REPEAT_WINDOW, 0))
         if now - last < REPEAT_WINDOW:
             self.seen[key] = (last, left_out + 1)

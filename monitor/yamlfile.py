@@ -36,10 +36,12 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, dict[tuple, int]]:
     """The YAML document at ``path`` (at most :data:`MAX_YAML_BYTES`, no aliases, nested at most
-    :data:`MAX_YAML_DEPTH` deep, every number finite) and the 1-based line of each mapping key, by key path.
+    :data:`MAX_YAML_DEPTH` deep, every number finite, no key given twice in a mapping) and the 1-based line of
+    each mapping key, by key path.
 
     Raises:
-        ConfigError: ``FILE:LINE: reason`` (``FILE:LINE: key.path: reason`` for a number that is not finite).
+        ConfigError: ``FILE:LINE: reason`` (``FILE:LINE: key.path: reason`` for a number that is not finite or a
+            key given twice).
     """
     try:
         with open(path, "rb") as f:
@@ -63,6 +65,9 @@ def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, di
     def walk(n, keys):
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
+                if keys + (k.value,) in lines:  # YAML leaves it undefined; PyYAML keeps the last silently
+                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: {'.'.join(map(str, keys + (k.value,)))}: "
+                                      f"given twice (first at line {lines[keys + (k.value,)]}); keep one")
                 lines[keys + (k.value,)] = k.start_mark.line + 1
                 walk(v, keys + (k.value,))
         elif isinstance(n, yaml.SequenceNode):

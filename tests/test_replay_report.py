@@ -105,6 +105,10 @@ def test_a_stretch_of_nan_steps_is_one_excursion_and_one_would_be_rollback(tmp_p
     assert nan == [(s, 100) for s in range(100, 110)]
     assert [(r["at_step"], r["to_step"]) for r in res["would_be_rollbacks"]] == [(100, 75)]
     assert res["would_stop"] == []
+    # the text summary names the excursion once (an on-call reader of a log of a thousand NaN steps)
+    text = cli("replay", "--checkpoint-every", 25, "--healthy-after", 10, log).stdout
+    assert text.count("nan_inf") == 2 and \
+        "... and at 9 more steps of the same excursion, the last at step 109 (each in --json)" in text
 
 
 def test_would_be_rollbacks_come_in_the_order_they_happened(tmp_path):

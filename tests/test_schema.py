@@ -48,6 +48,17 @@ def test_errors_name_the_line_and_a_typo_gets_did_you_mean(tmp_path):
         check(Sink, data["sink"], str(path), lines, ("sink",), error=ValueError)
 
 
+def test_a_key_given_twice_is_an_error_at_its_second_line(tmp_path):
+    # PyYAML keeps the last of two equal keys silently: a new user's second `low_mfu:` block undid the first
+    path = tmp_path / "rules.yaml"
+    path.write_text("low_mfu: {enabled: false}\nloss_spike:\n  threshold: 7\nlow_mfu:\n  floor: 0.1\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:4: low_mfu: given twice \(first at line 1\); keep one$"):
+        load_yaml(path)
+    path.write_text("sink:\n  name: x\n  every: 3\n  every: 4\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:4: sink.every: given twice \(first at line 3\)"):
+        load_yaml(path)
+
+
 def test_a_rules_or_alerts_file_named_in_a_settings_file_is_beside_it(tmp_path, monkeypatch):
     """msrun starts workers wherever the job was launched: `rules: r.yaml` in cfg/monitor.yaml means cfg/r.yaml,
     read when the settings are; a missing one names the settings file, its line and the key."""

@@ -51,6 +51,8 @@ def test_a_failure_repeated_from_the_same_place_is_printed_once_per_window():
     script = """
 import training_monitor.log as log
 from training_monitor.log import logger
+for name in ("first", "second", "first"):  # the same place, about other things: each sink's first failure
+    logger.error("alert sink {} is down (ConnectionError at 0x7f{}); retrying", name, len(name))
 for i in range(7):
     if i == 5:
         log.REPEAT_WINDOW = 0.0
@@ -63,3 +65,5 @@ for i in range(7):
     assert failures[1].startswith("checkpoint ledger /x/ledger.json not saved (attempt 5) (and 4 more from the same "
                                   "place in the ") and len(failures) == 3
     assert sum("nan_inf at step" in line for line in err.splitlines()) == 7
+    assert [line.split("alert sink ")[1][:6] for line in err.splitlines() if "alert sink" in line] == \
+        ["first ", "second"]

@@ -98,9 +98,12 @@ def as_text(results) -> str:
         out.append(f"{r.path}: {r.format}{who}, {_count(r.records, 'record')} ({', '.join(parts)}), "
                    f"{_count(r.reports, 'trainer report')}, {_count(r.skipped_lines, 'line')} skipped"
                    f"{f' ({why})' if why else ''}, {_count(len(r.events), 'anomaly', 'anomalies')}{more}")
-        for e in r.events:
+        for e, again in _excursions(r.events):
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
             out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}")
+            if again:
+                out.append(f"    ... and at {_count(len(again), 'more step')} of the same excursion, the last at step "
+                           f"{again[-1].step} (each in --json)")
         out.extend(f"  {line}" for line in rollback_lines(r))
     perf = [(r.path, stats_lines(r.stats.to_dict())) for r in results if not r.error]
     if any(lines for _, lines in perf):
@@ -115,3 +118,19 @@ def as_text(results) -> str:
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 step``, ``2 steps``."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _excursions(events: list) -> list[tuple]:
+    """``events`` as ``(first, repeats)``: an event, and the events right after it of the same rule, rank and
+    onset, at later steps (a rule firing at every step of one excursion, ``nan_inf`` over a run of NaN steps),
+    which the text summary names in one line."""
+    out: list[tuple] = []
+    for e in events:
+        if out:
+            first, again = out[-1]
+            last = again[-1] if again else first
+            if (e.rule, e.rank, e.onset_step) == (first.rule, first.rank, first.onset_step) and e.step > last.step:
+                again.append(e)
+                continue
+        out.append((e, []))
+    return out
