@@ -14,7 +14,8 @@ Endpoints:
 Answers to a POST: 200 ``{"queued": n}``; 400 naming the bad field (nothing of that payload is queued);
 401 without valid credentials; 404 for an unknown sink; 413 for a body over 1 MiB; 503 with
 ``Retry-After`` when a queue had no room for some alert, so Alertmanager sends the notification again
-(alerts already queued are not queued twice).
+(alerts already queued are not queued twice). Each refusal is logged as a warning with its status and the
+caller's address, nothing of the request's own text (repeats of one status: see :class:`training_monitor.log.Repeats`).
 
 Authentication (what Alertmanager's ``http_config`` sends): a bearer token from ``MONITOR_RELAY_TOKEN``
 (``authorization: {credentials_file: ...}``) and/or basic auth from ``MONITOR_RELAY_USER`` and
@@ -35,6 +36,7 @@ from http import HTTPStatus
 
 from .alerts import Alert, AlertsConfig, AlertSender
 from .http import Limits, Server
+from .log import logger
 
 MAX_BODY = 1 << 20
 MAX_ALERTS = 1000  # alerts in one payload
@@ -207,6 +209,9 @@ class Relay:
                 status, body = self.forward(payload, path[len("/alerts/"):] if path != "/alerts" else None)
             if status == HTTPStatus.SERVICE_UNAVAILABLE:
                 headers.append(("Retry-After", str(RETRY_AFTER_S)))
+        if status >= 400 and path != "/healthz":  # (status and address only: the request's text is the caller's)
+            logger.warning("relay: answered {} {} to a {} from {}", status.value, status.phrase, method[:8],
+                           environ.get("REMOTE_ADDR", "?"))
         data = json.dumps(body).encode()
         start_response(f"{status.value} {status.phrase}", [("Content-Type", "application/json"),
                                                            ("Content-Length", str(len(data))), *headers])

@@ -197,7 +197,7 @@ def test_alertmanager_webhook_payload_becomes_alerts():
         Alert.from_alertmanager({"annotations": {}})
 
 
-def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(receiver):
+def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(receiver, log_lines):
     import urllib.error
 
     from training_monitor.relay import Auth, Relay
@@ -229,6 +229,11 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
             with pytest.raises(urllib.error.HTTPError) as err:
                 http_json(base + path, body, headers=headers)
             assert err.value.code == code, path
+        # each refusal logged with its status and the caller's address (a wrong token fails on the relay's side too)
+        refused = [line.split("relay: ")[1].strip() for line in log_lines if "relay: answered" in line]
+        assert refused == ["answered 401 Unauthorized to a POST from 127.0.0.1"] * 2 + \
+            ["answered 404 Not Found to a POST from 127.0.0.1", "answered 400 Bad Request to a POST from 127.0.0.1",
+             "answered 404 Not Found to a POST from 127.0.0.1"]
         assert http_json(f"{base}/healthz") == {"status": "ok"}  # no details without credentials
         assert http_json(f"{base}/healthz", headers=bearer)["sinks"]["team"]["sent"] == 2
     finally:
