@@ -306,6 +306,17 @@ def test_a_pasted_carriage_return_rays_worker_prefix_and_a_path_ending_in_a_qual
     assert res.steps == 4 and res.events == []
 
 
+def test_a_global_counter_is_the_step_among_phase_counters_and_tot_is_total():
+    # microsoft/LMOps issue #130 (MiniLLM's PPO loop, tests/data/reallogs/heldout/lmops_wrapped_overflow_130.log):
+    # the inner iteration and PPO epoch restart each phase; the global iteration numbers the run
+    line = ("train | data_epochs  0/10 | inner iter:   1/  8 | ppo epoch:  3/ 4 | global iter:     14/  5000| "
+            "tot_loss: 3.1123 | rl_loss: 0.1680 | pt_loss: 2.9443 | pg_loss: 0.1625 | reg_loss: 0.0055 | lr: 3.0e-07")
+    (rec,) = _steps([line])
+    assert (rec.step, rec.loss) == (14, 3.1123)
+    # without the global counter the inner one is the step (the phase epoch, a first line's, places nothing yet)
+    assert [(r.step, r.loss) for r in _steps([line.replace("global iter:     14/  5000| ", "")])] == [(1, 3.1123)]
+
+
 def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
     # TF PSENet (tests/data/reallogs/heldout11/tensorflow_psenet_..), TF-Slim (tests/data/reallogs/tune/
     # tf_slim_duplicated_lines_healthy_2980.log), PaddleNLP (tests/data/reallogs/tune/paddlenlp_ernie_..)

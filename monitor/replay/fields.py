@@ -16,9 +16,9 @@ whole name is not there:
   - with an average word (``avg``, ``ave``, ``average``, ``mean``, ``running``, ``moving``, ``smoothed``,
     ``smooth``, ``ema``, ``epoch``): an average loss, :data:`LOSS_AVERAGE` (DLLogger's ``average_loss``,
     darkflow's ``moving ave loss``);
-  - with none but step words (``train``, ``training``, ``step``, ``cur``, ``curr``, ``current``, ``total``, ``all``,
-    ``overall``, ``lm``, ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training loss``,
-    litgpt's ``loss train (curr)``);
+  - with none but step words (``train``, ``training``, ``step``, ``cur``, ``curr``, ``current``, ``total``, ``tot``,
+    ``all``, ``overall``, ``lm``, ``iter``, ``iteration``, ``batch``): the step's loss (``step_loss``, ``Training
+    loss``, litgpt's ``loss train (curr)``, LMOps' ``tot_loss``);
   - with any other word: a loss named for its objective or part, :data:`LOSS_OTHER` (``loss_net``,
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
@@ -205,8 +205,8 @@ PPL = "ppl"                    # the perplexity resolve chose: the line's loss i
 OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
 NO_FIELD = OTHER_LOSSES | {"iters"}  # what resolve may leave that is no record field (a reader leaves it out)
 _LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # a name read as a loss (a perplexity: no)
-_STEP_WORDS = frozenset(("train", "training", "step", "cur", "curr", "current", "total", "all", "overall", "lm", "iter",
-                         "iteration", "batch"))
+_STEP_WORDS = frozenset(("train", "training", "step", "cur", "curr", "current", "total", "tot", "all", "overall",
+                         "lm", "iter", "iteration", "batch"))
 _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving", "smoothed", "smooth", "ema",
                             "epoch"))
 _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: the total of the line's losses

@@ -447,8 +447,14 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                     found.append(((field, None), m))
                     have.add(field)
     names = resolve([hit[0] for hit, _ in found])
-    return [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
-            for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
+    out = [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
+           for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
+    if sum(f == "step" for f, _, _ in out) > 1 and any(f == "step" and "global" in _name(m).lower()
+                                                        for f, _, m in out):
+        # several counters, one of them global (LMOps' `inner iter: 7/ 8 | ppo epoch: 2/ 4 | global iter: 13`):
+        # the others count within an epoch or a phase, and the global one needs no epoch to place it
+        out = [(f, u, m) for f, u, m in out if f not in ("step", "epoch") or "global" in _name(m).lower()]
+    return out
 
 
 def _named_loss(text: str) -> str | None:
