@@ -19,7 +19,7 @@ from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.eventlog import EventLog
 from training_monitor.file_sd import write_file_sd_target
-from training_monitor.files import hold_lock
+from training_monitor.files import lock, unlock
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
 from training_monitor.ledger import CheckpointEntry, Ledger
@@ -82,31 +82,6 @@ def detect_device() -> str | None:
     except Exception as exc:  # detection is best effort; the table lookup then warns once
         logger.warning("device name not detected on {} ({!r})", target, exc)
     return None
-
-
-_LOCKS: dict[str, list] = {}  # this process's output-folder locks: path -> [open lock file, monitors holding it]
-
-
-def _lock(path: str) -> str | None:
-    """Hold ``path``'s lock for a monitor of this process (the monitors of one process share it: a newer one
-    takes over the folder, as a notebook cell run again does); None, or the id of the other process holding
-    it. Raises OSError."""
-    held = _LOCKS.get(path)
-    if held is None:
-        f, holder = hold_lock(path)
-        if f is None:
-            return holder or "?"
-        held = _LOCKS[path] = [f, 0]
-    held[1] += 1
-    return None
-
-
-def _unlock(path: str) -> None:
-    held = _LOCKS[path]
-    held[1] -= 1
-    if not held[1]:
-        held[0].close()
-        del _LOCKS[path]
 
 
 class OwnAlerts(Sink):
@@ -337,21 +312,21 @@ class TrainingMonitor(Callback):
 
     def _claim(self, out: Path) -> Path:
         """The folder this monitor writes its rank's files in: ``out``, locked for this rank from now to the end
-        of training (:func:`training_monitor.files.hold_lock` on ``.rank<r>.lock``), or, when another process holds
+        of training (:func:`training_monitor.files.lock` on ``.rank<r>.lock``), or, when another process holds
         that lock (a second run, or a run not yet stopped, given the same ``output_dir``: their record logs
         would interleave and the newcomer would take over the other's ledger), a folder of its own below it,
-        ``rank<r>-<instance>``, with an error saying so. The monitors of one process share the lock (see
-        :func:`_lock`). An unwritable folder is reported by the files written there."""
+        ``rank<r>-<instance>``, with an error saying so. The monitors of one process share the lock. An
+        unwritable folder is reported by the files written there."""
         own = out / f"rank{self.rank}-{self.instance}"
         for folder in (out, own):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
-                lock = str(folder / f".rank{self.rank}.lock")
-                holder = _lock(lock)
+                lock_file = str(folder / f".rank{self.rank}.lock")
+                holder = lock(lock_file)
             except OSError:
                 return folder
             if holder is None:
-                self._held = lock
+                self._held = lock_file
                 return folder
             logger.error("{}: rank {}'s files there are in use by process {} (another monitored run on this "
                          "output_dir); this monitor writes to {} instead. Give each run its own output_dir",
@@ -375,7 +350,7 @@ class TrainingMonitor(Callback):
         if self.record_log is not None:
             self.record_log.close()
         if self._held is not None:  # training is over: a monitor made next (this process or another) may take over
-            _unlock(self._held)
+            unlock(self._held)
             self._held = None
 
     def _guard(self, fn, run_context):

@@ -32,20 +32,37 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
-def hold_lock(path: str):
-    """Take an exclusive ``flock`` on ``path`` (created) for this process and write its id there. Returns
-    ``(file, None)``, the open file holding the lock (closing it releases the lock; the kernel releases it when
-    the process ends, however it ends), or ``(None, holder)`` when another open file holds it, ``holder`` the
-    process id written by whoever took it (text, maybe empty). Raises OSError (the folder cannot be written)."""
-    f = open(path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read(32).strip()
-        f.close()
-        return None, holder
-    f.truncate(0)
-    f.write(str(os.getpid()))
-    f.flush()
-    return f, None
+_HELD: dict[str, list] = {}  # this process's locks: path -> [open lock file, holders in this process]
+
+
+def lock(path: str) -> str | None:
+    """Hold an exclusive ``flock`` on ``path`` (created; this process's id written in it) for one more holder of
+    this process (its holders share it: a monitor made again in one process takes over). Returns None, or, when
+    another process holds it, the id that process wrote there ("?" when none). The lock is the process's until
+    its last holder calls :func:`unlock`; the kernel releases it when the process ends, however it ends.
+    Raises OSError (the folder cannot be written)."""
+    held = _HELD.get(path)
+    if held is None:
+        f = open(path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read(32).strip()
+            f.close()
+            return holder or "?"
+        f.truncate(0)
+        f.write(str(os.getpid()))
+        f.flush()
+        held = _HELD[path] = [f, 0]
+    held[1] += 1
+    return None
+
+
+def unlock(path: str) -> None:
+    """One holder of ``path``'s lock (:func:`lock`) lets it go; the last one releases it."""
+    held = _HELD[path]
+    held[1] -= 1
+    if not held[1]:
+        held[0].close()
+        del _HELD[path]

@@ -43,6 +43,7 @@ from .sources import (
     text,
     text_lines,
 )
+from .summary import count
 from .tracks import Stats, Track
 
 # the generic text reader (.text) reads every text log no other format claims; the others need more than it
@@ -690,9 +691,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
             raise ReplayError(f"{shown(path)}:{at[0]}: cannot replay this line: {exc!r}") from None
     run.finish()
     if fmt == generic.NAME and not any(slot.parser.found for slot in run.parsers.values()):
-        lines = f"{result.lines} line" + ("" if result.lines == 1 else "s")
         raise ReplayError(f"{source.name}: no known training-log format: no step with a loss (or a grad norm, "
-                          f"a step time or throughput), and no trainer message, in its {lines}")
+                          f"a step time or throughput), and no trainer message, in its {count(result.lines, 'line')}")
     if result.steps == 0 and result.reports == 0:
         if voted and fmt != generic.NAME and first != STDIN:  # lines like a trainer's, read as any text log's
             return replay_source(source, rules, generic.NAME, options)

@@ -89,20 +89,20 @@ def as_text(results) -> str:
         ranks = sorted(r.ranks)
         who = f" (rank {ranks[0]})" if len(ranks) == 1 else f" (ranks {', '.join(map(str, ranks))})" if ranks else ""
         why = ", ".join(f"{reason} {n}" for reason, n in r.skipped.most_common())
-        parts = [_count(r.steps, "step")]
+        parts = [count(r.steps, "step")]
         if r.evaluations:
-            parts.append(_count(r.evaluations, "evaluation"))
+            parts.append(count(r.evaluations, "evaluation"))
         if r.merged_lines:
-            parts.append(_count(r.merged_lines, "line") + " merged into their step")
+            parts.append(count(r.merged_lines, "line") + " merged into their step")
         more = f" (and {r.events_dropped} more not kept)" if r.events_dropped else ""
-        out.append(f"{r.path}: {r.format}{who}, {_count(r.records, 'record')} ({', '.join(parts)}), "
-                   f"{_count(r.reports, 'trainer report')}, {_count(r.skipped_lines, 'line')} skipped"
-                   f"{f' ({why})' if why else ''}, {_count(len(r.events), 'anomaly', 'anomalies')}{more}")
+        out.append(f"{r.path}: {r.format}{who}, {count(r.records, 'record')} ({', '.join(parts)}), "
+                   f"{count(r.reports, 'trainer report')}, {count(r.skipped_lines, 'line')} skipped"
+                   f"{f' ({why})' if why else ''}, {count(len(r.events), 'anomaly', 'anomalies')}{more}")
         for e, again in _excursions(r.events):
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
             out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}")
             if again:
-                out.append(f"    ... and at {_count(len(again), 'more step')} of the same excursion, the last at step "
+                out.append(f"    ... and at {count(len(again), 'more step')} of the same excursion, the last at step "
                            f"{again[-1].step} (each in --json)")
         out.extend(f"  {line}" for line in rollback_lines(r))
     perf = [(r.path, stats_lines(r.stats.to_dict())) for r in results if not r.error]
@@ -115,8 +115,8 @@ def as_text(results) -> str:
     return "\n".join(out)
 
 
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 step``, ``2 steps``."""
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 step``, ``2 steps`` (``plural``: when not the noun and ``s``)."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
