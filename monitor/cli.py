@@ -162,7 +162,8 @@ def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start
             writer.discard()
     click.echo(json.dumps(as_dict(results)) if as_json else as_text(results))
     for left_out in dict.fromkeys(r.left_out for r in results if r.left_out):
-        click.echo(f"note: monitor output folder: replayed its record logs (every step as the live engine saw it); "
+        click.echo(f"note: monitor output folder: replayed its record logs (every step as the live engine saw it) "
+                   f"with the event logs' events found outside them (the weights check's, the watchdog's); "
                    f"left out the other views of the same run (name one to replay it): "
                    f"{', '.join(map(shown, left_out))}", err=True)
     history = rules.rules["loss_spike"].params["min_history"]

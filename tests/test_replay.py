@@ -382,15 +382,21 @@ def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
     (out / "mindformers_log" / "rank_0").mkdir(parents=True)
     header = "step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu"
     for r in (0, 1):
-        rows = [f"{s},{9.0 if s == 40 else 3.0 - 0.001 * s + 0.01 * (s % 3)},1.0,,,1e-4,1.0,,8192,{r},,1,"
+        rows = [f"{s},{9.0 if s == 40 else 3.0 - 0.001 * s + 0.01 * (s % 3)},1.0,,,1e-4,1.0,,8192,{r},{1000 + s},1,"
                 for s in range(1, 61)]
         (out / f"records_rank{r}.csv").write_text("\n".join([header, *rows]) + "\n")
-        (out / f"events_rank{r}.jsonl").write_text(json.dumps({"rule": "loss_spike", "step": 40, "onset_step": 40,
-                                                               "value": 9.0, "message": "m", "rank": r}) + "\n")
+        events = [{"rule": "loss_spike", "step": 40, "onset_step": 40, "value": 9.0, "message": "m", "rank": r,
+                   "source": "rule", "time": 1040.1}]
+        if r == 0:  # what the live monitor found outside the step records: the watchdog's stall after step 50
+            events.append({"rule": "stall", "step": 50, "onset_step": 50, "value": 600.0, "message": "no step",
+                           "rank": 0, "source": "watchdog", "time": 1050.5})
+        (out / f"events_rank{r}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (out / "mindformers_log" / "rank_0" / "info.log").write_text(mf_log(60, spike_at=40))
     results = replay_paths([str(tmp_path) + "/"])  # as a shell completes a folder's name
     assert [Path(r.path).name for r in results] == ["records_rank0.csv", "records_rank1.csv"]
     assert [[e.step for e in r.events if e.rule == "loss_spike"] for r in results] == [[40], [40]]
+    assert [[(e.rule, e.step, e.source) for e in r.events if e.rule != "loss_spike"] for r in results] == [
+        [("stall", 50, "watchdog")], []]
     left = sorted(Path(p).name for p in results[0].left_out)
     assert left == ["events_rank0.jsonl", "events_rank1.jsonl", "info.log"]
     assert results[1].left_out == results[0].left_out

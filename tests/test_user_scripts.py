@@ -247,6 +247,14 @@ def test_weights_gone_nan_under_a_finite_loss_are_caught_before_a_checkpoint_tur
     healthy = [e for e in mon.ledger.entries if e.status == "healthy"]
     assert healthy and all(np.isfinite(ms.load_checkpoint(e.path)["seq.0.weight"].asnumpy()).all() for e in healthy)
     assert all(np.isfinite(p.asnumpy()).all() for p in net.trainable_params())  # trained on from step 20's state
+    # the output folder replays from its record log, with the weights check's event from the event log beside it
+    from training_monitor.replay import replay_paths
+    from training_monitor.replay.runner import ReplayOptions
+
+    (res,) = replay_paths([str(tmp_path)], options=ReplayOptions(checkpoint_every=10, healthy_after=5))
+    replayed = [(e.rule, e.step, e.onset_step, e.source) for e in res.events if e.rule == "nan_inf"]
+    assert replayed == [("nan_inf", 35, 26, "monitor")]
+    assert [(b["at_step"], b["to_step"]) for b in res.would_be_rollbacks()] == [(35, 20)]
 
 
 def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):

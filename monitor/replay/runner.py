@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 import zlib
 from collections import Counter
@@ -243,6 +244,8 @@ class _Run:
         # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
         # and then the first timed step after it)
         self.unconfirmed: list[tuple[Report, float | None, StepRecord | None]] = []
+        # events the live monitor found outside the step records (Source.event_log), with their times, latest first
+        self.outside: list[tuple[float, Report]] = []
 
     def _bound(self, ranks: dict) -> None:
         if len(ranks) >= MAX_RANKS:
@@ -403,6 +406,8 @@ class _Run:
             self._observe(r, step is None)
 
     def _observe(self, rec: StepRecord, positional: bool = False) -> None:
+        if self.outside and rec.timestamp is not None:
+            self._outside(rec.timestamp)
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
         if positional:  # its step is its position in a log that numbers none: not known to be at start-up
             st.engine.judge.by_position()
@@ -469,6 +474,15 @@ class _Run:
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
         st.policy.after_report(event)
         self.result.reports += 1
+
+    def _outside(self, before: float) -> None:
+        """Publish the events found outside the step records (:attr:`outside`) from before the time ``before``
+        (a record's timestamp; ``inf``: all), as the live monitor published them between its records."""
+        while self.outside and self.outside[-1][0] < before:
+            rep = self.outside.pop()[1]
+            cfg = self.rules.rules.get(rep.rule)
+            if cfg is not None and cfg.enabled:
+                self._publish(rep)
 
     def _confirm(self, rec: StepRecord) -> None:
         """A trainer's slowness report (MindData's ``Bad performance attention``) after a timed step is a
@@ -543,6 +557,19 @@ class _Run:
         for rep, _, _ in self.unconfirmed:  # no timed step after it to judge it by: the trainer's word
             self._publish(rep)
         self.unconfirmed = []
+        self._outside(math.inf)
+
+
+def _found_outside(path: str) -> list[tuple[float, Report]]:
+    """The events of the event log ``path`` found outside the step records, latest first (see
+    :func:`.eventlog.found_outside`); an unreadable one is reported on stderr and left out."""
+    try:
+        found = eventlog.found_outside(path)
+    except OSError as exc:
+        logger.warning("{}: cannot read the event log beside the record log: {}", shown(path), exc)
+        return []
+    found.sort(key=lambda item: item[0])
+    return found[::-1]
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):
@@ -676,6 +703,8 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         run.own_events = source.own_events
+        if source.event_log is not None and fmt == csvlog.NAME:
+            run.outside = _found_outside(source.event_log)
         path, at = first, [0]
         feed = _feed_blocks if _fast(run) else _feed_lines
         try:

@@ -152,7 +152,9 @@ class Source:
     ``found``: found in a folder (rather than named), so a log that cannot be replayed does not stop the others.
     ``left_out``: the other views of the same run left out beside it (a monitor output folder's event log and
     trainer logs, beside its record log). ``own_events``: this monitor's own event lines in it are reports
-    (False beside the monitor's event log ``events_rank<r>.jsonl``, which holds the same events)."""
+    (False beside the monitor's event log ``events_rank<r>.jsonl``, which holds the same events). ``event_log``:
+    the monitor's event log of the same rank beside a record log ``records_rank<r>.csv``, whose events found
+    outside the step records (the weights check's, the watchdog's) join the replay at their times."""
 
     name: str
     paths: list
@@ -160,6 +162,17 @@ class Source:
     found: bool = False
     left_out: tuple = ()
     own_events: bool = True
+    event_log: str | None = None
+
+
+def event_log_of(path: str) -> str | None:
+    """The event log beside the record log ``path`` (``events_rank<r>.jsonl`` for ``records_rank<r>.csv``) when
+    it exists, else None."""
+    name = os.path.basename(path)
+    if not _RECORDS.match(name):
+        return None
+    events = os.path.join(os.path.dirname(path), "events_" + name[len("records_"):-len(".csv")] + ".jsonl")
+    return events if os.path.isfile(events) else None
 
 
 def rank_of(path: str) -> int | None:
@@ -228,7 +241,7 @@ def _folder(root: str) -> list[Source]:
         name = shown(paths[-1]) if len(paths) == 1 else f"{shown(paths[-1])} (+{len(paths) - 1} rotated)"
         left_out = tuple(outputs.get(os.path.dirname(base), ())) if _RECORDS.match(os.path.basename(base)) else ()
         sources.append(Source(name, paths, rank_of(paths[-1]) or 0, found=True, left_out=left_out,
-                              own_events=os.path.dirname(base) not in evented))
+                              own_events=os.path.dirname(base) not in evented, event_log=event_log_of(base)))
     return sorted(sources, key=lambda s: (s.rank, s.name))
 
 
@@ -241,7 +254,7 @@ def expand(paths) -> list[Source]:
         elif os.path.isdir(p):
             sources.extend(_folder(p))
         else:
-            sources.append(Source(shown(p), [p], rank_of(p) or 0))
+            sources.append(Source(shown(p), [p], rank_of(p) or 0, event_log=event_log_of(p)))
     return sources
 
 
