@@ -184,9 +184,8 @@ class TrainingMonitor(Callback):
                 self.alerts = AlertSender(alerts_cfg, cfg.run)
                 self.metrics.alert_stats = self.alerts.stats
         self.kept = EventList()  # the run's first events (MAX_EVENTS), for whoever drives the training
-        self._offset = 0  # trainer step minus monitor step: grows by the steps undone at each rollback
         self._own: tuple = (None, None)  # under consensus: this rank's own loss and grad norm of the step judged
-        sinks = [self.event_log, LoggedEvents(lambda: self._offset, self._own_values), self.metrics, self.kept,
+        sinks = [self.event_log, LoggedEvents(self._own_values), self.metrics, self.kept,
                  self.record_log]
         if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
             sinks.append(self.alerts)  # a step's alerts; every rank sends its stalls (see _on_stall)
@@ -424,7 +423,8 @@ class TrainingMonitor(Callback):
                                    self.record_log, self._consensus.all_ok if self._consensus else None)
             self._resume_from = None
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
-                self.engine, self._offset = self.resumed.engine, cb.cur_step_num - self.resumed.entry.step
+                self.engine = self.resumed.engine
+                self.engine.offset = cb.cur_step_num - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
@@ -518,7 +518,7 @@ class TrainingMonitor(Callback):
             if self._tokens is None:
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens
-        step = cb.cur_step_num - self._offset
+        step = cb.cur_step_num - self.engine.offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
         saved = self.model_checkpoints.ledger_new(step - 1, self._prev_trainer_step - 1, lag=1)
@@ -622,7 +622,7 @@ class TrainingMonitor(Callback):
             return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}")
         if self._watchdog is not None:
             self._watchdog.done()
-        self._offset += step - target.step
+        self.engine.offset += step - target.step  # trainer step minus monitor step: the steps undone
         self._finite_at = min(self._finite_at, target.step)
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)

@@ -25,6 +25,10 @@ class Engine:
         sinks: the :class:`~training_monitor.sinks.Sink` objects whose ``on_event`` receives each event
             (event log, metrics, a bounded :class:`~training_monitor.sinks.EventList`, ...); the engine keeps
             none itself. A sink that raises is logged and skipped; it never stops the engine.
+
+    ``offset``: the trainer's step number minus the engine's (0 until a rollback or a resume makes them differ:
+    the live callback's rollback rewinds the engine to the checkpoint's step while MindSpore's ``cur_step_num``
+    counts on); each event carries the trainer's number then (:attr:`Event.trainer_step`).
     """
 
     def __init__(self, rules: Rules | None = None, sinks: Iterable[Sink] | None = None):
@@ -34,6 +38,7 @@ class Engine:
         # rule -> (the last step of its cooldown, its last event's value, that event's step)
         self._quiet: dict[str, tuple[int, float, int]] = {}
         self._lock = threading.Lock()  # the watchdog publishes from its own thread
+        self.offset = 0
 
     @property
     def last_step(self) -> int | None:
@@ -93,7 +98,8 @@ class Engine:
         cfg = self.rules.rules[rule]
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
                       message=message, source=source, actions=list(cfg.actions), rank=rank,
-                      runbook=self.rules.runbook(rule), details=details)
+                      runbook=self.rules.runbook(rule), details=details,
+                      trainer_step=step + self.offset if self.offset else None)
         with self._lock:
             self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)
         for sink in self.sinks:

@@ -22,12 +22,15 @@ class Event:
         severity: ``warning`` or ``critical``.
         message: one human sentence.
         source: ``rule`` (computed by this engine), ``watchdog`` (the live hang watchdog), ``trainer`` (read
-            from the trainer's own log line) or ``monitor`` (this monitor's own event line, read back from the
+            from the trainer's own log line) or ``monitor`` (found by the live monitor outside its rules, the
+            weights check before a checkpoint is promoted; or this monitor's own event line, read back from the
             console log of a monitored run).
         actions: actions the rules file attaches to this rule (``alert``, ``rollback``, ``stop``).
         rank: rank whose record triggered it.
         runbook: link to the rule's runbook (``runbooks/<rule>.md`` under the configured base).
         details: longer evidence (the thread stacks of a ``stall``), empty for most events.
+        trainer_step: the trainer's own number of ``step`` when it differs from the monitor's (after a rollback,
+            MindSpore's ``cur_step_num``, which ``LossMonitor`` and ``MFLossMonitor`` print, counts on), else None.
     """
 
     rule: str
@@ -41,6 +44,7 @@ class Event:
     rank: int = 0
     runbook: str = ""
     details: str = ""
+    trainer_step: int | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -71,22 +71,20 @@ class EventList(Sink):
 
 class LoggedEvents(Sink):
     """Each event as one log line: an error when the rule is critical, else a warning. Such a line is news,
-    not a monitor failure (bound ``report``: strict mode does not raise it). ``offset`` (the live callback's):
-    the trainer's step minus the monitor's, when the trainer counts its steps on after a rollback (MindSpore's
-    ``cur_step_num``, which ``LossMonitor`` and ``MFLossMonitor`` print); the line then names the trainer's step
-    too, ``(onset 194; trainer step 220)``, so a console log's replay places the event among the trainer's
-    lines. ``own`` (the live callback's, under rank consensus): the rank's own values of the step, which the
-    event's (the ranks' mean) do not show, as text (``"this rank's own loss nan, grad norm 0.41"``) or ""; each
-    rank's log then says which rank's numbers went bad."""
+    not a monitor failure (bound ``report``: strict mode does not raise it). An event with a trainer step
+    (:attr:`Event.trainer_step`: the trainer counts its steps on after a rollback) names it too, ``(onset 194;
+    trainer step 220)``, so a console log's replay places the event among the trainer's lines. ``own`` (the live
+    callback's, under rank consensus): the rank's own values of the step, which the event's (the ranks' mean) do
+    not show, as text (``"this rank's own loss nan, grad norm 0.41"``) or ""; each rank's log then says which
+    rank's numbers went bad."""
 
-    def __init__(self, offset: Callable[[], int] | None = None, own: Callable[[], str] | None = None):
-        self.offset, self.own = offset, own
+    def __init__(self, own: Callable[[], str] | None = None):
+        self.own = own
 
     def on_event(self, event: Event) -> None:
         report = logger.bind(report=True)
         log = report.error if event.severity == "critical" else report.warning
-        shift = self.offset() if self.offset is not None else 0
-        trainer = f"; trainer step {event.step + shift}" if shift else ""
+        trainer = f"; trainer step {event.trainer_step}" if event.trainer_step is not None else ""
         own = self.own() if self.own is not None else ""
         log("rank {} {} at step {} (onset {}{}): {}{} -> {}", event.rank, event.rule, event.step, event.onset_step,
             trainer, event.message, f" [{own}]" if own else "", ", ".join(event.actions))

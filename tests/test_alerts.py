@@ -23,7 +23,9 @@ def receiver():
 
 
 def nan_alert(action="rolled back to the healthy checkpoint at step 20, LR x0.5 (now x0.5)"):
-    (event,) = Engine().observe(StepRecord(31, loss=math.nan, rank=3))
+    engine = Engine()
+    engine.offset = 15  # an earlier rollback undid 15 steps: the trainer counts this step 46
+    (event,) = engine.observe(StepRecord(31, loss=math.nan, rank=3))
     return Alert.from_event(event, "llama-7b", action, "https://git.example/runbooks",
                             "https://grafana.example/d/overview?var-run={run}", time.time())
 
@@ -52,6 +54,7 @@ def test_every_platform_gets_its_format_with_all_the_facts_and_valid_signatures(
                      "https://git.example/runbooks/nan_inf.md", "https://grafana.example/d/overview?var-run=llama-7b"):
             assert fact in text, (prefix, fact, text)
         assert "rank" in text and "3" in text
+        assert ('"trainer_step": 46' if prefix == "/webhook" else "31 (trainer step 46)") in text
     stats = s.close(2)
     assert all(st["sent"] == 1 and st["failed"] == 0 for st in stats.values()), stats
 
@@ -131,6 +134,7 @@ def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
         assert a["labels"] == {"alertname": "nan_inf", "rule": "nan_inf", "severity": "critical", "run": "llama-7b",
                                "rank": "3", "source": "training-monitor"}
         assert a["annotations"]["step"] == "31" and a["annotations"]["value"] == "nan"
+        assert a["annotations"]["trainer_step"] == "46"
         assert a["annotations"]["runbook_url"] == "https://git.example/runbooks/nan_inf.md"
         assert a["status"]["state"] == "active"
         # what monitor relay makes of it (a webhook carries these fields of it): the same facts
@@ -138,8 +142,8 @@ def test_alertmanager_sink_posts_to_the_real_v2_api(tmp_path):
                                        "https://grafana.example/d/overview?var-run={run}",
                                        "https://git.example/runbooks")
         sent = nan_alert()
-        assert (back.rule, back.rank, back.step, back.onset_step, back.action, back.runbook, back.dashboard) == (
-            sent.rule, sent.rank, sent.step, sent.onset_step, sent.action, sent.runbook, sent.dashboard)
+        facts = ("rule", "rank", "step", "onset_step", "trainer_step", "action", "runbook", "dashboard")
+        assert [getattr(back, f) for f in facts] == [getattr(sent, f) for f in facts]
         s.close(1)
     finally:
         proc.stop()

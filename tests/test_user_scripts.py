@@ -271,6 +271,8 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
     assert "rollbacks [(45, 30), (56, 40)]" in text
     assert text.count("rolled back from step") == 2  # news, never left out as a repeat (log.Repeats)
     assert "rank 0 nan_inf at step 56 (onset 56; trainer step 71)" in text
+    logged = [json.loads(line) for line in (tmp_path / "out" / "events_rank0.jsonl").read_text().splitlines()]
+    assert [(e["step"], e["trainer_step"]) for e in logged if e.get("rule") == "nan_inf"] == [(45, None), (56, 71)]
     res = replay_file(str(log))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
                                                                                 ("nan_inf", 71, 71, "monitor")]

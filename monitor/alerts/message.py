@@ -27,6 +27,7 @@ class Alert:
         summary: one human sentence.
         run, rank: where it happened; rank None for a job-wide alert.
         step, onset_step: detection step and the step where the excursion began; None when unknown.
+        trainer_step: the trainer's own number of ``step`` when it differs (after a rollback), else None.
         value: the offending value (loss, grad norm, seconds...); None when there is none.
         action: what the monitor did about it (``rolled back to step 125, LR x0.5``), or empty.
         runbook: link to the runbook page.
@@ -42,6 +43,7 @@ class Alert:
     rank: int | None = None
     step: int | None = None
     onset_step: int | None = None
+    trainer_step: int | None = None
     value: float | None = None
     action: str = ""
     runbook: str = ""
@@ -58,14 +60,15 @@ class Alert:
         if runbook_base:
             runbook = f"{runbook_base.rstrip('/')}/{event.rule}.md"
         return cls(rule=event.rule, severity=event.severity, summary=event.message, run=run, rank=event.rank,
-                   step=event.step, onset_step=event.onset_step, value=event.value, action=action,
+                   step=event.step, onset_step=event.onset_step, trainer_step=event.trainer_step,
+                   value=event.value, action=action,
                    runbook=runbook, dashboard=_dashboard(dashboard, run), starts_at=now)
 
     @classmethod
     def from_alertmanager(cls, alert, dashboard: str = "", runbook_base: str = "", where: str = "alert") -> Alert:
         """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
-        the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``value``, ``action``,
-        ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
+        the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``trainer_step``, ``value``,
+        ``action``, ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
         relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
         ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or
         ``generatorURL`` is kept when it has the origin (scheme, host, port) of ``dashboard``, else
@@ -104,7 +107,8 @@ class Alert:
                    severity=labels.get("severity", "warning")[:MAX_FIELD],
                    summary=(notes.get("summary") or notes.get("description") or labels.get("alertname", ""))[:MAX_TEXT],
                    run=run, rank=_int(labels.get("rank")), step=_int(notes.get("step")),
-                   onset_step=_int(notes.get("onset_step")), action=notes.get("action", "")[:MAX_FIELD],
+                   onset_step=_int(notes.get("onset_step")), trainer_step=_int(notes.get("trainer_step")),
+                   action=notes.get("action", "")[:MAX_FIELD],
                    value=_float(notes.get("value")), runbook=runbook[:MAX_TEXT],
                    dashboard=(links[0] if links else home)[:MAX_TEXT],
                    status=status, starts_at=_unix(alert.get("startsAt")))
@@ -130,8 +134,9 @@ class Alert:
         if self.rank is not None:
             out.append(("rank", str(self.rank)))
         if self.step is not None:
-            onset = f" (onset {self.onset_step})" if self.onset_step not in (None, self.step) else ""
-            out.append(("step", f"{self.step}{onset}"))
+            notes = [f"onset {self.onset_step}"] if self.onset_step not in (None, self.step) else []
+            notes += [f"trainer step {self.trainer_step}"] if self.trainer_step is not None else []
+            out.append(("step", f"{self.step} ({'; '.join(notes)})" if notes else str(self.step)))
         if self.value is not None:
             out.append(("value", f"{self.value:.6g}" if math.isfinite(self.value) else str(self.value)))
         if self.action:

@@ -193,7 +193,8 @@ class Alertmanager(Platform):
             if a.rank is not None:
                 labels["rank"] = str(a.rank)
             notes = {"summary": a.summary}
-            notes.update({k: v for k, v in (("step", a.step), ("onset_step", a.onset_step), ("value", a.value),
+            notes.update({k: v for k, v in (("step", a.step), ("onset_step", a.onset_step),
+                                            ("trainer_step", a.trainer_step), ("value", a.value),
                                             ("action", a.action), ("runbook_url", a.runbook),
                                             ("dashboard_url", a.dashboard)) if v not in (None, "")})
             item: dict[str, object] = {"labels": labels, "annotations": {k: str(v) for k, v in notes.items()}}
