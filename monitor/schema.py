@@ -114,10 +114,15 @@ def _ok(value, tp, meta) -> bool:
     return False
 
 
+def keypath(path: tuple) -> str:
+    """The key path ``path`` as text, list items by index: ``alerts.sinks[0].url``."""
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+
+
 def located(source: str, lines: Mapping | None, path: tuple) -> str:
-    """``SOURCE:LINE: key.path`` of the key at ``path`` (list items by index: ``alerts.sinks[0].url``), without
-    ``:LINE`` when ``lines`` (:func:`training_monitor.yamlfile.load_yaml`) does not know it."""
-    keys = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+    """``SOURCE:LINE: key.path`` of the key at ``path`` (:func:`keypath`), without ``:LINE`` when ``lines``
+    (:func:`training_monitor.yamlfile.load_yaml`) does not know it."""
+    keys = keypath(path)
     line = (lines or {}).get(tuple(path))
     return f"{source}:{line}: {keys}" if line else f"{source}: {keys}"
 

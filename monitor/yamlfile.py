@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from .schema import ConfigError
+from .schema import ConfigError, keypath
 
 MAX_YAML_BYTES = 1 << 20  # a settings or rules file
 MAX_YAML_DEPTH = 32  # nested mappings and lists
@@ -66,7 +66,7 @@ def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, di
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 if keys + (k.value,) in lines:  # YAML leaves it undefined; PyYAML keeps the last silently
-                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: {'.'.join(map(str, keys + (k.value,)))}: "
+                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: {keypath(keys + (k.value,))}: "
                                       f"given twice (first at line {lines[keys + (k.value,)]}); keep one")
                 lines[keys + (k.value,)] = k.start_mark.line + 1
                 walk(v, keys + (k.value,))
@@ -74,7 +74,7 @@ def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, di
             for i, v in enumerate(n.value):
                 walk(v, keys + (i,))
         elif n.tag == "tag:yaml.org,2002:float" and not math.isfinite(loader.construct_yaml_float(n)):
-            raise ConfigError(f"{path}:{n.start_mark.line + 1}: {'.'.join(map(str, keys))}: expected a finite "
+            raise ConfigError(f"{path}:{n.start_mark.line + 1}: {keypath(keys)}: expected a finite "
                               f"number, got {n.value}")
 
     if node is not None:

@@ -57,6 +57,9 @@ def test_a_key_given_twice_is_an_error_at_its_second_line(tmp_path):
     path.write_text("sink:\n  name: x\n  every: 3\n  every: 4\n")
     with pytest.raises(ConfigError, match=rf"^{path}:4: sink.every: given twice \(first at line 3\)"):
         load_yaml(path)
+    path.write_text("sinks:\n- type: slack\n  url: http://a\n  url: http://b\n")  # as check() names list items
+    with pytest.raises(ConfigError, match=rf"^{path}:4: sinks\[0\]\.url: given twice \(first at line 3\)"):
+        load_yaml(path)
 
 
 def test_a_rules_or_alerts_file_named_in_a_settings_file_is_beside_it(tmp_path, monkeypatch):
