@@ -43,9 +43,9 @@ class LoopMonitor:
 
     What the loop itself owns: the data iterator is not rewound by a rollback, and batches are skipped
     (``skip_batches``) only when ``dataset`` is fed by a :class:`~training_monitor.callbacks.SkippableSource`;
-    the grad norm, overflow flag and loss scale are known only when :meth:`step` is given them; an LR
-    schedule's value is not read (a fixed ``Parameter`` LR is). A ``DynamicLossScaler``'s scale is not in
-    the checkpoint.
+    the grad norm, overflow flag, loss scale and a schedule's LR are known only when :meth:`step` is given them
+    (a fixed ``Parameter`` LR is read from the optimizer). A ``DynamicLossScaler``'s scale is not in the
+    checkpoint.
 
     Args:
         monitor: the monitor; one ``LoopMonitor`` at a time.
@@ -101,7 +101,7 @@ class LoopMonitor:
             self.monitor.on_train_step_begin(self._run)
             yield item
 
-    def step(self, loss, grad_norm=None, overflow=None, loss_scale=None) -> bool:
+    def step(self, loss, grad_norm=None, overflow=None, loss_scale=None, lr=None) -> bool:
         """End the step the loop has just taken (after ``optimizer(grads)``) and let the monitor judge it.
 
         Args:
@@ -111,13 +111,18 @@ class LoopMonitor:
                 ``ops.sqrt(ops.addn([ops.square(g).sum() for g in grads]))``.
             overflow: whether the step's gradients were not finite and the update was skipped
                 (``not amp.all_finite(grads)``), if the loop scales the loss.
-            loss_scale: the loss scale used by the step (``loss_scaler.scale_value``).
+            loss_scale: the loss scale the step's loss was scaled by (``loss_scaler.scale_value``, read before
+                ``loss_scaler.adjust``, which sets the next step's).
+            lr: the learning rate the step's update used (a scalar): ``optimizer.get_lr()`` called before
+                ``optimizer(grads)`` (after it, the optimizer's step count has moved on), or the schedule's value
+                at the step. With a rollback's LR cut (:class:`ScaledLearningRate`) it is the cut LR. Needed for
+                the LR series and the ``lr_surge`` rule when the LR is a schedule.
 
         Returns:
             True when the monitor has stopped the run (:attr:`stopped`): the loop should end.
         """
         self._cb.cur_step_num += 1
-        self._cb.net_outputs = (_host(loss), _host(overflow), _host(loss_scale), None, _host(grad_norm))
+        self._cb.net_outputs = (_host(loss), _host(overflow), _host(loss_scale), _host(lr), _host(grad_norm))
         self.monitor.on_train_step_end(self._run)
         return self.stopped
 

@@ -73,6 +73,7 @@ cdef class Steps:
 cdef class Detector:
     cdef readonly object cfg
     cdef long long warmup_steps
+    cdef public long long skipped_run
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
 
@@ -277,6 +278,8 @@ cdef class Judge:
     cdef readonly bint went_back
     cdef bint positional
     cdef Rec rec  # observe's
+    cdef long long skipped_since, skipped_n
+    cdef list spares
     @cython.locals(det=Detector, i=Py_ssize_t)
     cdef object judge(self, Rec r)
     @cython.locals(det=Detector)

@@ -380,6 +380,7 @@ def override(base, name: str, default):
 
 SEVERITIES = ("info", "warning", "critical")
 ACTIONS = ("alert", "rollback", "skip_batches", "stop")
+SPARED = ("rollback",)  # the actions a hit's fourth item, when it has one, says its event does not ask for
 
 
 @dataclass(frozen=True)
@@ -392,10 +393,13 @@ class RuleSettings:
     cooldown_steps: int = setting(0, "no second event of the rule within this many steps of the last", min=0)
     escalation: float = setting(0.0, "...unless it begins after the last and its value is at least this x that "
                                      "event's (0: off)", min=0)
+    skipped_run: int = setting(3, "an event whose records are all steps whose update the trainer skipped (an "
+                                  "overflow) asks no rollback until this many such steps in a row (0: at once)", min=0)
 
 
 class Detector:
-    """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None; ``rewind(step)``
+    """Base detector: ``update(rec)`` returns ``(value, onset_step, message)`` or None (:class:`Judge` may add a
+    fourth item, the :data:`SPARED` actions the event does not ask for); ``rewind(step)``
     forgets what was seen after ``step`` (the run went back to it: rollback or resume). The rule's settings
     (``cfg.params``) become the attributes of the same names, which a subclass declares ``public``.
 
@@ -1808,6 +1812,14 @@ class Judge:
 
     ``observe(rec)`` / ``judge(r)`` / ``evaluate(step, loss)`` return None (nothing fired) or a list of
     ``(rule_id, (value, onset_step, message))``, one per detector that fired, in rule order.
+
+    A step flagged as an overflow whose update the trainer skipped (a dynamic loss scaler's ``all_finite``
+    check, MindSpore's loss-scale cells, apex, DeepSpeed) did not change the weights. A rule asking for a
+    rollback that fires while its excursion (onset to step) lies on such steps only, fewer than its
+    ``skipped_run`` in a row, gets ``(value, onset_step, message, SPARED)``: its event asks for no rollback
+    (restoring a checkpoint would undo healthy steps and cut the LR for a batch the scaler already dropped:
+    a batch the forward pass overflowed on). A longer run says the weights give such values on every batch:
+    the rollback is asked, from the run's first step.
     """
 
     def __init__(self, detectors, evaluators=()):
@@ -1815,6 +1827,8 @@ class Judge:
         self.has_last, self.went_back, self.last = False, False, 0
         self.positional = False  # the next record's step is a position (by_position)
         self.rec = Rec()  # observe's
+        self.skipped_since, self.skipped_n = NONE, 0  # the run of steps whose update was skipped, up to this one
+        self.spares = [d.skipped_run if "rollback" in d.cfg.actions else 0 for d in self.detectors]
 
     @property
     def last_step(self):
@@ -1832,12 +1846,22 @@ class Judge:
         if self.went_back:
             self.forget(r.step - 1)
         self.has_last, self.last = True, r.step
+        if r.overflow == 1 and not r.applied:
+            if not self.skipped_n:
+                self.skipped_since = r.step
+            self.skipped_n += 1
+        else:
+            self.skipped_n = 0
         for i in range(len(self.detectors)):
             det = self.detectors[i]
             hit = det.update(r)
             if hit is not None:
                 if hits is None:
                     hits = []
+                if self.skipped_n and self.skipped_n < self.spares[i] and hit[1] >= self.skipped_since:
+                    hit = (hit[0], hit[1], f"{hit[2]}; {'each' if self.skipped_n > 1 else 'its'} update was "
+                                           f"skipped (an overflow), the weights did not change: no rollback before "
+                                           f"{self.spares[i]} such steps in a row", SPARED)
                 hits.append((det.cfg.id, hit))
         return hits
 
@@ -1858,6 +1882,7 @@ class Judge:
         return hits
 
     def forget(self, step):
+        self.skipped_n = 0
         for det in self.detectors:
             det.forget(step)
         for det in self.evaluators:

@@ -75,11 +75,13 @@ class Engine:
 
     def _fire(self, hits: list, step: int, rank: int) -> list[Event]:
         fired = []
-        for rule, (value, onset, message) in hits:
+        for rule, hit in hits:  # (value, onset, message[, actions the event does not ask for])
+            value, onset, message = hit[0], hit[1], hit[2]
             until, last, at = self._quiet.get(rule, (-1, 0.0, -1))
             factor = self.rules.rules[rule].escalation
             if step > until or factor and onset > at and last > 0 and value >= factor * last:
-                fired.append(self._publish(rule, step, onset, value, message, "rule", rank))
+                fired.append(self._publish(rule, step, onset, value, message, "rule", rank,
+                                           spared=hit[3] if len(hit) > 3 else ()))
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,
@@ -94,14 +96,19 @@ class Engine:
         self.judge.rewind(step)
         self._quiet.clear()
 
-    def _publish(self, rule, step, onset, value, message, source, rank, details="") -> Event:
+    def _publish(self, rule, step, onset, value, message, source, rank, details="", spared=()) -> Event:
+        """Publish an event of ``rule``; ``spared``: actions of the rule it does not ask for (see
+        :class:`~training_monitor.detectors.Judge`); such an event starts no cooldown, so the event asking for
+        them when the excursion goes on is not held back."""
         cfg = self.rules.rules[rule]
+        actions = [a for a in cfg.actions if a not in spared] if spared else list(cfg.actions)
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
-                      message=message, source=source, actions=list(cfg.actions), rank=rank,
+                      message=message, source=source, actions=actions, rank=rank,
                       runbook=self.rules.runbook(rule), details=details,
                       trainer_step=step + self.offset if self.offset else None)
-        with self._lock:
-            self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)
+        if not spared:
+            with self._lock:
+                self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)
         for sink in self.sinks:
             try:
                 sink.on_event(event)

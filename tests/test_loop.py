@@ -197,3 +197,61 @@ def test_the_monitor_stops_the_loop_and_its_failures_are_survived(tmp_path, log_
     broken.engine.observe = None  # a bug inside the monitor
     _, _, losses = train(broken, 5)
     assert len(losses) == 5 and sum("training monitor failed" in line for line in log_lines) == 5
+
+
+def amp_train(monitor, batches, huge=(), lr=0.05):
+    """The mixed-precision loop of MindSpore's ``mindspore.amp`` docs: a ``DynamicLossScaler`` scales the loss,
+    ``all_finite`` checks the gradients and the update is skipped when they are not finite; the LR is a
+    schedule (under :class:`ScaledLearningRate`), read with ``optimizer.get_lr()`` before the update. Batches
+    in ``huge`` are multiplied by 1e38 (the forward pass overflows: a non-finite loss). Returns
+    ``(optimizer, losses, lrs)``."""
+    from mindspore.amp import DynamicLossScaler, all_finite
+
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_seed(0)
+    model = Network()
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = nn.SGD(model.trainable_params(), ScaledLearningRate(nn.CosineDecayLR(0.01, lr, batches)))
+    scaler = DynamicLossScaler(scale_value=2 ** 10, scale_factor=2, scale_window=50)
+    data, label = arrays(batches)
+    for b in huge:
+        data[b * BATCH:(b + 1) * BATCH] *= 1e38
+    data_set = ds.NumpySlicesDataset((data, label), column_names=["image", "label"], shuffle=False).batch(BATCH)
+
+    def forward_fn(x, y):
+        loss = loss_fn(model(x), y)
+        return scaler.scale(loss), loss
+
+    grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters, has_aux=True)
+    losses, lrs = [], []
+    with LoopMonitor(monitor, model, optimizer) as loop:
+        for x, y in loop.batches(data_set.create_tuple_iterator()):
+            (_, loss), grads = grad_fn(x, y)
+            finite = all_finite(grads)
+            scale, step_lr = scaler.scale_value.value(), optimizer.get_lr()
+            if finite:
+                optimizer(scaler.unscale(grads))
+            scaler.adjust(finite)
+            losses.append(float(loss.asnumpy()))
+            lrs.append(float(step_lr.asnumpy()))
+            if loop.step(loss, overflow=not bool(finite), loss_scale=scale, lr=step_lr):
+                break
+    return optimizer, losses, lrs
+
+
+def test_an_overflowed_amp_step_alerts_without_a_rollback_and_the_schedule_s_lr_is_recorded(tmp_path):
+    """A batch the forward pass overflows on gives a non-finite loss; the scaler skips its update, so the
+    weights are untouched: the nan_inf event alerts and asks for no rollback, until `skipped_run` (3) such
+    steps in a row say the weights themselves give non-finite losses."""
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5)
+    _, losses, lrs = amp_train(mon, 60, huge={14, 39, 40, 41})
+    nan = [(e.step, e.onset_step, e.actions) for e in mon.kept.events if e.rule == "nan_inf"]
+    assert not math.isfinite(losses[14]) and nan[0] == (15, 15, ["alert"])
+    assert nan[1:] == [(40, 40, ["alert"]), (41, 40, ["alert"]), (42, 40, ["alert", "rollback"])]
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["onset_step"], rb["to_step"]) == (42, 40, 35)  # 35: saved before the onset
+    # the LR the loop gave is recorded: the schedule's value, then half of it after the rollback
+    rows = (tmp_path / "records_rank0.csv").read_text().splitlines()
+    recorded = [float(r.split(",")[5]) for r in rows[1:]]
+    assert recorded[:41] == pytest.approx(lrs[:41], rel=1e-6) and recorded[20] < recorded[0]
+    assert mon.last_record.lr == pytest.approx(lrs[-1], rel=1e-6) and lrs[-1] < 0.5 * lrs[0]

@@ -53,6 +53,24 @@ def test_inf_grad_norm_on_an_overflow_step_is_the_loss_scale_s_job():
     assert [e.rule for e in run([StepRecord(1, loss=3.0, grad_norm=math.inf, overflow=False)])] == ["nan_inf"]
 
 
+def test_an_excursion_on_steps_whose_update_was_skipped_asks_no_rollback_until_skipped_run_of_them():
+    # the loss scaler skipped each overflowed step's update: the weights did not change there
+    base = [StepRecord(i + 1, loss=x, overflow=False) for i, x in enumerate(noisy_losses(60))]
+    spike = [StepRecord(61, loss=3e4, overflow=True), StepRecord(62, loss=3.0, overflow=False)]
+    nan = [StepRecord(s, loss=math.nan, overflow=True) for s in (63, 64, 65)]
+    events = [(e.rule, e.step, e.onset_step, e.actions) for e in run(base + spike + nan) if e.rule != "overflow_storm"]
+    assert events == [("loss_spike", 61, 61, ["alert"]), ("nan_inf", 63, 63, ["alert"]),
+                      ("nan_inf", 64, 63, ["alert"]), ("nan_inf", 65, 63, ["alert", "rollback"])]
+    assert "update was skipped (an overflow)" in run(base + spike)[0].message
+    # an update applied all the same (MindYOLO's `overflow, still update`), or no overflow flag: at once
+    applied = [StepRecord(61, loss=math.nan, overflow=True, overflow_applied=True)]
+    assert [e.actions for e in run(base + applied) if e.rule == "nan_inf"] == [["alert", "rollback"]]
+    assert [e.actions for e in run(base + [StepRecord(61, loss=math.nan)])] == [["alert", "rollback"]]
+    # skipped_run 0: no event is spared
+    rules = Rules({"nan_inf": {"skipped_run": 0}})
+    assert [e.actions for e in run(base + nan, rules)][0] == ["alert", "rollback"]
+
+
 def test_loss_spike_with_onset_at_the_start_of_the_excursion():
     losses = noisy_losses(100)
     # a two-step climb then a spike: onset is where the climb began
@@ -824,7 +842,8 @@ def test_each_rule_s_detector_carries_its_id_fields_plot_and_settings():
         assert set(cls.reads) <= record_fields, rule
         assert cls.plots in report.ROWS and report.RULE_ROW[rule] == cls.plots, rule
         public = {name for name, _ in inspect.getmembers(cls, inspect.isgetsetdescriptor)} - {"cfg"}
-        assert {f.name for f in fields(cls.settings)} - common == public, rule  # each setting is the detector's
+        # each setting is the detector's (a common one the Judge reads from it: skipped_run)
+        assert {f.name for f in fields(cls.settings)} - common == public - {"skipped_run"}, rule
     for cls in SETTINGS.values():
         assert all(f.metadata["doc"] and "\n" not in f.metadata["doc"] for f in fields(cls)), cls
     assert report.VALUE_IS_PLOTTED == {"loss_spike", "grad_norm_spike", "loss_degenerate"}
