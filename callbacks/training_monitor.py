@@ -185,7 +185,7 @@ class TrainingMonitor(Callback):
                 self.metrics.alert_stats = self.alerts.stats
         self.kept = EventList()  # the run's first events (MAX_EVENTS), for whoever drives the training
         self._own: tuple = (None, None)  # under consensus: this rank's own loss and grad norm of the step judged
-        sinks = [self.event_log, LoggedEvents(self._own_values), self.metrics, self.kept,
+        sinks = [self.event_log, LoggedEvents(self._own_values, cfg.rollback), self.metrics, self.kept,
                  self.record_log]
         if self.alerts is not None and (self.rank == 0 or self.alerts.config.ranks == "all"):
             sinks.append(self.alerts)  # a step's alerts; every rank sends its stalls (see _on_stall)

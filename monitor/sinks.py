@@ -76,10 +76,11 @@ class LoggedEvents(Sink):
     trainer step 220)``, so a console log's replay places the event among the trainer's lines. ``own`` (the live
     callback's, under rank consensus): the rank's own values of the step, which the event's (the ranks' mean) do
     not show, as text (``"this rank's own loss nan, grad norm 0.41"``) or ""; each rank's log then says which
-    rank's numbers went bad."""
+    rank's numbers went bad. ``rollback`` False (the live monitor's ``rollback: false``): the rule's
+    ``rollback`` action is shown as ``rollback off``, so no line looks like a rollback was done."""
 
-    def __init__(self, own: Callable[[], str] | None = None):
-        self.own = own
+    def __init__(self, own: Callable[[], str] | None = None, rollback: bool = True):
+        self.own, self.rollback = own, rollback
 
     def on_event(self, event: Event) -> None:
         report = logger.bind(report=True)
@@ -87,4 +88,5 @@ class LoggedEvents(Sink):
         trainer = f"; trainer step {event.trainer_step}" if event.trainer_step is not None else ""
         own = self.own() if self.own is not None else ""
         log("rank {} {} at step {} (onset {}{}): {}{} -> {}", event.rank, event.rule, event.step, event.onset_step,
-            trainer, event.message, f" [{own}]" if own else "", ", ".join(event.actions))
+            trainer, event.message, f" [{own}]" if own else "",
+            ", ".join(a if self.rollback or a != "rollback" else "rollback off" for a in event.actions))

@@ -164,6 +164,10 @@ def test_anomaly_severity_follows_the_default_rules():
     assert set(listed.split("|")) == {r for r, c in rules.items() if c.severity == "critical"}
     assert {c.severity for c in rules.values()} <= {"critical", "warning"}  # the template has no 'info'
     assert template.endswith("critical{{ else }}warning{{ end }}")
+    # ... and so does the list in deploy/README.md
+    text = " ".join((ROOT / "deploy" / "README.md").read_text().split())
+    (named,) = re.findall(r"\(critical: ([^;]+); every other rule warning\)", text)
+    assert set(re.findall(r"`(\w+)`", named)) == set(listed.split("|"))
 
 
 def test_every_alert_has_firing_and_quiet_unit_tests():

@@ -862,3 +862,15 @@ def test_default_rules_yaml_is_generated_from_the_settings_classes():
         common = ("severity", "actions", "warmup_steps", "cooldown_steps", "escalation")
         assert tuple(getattr(cfg, k) for k in common) == tuple(getattr(want, k) for k in common)
         assert cfg.params == {k: v for k, v in vars(want).items() if k not in common}
+
+
+def test_an_event_line_of_a_monitor_with_rollback_off_says_so(log_lines):
+    from training_monitor.sinks import LoggedEvents
+
+    nan = [StepRecord(1, loss=3.0), StepRecord(2, loss=math.nan)]
+    for rollback in (True, False):
+        eng = Engine(Rules.load(), [LoggedEvents(rollback=rollback)])
+        for r in nan:
+            eng.observe(r)
+    lines = [line for line in log_lines if "nan_inf at step 2" in line]
+    assert [line.rstrip().rsplit("-> ", 1)[1] for line in lines] == ["alert, rollback", "alert, rollback off"]
