@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_training import scrape
 from training_monitor.callbacks import LoopMonitor, ScaledLearningRate, TrainingMonitor
 from training_monitor.detectors import DETECTORS
+from training_monitor.log import logger
 from training_monitor.replay import replay_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
@@ -104,9 +105,14 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
         elif "after_load" in seen and "after_next" not in seen:
             seen["after_next"] = {p.name: p.asnumpy().copy() for p in model.trainable_params()}
 
-    # batch index 22 carries a NaN: step 23's loss is NaN and SGD writes NaN into the weights
+    # batch index 22 carries a NaN: step 23's loss is NaN and SGD writes NaN into the weights; the loop's lines
+    # and the monitor's log go to one file, as `python train.py > out.log 2>&1` writes them
     with open(tmp_path / "stdout", "w") as out:
-        model, optimizer, losses = train(mon, 40, poison={22}, print_to=out, each_step=probe)
+        sink = logger.add(out, format="{time} | {level} | {message}")
+        try:
+            model, optimizer, losses = train(mon, 40, poison={22}, print_to=out, each_step=probe)
+        finally:
+            logger.remove(sink)
     mon.close()
 
     assert len(losses) == 40 and math.isnan(losses[22]) and all(math.isfinite(x) for x in losses[23:])
@@ -148,9 +154,11 @@ def test_nan_in_a_functional_loop_rolls_back_with_halved_lr_and_serves_metrics(t
     assert 0 < value("train_data_wait_ratio") < 1
 
     # one engine, two feeds: the loop's printed lines, replayed, give the events of the rules that read the
-    # loss (the one value printed); the print counts steps from 0, the monitor from 1
+    # loss (the one value printed); the print counts steps from 0, the monitor from 1; the monitor's own event
+    # line after the printed step is that same event, not a second one
+    assert "rank 0 nan_inf at step 23 (onset 23)" in (tmp_path / "stdout").read_text()
     replayed = replay_file(str(tmp_path / "stdout"))
-    assert replayed.steps == 40
+    assert replayed.steps == 40 and replayed.skipped["monitor event line of an event replayed"] == 1
     printed = {r for r, d in DETECTORS.items() if "loss" in d.reads}
     live = [(e.rule, e.step, e.onset_step) for e in mon.kept.events if e.rule in printed]
     assert [(e.rule, e.step + 1, e.onset_step + 1) for e in replayed.events] == live

@@ -42,6 +42,7 @@ SUMMARY = "summary or evaluation line"   # epoch averages, validation loss, end-
 HEADER = "header"
 DUPLICATE = "duplicate step"             # the very same record twice (a log captured twice)
 REPEATED = "repeated trainer message"    # the same timeout reported again for the same step and rank
+REJUDGED = "monitor event line of an event replayed"  # the live monitor's line of what the rules found again
 NOT_JSON = "not a JSON object"
 CELLS = "wrong number of cells"
 UNKNOWN_RULE = "unknown rule"           # a report (an event log line) of a rule the rules do not have

@@ -27,7 +27,7 @@ from ..ruleset import Rules
 from ..sinks import EventList
 from . import csvlog, eventlog, mindformers, tensorboard
 from . import text as generic
-from .base import DUPLICATE, MERGED, PROGRESS, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
+from .base import DUPLICATE, MERGED, PROGRESS, REJUDGED, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .sources import (
@@ -461,12 +461,30 @@ class _Run:
             return
         self._settle(slot)
         rep = rep if rep.rank is not None else rep._replace(rank=key)
+        if rep.source == "monitor" and self._rejudged(rep):
+            r.skipped_lines += 1
+            r.skipped[REJUDGED] += 1
+            return
         before = r.last
         if rep.rule == "throughput_drop":  # the step times say whether the steps slowed
             timed = before is not None and before.rank == rep.rank and before.step_time_s
             self.unconfirmed.append((rep, _period(before) if timed and before is not None else None, None))
             return
         self._publish(rep)
+
+    def _rejudged(self, rep: Report) -> bool:
+        """The monitor's own event line ``rep`` follows the step record whose judging raised an event of its rule
+        and rank: the live monitor's line of that same event (it logs its event right after the trainer prints
+        the step, whose number the trainer may count from 0 where the monitor counts from 1)."""
+        last, events = self.result.last, self.result.events
+        if last is None or last.rank != rep.rank:
+            return False
+        for ev in reversed(events):
+            if ev.step != last.step or ev.rank != rep.rank:
+                return False
+            if ev.rule == rep.rule and ev.source == "rule":
+                return True
+        return False
 
     def _publish(self, rep: Report) -> None:
         rank = rep.rank if rep.rank is not None else self.rank
