@@ -575,8 +575,8 @@ class TrainingMonitor(Callback):
             self._finite_at = step
             return []
         where = f"{bad[0]} and {len(bad) - 1} more" if len(bad) > 1 else bad[0] if bad else "on another rank"
-        return [self.engine.report("nan_inf", step, math.nan, f"weights not finite at step {step} ({where}) with a "
-                                   f"finite loss; finite at step {self._finite_at}", source="monitor",
+        return [self.engine.report("nan_inf", step, math.nan, f"weights not finite at step {step} ({where}); "
+                                   f"finite at step {self._finite_at}", source="monitor",
                                    rank=self.rank, onset=self._finite_at + 1)]
 
     def _infer_tokens(self, cb) -> int | None:

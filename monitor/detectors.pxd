@@ -52,6 +52,8 @@ cdef class Window:
     cpdef double sigma(self, double m) noexcept
     @cython.locals(tail=Py_ssize_t)
     cpdef void rewind(self, long long step) noexcept
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
+    cdef void renumber(self, long long step) noexcept
     @cython.locals(i=Py_ssize_t)
     cdef long long run_start(self, double above, long long step) noexcept
     @cython.locals(v="double[::1]", i=Py_ssize_t)

@@ -318,6 +318,14 @@ class Window:
                 self._remove(self.values[tail], self.n)
             self.n -= 1
 
+    def renumber(self, step):
+        """Number the pairs of steps after ``step`` ``step``, their values kept (the run went back to ``step``;
+        what they measured still holds)."""
+        for i in range(self.n):
+            j = (self.head + i) % self.size
+            if self.steps[j] > step:
+                self.steps[j] = step
+
     def pairs(self) -> list:
         """The ``(step, value)`` pairs held, oldest first."""
         return [(self.step_of(i), self.value(i)) for i in range(self.n)]
@@ -1460,8 +1468,12 @@ class ThroughputDrop(Detector):
     steps after the warm-up only set it: a run's first steps after compiling are fed from the batches its
     data pipeline prefetched meanwhile, faster than the pipeline's own pace.
 
-    With fewer than ``min_history`` steps (a short excerpt, a run's first steps, the steps after going back)
-    only an unambiguous drop fires, at once, after the warm-up: with ``m`` the median of at least
+    Going back (a rollback, a restart: a step not after the one before) keeps the reference: the steps
+    after the step gone back to measured the same machine and data pipeline (their blocks are renumbered to
+    it); the stretch being judged ends there.
+
+    With fewer than ``min_history`` steps (a short excerpt, a run's first steps) only an unambiguous drop
+    fires, at once, after the warm-up: with ``m`` the median of at least
     ``excursion_history`` earlier steps' throughputs (the warm-up's too), a step's ``rate * excursion_ratio <
     m`` (several times slower) that lost ``excursion_seconds`` or more (the record's ``span * (1 - rate /
     m)``: a millisecond step's jitter is no event) and whose time is the run's own: at least ``data_share`` of
@@ -1578,6 +1590,8 @@ class ThroughputDrop(Detector):
         if not r.has_rate or x != x or r.unit > self.unit:
             return None
         if r.unit < self.unit:  # a finer count than the series': the series starts again on it
+            for w in (self.values, self.waits, self.early, self.early_waits):
+                w.rewind(NONE)
             self.forget(NONE)
             self.unit = r.unit
         if self.first == NONE:
@@ -1667,10 +1681,12 @@ class ThroughputDrop(Detector):
                            f"the median {m:.4g} of the {e.n} earlier steps, {why}")
 
     def forget(self, step):
-        self.values.rewind(step)
-        self.waits.rewind(step)
-        self.early.rewind(step)
-        self.early_waits.rewind(step)
+        # the steps after ``step`` measured the machine and the data pipeline, which going back (a rollback, a
+        # restart) does not change: the reference keeps them; the stretch being judged ends
+        self.values.renumber(step)
+        self.waits.renumber(step)
+        self.early.renumber(step)
+        self.early_waits.renumber(step)
         self.n = self.k = self.streak = 0
         self.low_since = self.slow_since = NONE
 

@@ -48,8 +48,11 @@ def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_
     assert "TrainingStateMonitor raises on a NaN/Inf loss or norm: the monitor judges each step first" in run.stderr
 
     log = [json.loads(line) for line in open(mon_out / "events_rank0.jsonl")]
-    (nan,) = [e for e in log if e.get("rule") == "nan_inf"]
-    assert (nan["step"], nan["onset_step"]) == (50, 50)
+    # NaN weights make the step's gradients NaN: the loss-scale cell flags an overflow and skips the update, so
+    # the loss's event asks for no rollback (one bad batch would look the same); the weights check before
+    # step 45's checkpoint is promoted finds them NaN: the rollback, from the step after the last check (45)
+    nan = [(e["step"], e["onset_step"], e["source"], e["actions"]) for e in log if e.get("rule") == "nan_inf"]
+    assert nan == [(50, 50, "rule", ["alert"]), (50, 46, "monitor", ["alert", "rollback"])]
     (rb,) = [e for e in log if e.get("action") == "rollback"]
     # CheckpointMonitor saved every 5 steps (keeping 3); 45 was still pending (healthy_after 5) at the NaN
     assert rb["to_step"] == 40 and rb["checkpoint"] == str(out / "checkpoint" / "rank_0" / "tiny_rank_0-1_40.ckpt")

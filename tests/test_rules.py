@@ -445,6 +445,37 @@ def test_throughput_drop_when_the_steps_wait_for_data():
     assert [step for step, _ in fired(slow, "throughput_drop")] == [155]  # the same at 100x: 130 ms lost
 
 
+def test_a_rollback_keeps_the_throughput_reference():
+    # steps 1-200 steady, a rollback at 200 to step 90 (fewer steps than min_history, 100, before it), then steps
+    # 91-110 again with the pipeline 2x slower from 95: the steps after 90 measured the same machine and
+    # pipeline, so the drop is judged against them, not taken for a short excerpt's
+    recs = steady(200)
+    again = [StepRecord(s, loss=3.0, tokens=4096, step_time_s=0.5, data_wait_s=0.5 if s >= 95 else 0.001)
+             for s in range(91, 111)]
+    kept = EventList()
+    eng = Engine(Rules.load(), [kept])
+    for r in recs:
+        eng.observe(r)
+    eng.rewind(90)
+    for r in again:
+        eng.observe(r)
+    drops = [(e.step, e.onset_step) for e in kept.events if e.rule == "throughput_drop"]
+    assert drops == [(100, 95)]
+    # a record log's replay goes back by the steps alone (the live rewind is not in it): the same decision
+    assert [(e.step, e.onset_step) for e in run(recs + again) if e.rule == "throughput_drop"] == drops
+
+
+def test_a_finer_count_starts_the_throughput_series_again():
+    # samples/s for 250 steps, then the records count tokens too (tokens/s, a finer count): the reference
+    # starts again on tokens/s (the samples/s kept would hold it at their level), so a 2x slower pipeline from
+    # step 400 is a drop against the tokens' own level
+    recs = [StepRecord(r.step, loss=r.loss, samples=8, step_time_s=r.step_time_s, data_wait_s=r.data_wait_s)
+            for r in steady(250)] + steady(450)[250:]
+    for r in recs[399:430]:
+        r.data_wait_s = 0.5
+    assert fired(recs, "throughput_drop") == [(405, 400)]
+
+
 def test_an_input_bound_run_is_reported_at_any_history():
     # every step after the warm-up waits 2 s for data and computes 0.5 s: no drop, the pipeline sets the pace
     bound = steady(40, wait=2.0)
