@@ -420,3 +420,11 @@ def test_a_utf16_log_is_read_as_text(tmp_path):
         res = replay_file(str(path))
         assert (res.format, res.steps) == ("text", 40), path
         assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 30)]
+
+
+def test_a_log_s_run_label_is_its_file_name_stem():
+    from training_monitor.replay.sources import default_run
+
+    named = {p: default_run(p) for p in ("rank_0/info.log.1.gz", "trainer_state.json", "log.md", "train.v2.log", "-")}
+    assert named == {"rank_0/info.log.1.gz": "info", "trainer_state.json": "trainer_state", "log.md": "log",
+                     "train.v2.log": "train.v2", "-": "stdin"}

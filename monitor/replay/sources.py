@@ -43,7 +43,6 @@ MAX_LINE = 1 << 20  # bytes of a line kept; the rest of an over-long line is ski
 MAX_LINE_READ = 64 << 20  # bytes of one line (decompressed) read before the file is given up as not a log
 MAX_RANKS = 1024  # distinct ranks in one log
 _CHUNK = MAX_LINE // 4  # bytes read at a time: at most one line of a chunk (its first) can be over-long
-_LOG_SUFFIXES = {".gz", ".log", ".txt", ".out", ".err", ".csv", ".jsonl"}
 
 
 class SourceError(Exception):
@@ -369,13 +368,14 @@ def text_lines(line: bytes) -> list[str]:
 
 
 def default_run(path: str) -> str:
-    """The ``run`` label of a log: its file name without the log suffixes (``rank_0/info.log.1.gz`` -> ``info``)."""
+    """The ``run`` label of a log: its file name stem, without a compression or rotation suffix
+    (``rank_0/info.log.1.gz`` -> ``info``, ``trainer_state.json`` -> ``trainer_state``)."""
     if path == STDIN:
         return "stdin"
     p = Path(path)
-    while p.suffix and (p.suffix.lower() in _LOG_SUFFIXES or p.suffix[1:].isdigit()):
+    while p.suffix.lower() == ".gz" or p.suffix[1:].isdigit():
         p = p.with_suffix("")
-    return p.name or "run"
+    return p.stem or "run"
 
 
 def first_bytes(path: str) -> bytes:
