@@ -34,7 +34,8 @@ MAX_MARKS = 300
 MAX_ROWS = 2000
 _CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px}th{background:#f3f3f3}
-h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#666;font-size:13px}pre{font-size:13px}"""
+h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#666;font-size:13px}
+pre{font-size:13px;white-space:pre-wrap;overflow-wrap:anywhere}"""
 
 
 def write_html(results, path: str, settings: dict | None = None) -> int:
