@@ -263,3 +263,11 @@ def test_an_overflowed_amp_step_alerts_without_a_rollback_and_the_schedule_s_lr_
     recorded = [float(r.split(",")[5]) for r in rows[1:]]
     assert recorded[:41] == pytest.approx(lrs[:41], rel=1e-6) and recorded[20] < recorded[0]
     assert mon.last_record.lr == pytest.approx(lrs[-1], rel=1e-6) and lrs[-1] < 0.5 * lrs[0]
+    # one engine, two feeds: the record log replayed gives the same events, actions and rollback
+    from training_monitor.replay import replay_paths
+    from training_monitor.replay.runner import ReplayOptions
+
+    (res,) = replay_paths([str(tmp_path)], options=ReplayOptions(checkpoint_every=5, healthy_after=5))
+    key = lambda e: (e.rule, e.step, e.onset_step, e.actions)  # noqa: E731
+    assert [key(e) for e in res.events] == [key(e) for e in mon.kept.events]
+    assert [(b["at_step"], b["to_step"]) for b in res.would_be_rollbacks()] == [(42, 35)]
