@@ -428,3 +428,16 @@ def test_a_log_s_run_label_is_its_file_name_stem():
     named = {p: default_run(p) for p in ("rank_0/info.log.1.gz", "trainer_state.json", "log.md", "train.v2.log", "-")}
     assert named == {"rank_0/info.log.1.gz": "info", "trainer_state.json": "trainer_state", "log.md": "log",
                      "train.v2.log": "train.v2", "-": "stdin"}
+
+
+def test_the_events_found_outside_the_records_are_read_bounded(tmp_path):
+    from training_monitor.replay.eventlog import found_outside
+
+    log = tmp_path / "events_rank0.jsonl"
+    stall = {"rule": "stall", "value": 600.0, "message": "no step", "source": "watchdog"}
+    log.write_text("".join(json.dumps({**stall, "step": s, "onset_step": s, "time": 1000.0 + s}) + "\n"
+                           for s in range(50)) + json.dumps({**stall, "step": 60, "onset_step": 60, "source": "rule",
+                                                            "time": 2000.0}) + "\n" + '{"action": "stop"}\n')
+    assert [(t, r.step, r.source) for t, r in found_outside(str(log), limit=3)] == [
+        (1000.0, 0, "watchdog"), (1001.0, 1, "watchdog"), (1002.0, 2, "watchdog")]
+    assert len(found_outside(str(log))) == 50  # the rule's event and the action are not outside the records

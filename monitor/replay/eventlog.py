@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from ..sinks import MAX_EVENTS
 from . import base
 from .base import ACTION, NOT_JSON, NUMBER, Report
 
@@ -40,14 +41,16 @@ def _value(v) -> float | None:
     return None if v is None else float(v)  # NaN/Inf are written as "nan"/"inf"
 
 
-def found_outside(path: str) -> list[tuple[float, Report]]:
+def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Report]]:
     """The events of the event log ``path`` that the live monitor found outside the step records (source other
-    than ``rule``: the weights check's, the watchdog's), each with its time (Unix seconds), in the file's order.
-    Lines that are no such event (rules' events, actions, broken lines) are left out; a file that cannot be read
-    raises OSError."""
+    than ``rule``: the weights check's, the watchdog's), each with its time (Unix seconds), in the file's order,
+    the first ``limit`` of them (memory stays bounded). Lines that are no such event (rules' events, actions,
+    broken lines) are left out; a file that cannot be read raises OSError."""
     parser, found = Parser(0), []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
+            if len(found) >= limit:
+                break
             obj = json_object(line) if '"onset_step"' in line else None
             if obj is None or obj.get("source", "rule") == "rule" or not isinstance(obj.get("time"), (int, float)):
                 continue
