@@ -46,7 +46,8 @@ def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Repor
     than ``rule``: the weights check's, the watchdog's), each with its time (Unix seconds), in the file's order,
     the first ``limit`` of them (memory stays bounded). Lines that are no such event (rules' events, actions,
     broken lines) are left out; a file that cannot be read raises OSError."""
-    parser, found = Parser(0), []
+    parser = Parser(0)
+    found: list[tuple[float, Report]] = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if len(found) >= limit:
