@@ -101,9 +101,8 @@ class Engine:
         :class:`~training_monitor.detectors.Judge`); such an event starts no cooldown, so the event asking for
         them when the excursion goes on is not held back."""
         cfg = self.rules.rules[rule]
-        actions = [a for a in cfg.actions if a not in spared] if spared else list(cfg.actions)
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
-                      message=message, source=source, actions=actions, rank=rank,
+                      message=message, source=source, actions=[a for a in cfg.actions if a not in spared], rank=rank,
                       runbook=self.rules.runbook(rule), details=details,
                       trainer_step=step + self.offset if self.offset else None)
         if not spared:

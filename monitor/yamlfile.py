@@ -65,11 +65,12 @@ def load_yaml(path: str | Path, what: str = "settings file") -> tuple[object, di
     def walk(n, keys):
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
-                if keys + (k.value,) in lines:  # YAML leaves it undefined; PyYAML keeps the last silently
-                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: {keypath(keys + (k.value,))}: "
-                                      f"given twice (first at line {lines[keys + (k.value,)]}); keep one")
-                lines[keys + (k.value,)] = k.start_mark.line + 1
-                walk(v, keys + (k.value,))
+                key = keys + (k.value,)
+                if key in lines:  # YAML leaves it undefined; PyYAML keeps the last silently
+                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: {keypath(key)}: "
+                                      f"given twice (first at line {lines[key]}); keep one")
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
         elif isinstance(n, yaml.SequenceNode):
             for i, v in enumerate(n.value):
                 walk(v, keys + (i,))

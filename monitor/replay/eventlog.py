@@ -46,7 +46,6 @@ def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Repor
     than ``rule``: the weights check's, the watchdog's), each with its time (Unix seconds), in the file's order,
     the first ``limit`` of them (memory stays bounded). Lines that are no such event (rules' events, actions,
     broken lines) are left out; a file that cannot be read raises OSError."""
-    parser = Parser(0)
     found: list[tuple[float, Report]] = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -55,10 +54,25 @@ def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Repor
             obj = json_object(line) if '"onset_step"' in line else None
             if obj is None or obj.get("source", "rule") == "rule" or not isinstance(obj.get("time"), (int, float)):
                 continue
-            rep = parser.parse(line)
+            rep = _report(obj, 0)
             if isinstance(rep, Report):
                 found.append((float(obj["time"]), rep))
     return found
+
+
+def _report(obj: dict, rank: int) -> Report | str:
+    """The event ``obj`` (an event log line's object) as a :class:`Report` (``rank``: when it names none), or the
+    reason it is not one."""
+    if "rule" not in obj:
+        return ACTION if "action" in obj else base.NO_STEP
+    try:
+        step, onset = int(obj["step"]), int(obj.get("onset_step", obj["step"]))
+        value = _value(obj.get("value"))
+        rank = int(obj.get("rank", rank))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return NUMBER
+    return Report(str(obj["rule"]), step, value, str(obj.get("message", "")), rank, onset,
+                  str(obj.get("source", "rule")), str(obj.get("details", "")))
 
 
 class Parser(base.Parser):
@@ -68,14 +82,4 @@ class Parser(base.Parser):
         obj = json_object(line)
         if obj is None:
             return NOT_JSON if line.strip() else base.BLANK
-        if "rule" not in obj:
-            return ACTION if "action" in obj else base.NO_STEP
-        try:
-            step, onset = int(obj["step"]), int(obj.get("onset_step", obj["step"]))
-            value = _value(obj.get("value"))
-            rank = int(obj.get("rank", self.rank))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return NUMBER
-        return Report(str(obj["rule"]), step, value,
-                      str(obj.get("message", "")), rank, onset, str(obj.get("source", "rule")),
-                      str(obj.get("details", "")))
+        return _report(obj, self.rank)
