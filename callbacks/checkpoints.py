@@ -21,14 +21,14 @@ class ModelCheckpointFiles:
         ledger: the rank's checkpoint ledger; new files are added to it, deleted ones marked there.
         own_dir: the monitor's checkpoint folder for this process; its files are never pinned (the monitor
             deletes none of them), and pins are hard links under ``own_dir/kept/``.
-        trajectory: returns the records a new checkpoint's trajectory holds (see
-            :func:`training_monitor.resume.trajectory`), or None.
+        lineage: returns the ledger fields a new checkpoint takes from the run (``records``, its trajectory, see
+            :func:`training_monitor.resume.trajectory`; ``rollbacks``, ``lr_multiplier``).
     """
 
-    def __init__(self, ledger: Ledger, own_dir: Path, trajectory: Callable[[], list | None]):
+    def __init__(self, ledger: Ledger, own_dir: Path, lineage: Callable[[], dict]):
         self.ledger = ledger
         self.own_dir = own_dir
-        self._trajectory = trajectory
+        self._lineage = lineage
         self._watch: list[tuple[ModelCheckpoint, int, str]] = []  # callback, lag in steps, last file seen
         self._pins: list[tuple[CheckpointEntry, str, str]] = []  # kept from retention: entry, link, original
 
@@ -49,7 +49,7 @@ class ModelCheckpointFiles:
         saved = False
         for i, mc, after, name in list(self._new(lag)):
             self._watch[i] = (mc, after, name)
-            self.ledger.add(step, name, batches, self._trajectory())
+            self.ledger.add(step, name, batches, **self._lineage())
             self.follow_retention()
             saved = True
         return saved

@@ -205,7 +205,7 @@ class TrainingMonitor(Callback):
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
         self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
         self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
-        self.model_checkpoints = ModelCheckpointFiles(self.ledger, self.ckpt_dir, self._trajectory)
+        self.model_checkpoints = ModelCheckpointFiles(self.ledger, self.ckpt_dir, self._lineage)
         self.policy = RollbackPolicy(self.ledger, cfg, cfg.rollback, cfg.on_failed_rollback,
                                      {rule: c.skip_extra_batches for rule, c in rules.rules.items()},
                                      self.model_checkpoints.follow_retention)
@@ -424,6 +424,7 @@ class TrainingMonitor(Callback):
             self._resume_from = None
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine = self.resumed.engine
+                self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
                 self.engine.offset = cb.cur_step_num - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
@@ -598,15 +599,17 @@ class TrainingMonitor(Callback):
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         path = self.ckpt_dir / f"step_{step:08d}.ckpt"
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
-            path = self.ckpt_dir / f"step_{step:08d}_r{len(self.rollbacks)}.ckpt"
+            path = self.ckpt_dir / f"step_{step:08d}_r{self.policy.done}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path), self._prev_trainer_step, self._trajectory())
+        self.ledger.add(step, str(path), self._prev_trainer_step, **self._lineage())
         if self._watchdog is not None:
             self._watchdog.done()
         self._slow = "checkpoint"  # the save is in the next step's data wait
 
-    def _trajectory(self) -> list | None:
-        return trajectory(self.record_log, self.resumed.entry.records if self.resumed else None)
+    def _lineage(self) -> dict:
+        """The ledger fields of a checkpoint saved now that a resumed run takes up (:class:`CheckpointEntry`)."""
+        return {"records": trajectory(self.record_log, self.resumed.entry.records if self.resumed else None),
+                "rollbacks": self.policy.done, "lr_multiplier": self.policy.multiplier}
 
     def _rollback(self, cb, d: Decision) -> str:
         """Carry out the rollback ``d`` (to ``d.target``, or an older one when that does not load); return what

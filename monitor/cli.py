@@ -220,7 +220,7 @@ def dashboards_push(url, folder, overwrite, runbook_base, timeout):
 
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(),
-              help="YAML file with the alerts settings (sinks; see monitor/alerts/config.py).")
+              help="YAML file with the alerts settings (sinks; see the README's Alerts section).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=9095, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--allow-unauthenticated", is_flag=True,

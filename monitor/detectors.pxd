@@ -3,7 +3,7 @@
 cimport cython
 
 cdef long long NONE
-cdef double NAN
+cdef double NAN, INF
 
 
 cdef class Rec:
@@ -48,8 +48,11 @@ cdef class Window:
     @cython.locals(tail=Py_ssize_t)
     cpdef void add(self, long long step, double x) noexcept
     cpdef double median(self) noexcept
-    @cython.locals(a="double[::1]", n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, d=double, prev=double)
-    cpdef double sigma(self, double m) noexcept
+    @cython.locals(a="double[::1]", mid=Py_ssize_t)
+    cpdef double log_median(self) noexcept
+    @cython.locals(a="double[::1]", n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, d=double, prev=double, lo=double,
+                   hi=double)
+    cpdef double sigma(self, double m, bint logs=*) noexcept
     @cython.locals(tail=Py_ssize_t)
     cpdef void rewind(self, long long step) noexcept
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
@@ -98,7 +101,8 @@ cdef class LrSurge(Detector):
 cdef class RobustSpike(Detector):
     cdef public Py_ssize_t window, min_history
     cdef public long long confirm_steps
-    cdef public double threshold, min_sigma_ratio, min_ratio, excursion_ratio, excursion_spread, excursion_min
+    cdef public double threshold, min_sigma_ratio, min_ratio, log_threshold, excursion_ratio, excursion_spread
+    cdef public double excursion_min
     cdef Window history
     cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
@@ -108,6 +112,8 @@ cdef class RobustSpike(Detector):
     cdef object spike(self, Rec r, double x)
     @cython.locals(m=double, hist=Window)
     cdef object excursion(self, long long step, double x)
+    @cython.locals(hist=Window, ml=double)
+    cdef bint multiplicative(self, double x)
     @cython.locals(hist=Window, onset=cython.longlong)
     cdef object event(self, long long step, double x, double m, double s)
     cdef bint corroborated(self, Rec r)
@@ -234,6 +240,7 @@ cdef class ThroughputDrop(Detector):
     cdef Py_ssize_t streak  # input-bound records in a row (bound), since step streak_since, waiting streak_wait s
     cdef long long streak_since, streak_last  # streak_last: the streak's newest record
     cdef double streak_wait, streak_callbacks  # (of which streak_callbacks in the callbacks after the monitor)
+    cdef bint streak_told  # the streak was reported: once per streak
     cdef long long slow_since  # excursions in a row (excursion): since step slow_since, slow_n records, slow_seconds
     cdef Py_ssize_t slow_n     # of wall time
     cdef double slow_seconds

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 NONE = -(2 ** 63 - 1)  # a step that is not there
 NAN = math.nan
+INF = math.inf
 
 
 class Rec:
@@ -270,23 +271,32 @@ class Window:
         self._sort()
         return sorted_median(self.ordered, self.n)
 
-    def sigma(self, m):
+    def log_median(self):
+        """Median of the values' natural logarithms (all values > 0)."""
+        self._sort()
+        a, mid = self.ordered, self.n // 2
+        return math.log(a[mid]) if self.n % 2 else 0.5 * (math.log(a[mid - 1]) + math.log(a[mid]))
+
+    def sigma(self, m, logs=False):
         """Robust standard deviation around ``m``: the MAD times 1.4826 (normal-consistent; Rousseeuw &
-        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``. The deviations of the sorted
-        values below ``m`` and of those from ``m`` on are each sorted: merged up to the middle one."""
+        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``; with ``logs``, of the values'
+        natural logarithms (all values > 0) around ``m``, a logarithm. The deviations of the sorted values
+        below ``m`` and of those from ``m`` on are each sorted: merged up to the middle one."""
         self._sort()
         a, n = self.ordered, self.n
         if n == 0:
             return 1.4826 * NAN
-        j = self.bisect(n, m, False)
+        j = self.bisect(n, math.exp(m) if logs else m, False)
         i, d, prev = j - 1, 0.0, 0.0
         for _ in range(n // 2 + 1):
             prev = d
-            if j == n or i >= 0 and abs(a[i] - m) <= abs(a[j] - m):
-                d = abs(a[i] - m)
+            lo = abs((math.log(a[i]) if logs else a[i]) - m) if i >= 0 else INF
+            hi = abs((math.log(a[j]) if logs else a[j]) - m) if j < n else INF
+            if lo <= hi:
+                d = lo
                 i -= 1
             else:
-                d = abs(a[j] - m)
+                d = hi
                 j += 1
         return 1.4826 * (d if n % 2 else 0.5 * (prev + d))
 
@@ -546,6 +556,8 @@ class RobustSpikeSettings(RuleSettings):
     min_sigma_ratio: float = setting(0.01, "floor of the robust sigma, as a fraction of the median", min=0)
     min_ratio: float = setting(0.2, "the value must also exceed (1 + min_ratio) x the median", min=0)
     confirm_steps: int = setting(1, "2: the next value must stay over half the margin", min=1, max=2)
+    log_threshold: float = setting(0.0, "with every value > 0, also this many robust sigmas of the values' "
+                                        "logarithms over their median (0: off)", min=0)
     excursion_ratio: float = setting(1.5, "with fewer than min_history values: fire over this x their median "
                                           "(0: wait for min_history)", min=0)
     excursion_min: float = setting(1.0, "... at least this far above it (the field's units) x (1 + 1/n), "
@@ -558,8 +570,12 @@ class RobustSpike(Detector):
 
     Fires when ``x > m + threshold * s`` and ``x > (1 + min_ratio) * m``, with ``m`` the median, ``s`` the
     MAD times 1.4826 (the normal-consistent scale; Rousseeuw & Croux 1993) floored at
-    ``min_sigma_ratio * m``. The onset is the earliest step of the contiguous run, ending at the detected
-    step, whose values all exceed ``m + threshold * s / 2``. Steps up to ``warmup_steps`` are not judged so
+    ``min_sigma_ratio * m``; with ``log_threshold`` and every value held > 0, also ``log(x) > ml + log_threshold
+    * sl``, with ``ml`` and ``sl`` the median and robust sigma (floored at ``min_sigma_ratio``) of the values'
+    logarithms: noise that grows with the level (a loss near zero: 0.01 to 0.08, its blips to 0.18) is judged
+    on its own, multiplicative, scale, while at a level well above its noise the two tests agree. The onset
+    is the earliest step of the contiguous run, ending at the detected step, whose values all exceed ``m +
+    threshold * s / 2``. Steps up to ``warmup_steps`` are not judged so
     (compile, noisy start), only learned from. With ``confirm_steps: 2`` a value over the bound fires only
     when the next value is still over half the margin, ``m + threshold * s / 2`` and ``(1 + min_ratio / 2)
     * m`` (a one-batch outlier that clipping absorbs is not an event); the event then carries the first
@@ -584,6 +600,7 @@ class RobustSpike(Detector):
     threshold: float
     min_sigma_ratio: float
     min_ratio: float
+    log_threshold: float
     excursion_ratio: float
     excursion_spread: float
     excursion_min: float
@@ -610,7 +627,7 @@ class RobustSpike(Detector):
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > self.ratio * m and x > m + self.least * abs(m):
                 s = max(hist.sigma(m), self.min_sigma_ratio * abs(m))
-                if x > m + self.threshold * s:
+                if x > m + self.threshold * s and self.multiplicative(x):
                     event = self.event(r.step, x, m, s)
                     if self.confirm_steps > 1 and not self.corroborated(r):
                         self.pending = event
@@ -619,6 +636,15 @@ class RobustSpike(Detector):
                         out = event
         hist.add(r.step, x)
         return out
+
+    def multiplicative(self, x):
+        """The ``log_threshold`` test (see the class docstring) of ``x``: true when it is off or a value held is
+        not > 0."""
+        hist = self.history
+        if not self.log_threshold or not hist.ordered[0] > 0:  # (sorted by the median taken before)
+            return True
+        ml = hist.log_median()
+        return math.log(x) > ml + self.log_threshold * max(hist.sigma(ml, True), self.min_sigma_ratio)
 
     def excursion(self, step, x):
         """The few-values test (see the class docstring) of ``x`` against the history held."""
@@ -650,16 +676,18 @@ class RobustSpike(Detector):
 @dataclass(frozen=True)
 class LossSpikeSettings(RobustSpikeSettings):
     """loss > median + threshold * sigma of the last `window` finite losses, with sigma the MAD scaled to a
-    normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median;
-    or a level shift (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short
-    excerpt, a run's first steps, the steps after a rollback) only an unambiguous excursion fires, or,
-    warm-up included, a sustained rise (rise_steps, rise_ratio)."""
+    normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median, and
+    (`log_threshold`, every loss > 0) the same test on the losses' logarithms; or a level shift
+    (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short excerpt, a run's first
+    steps, the steps after a rollback) only an unambiguous excursion fires, or, warm-up included, a sustained
+    rise (rise_steps, rise_ratio)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
     warmup_steps: int = override(RuleSettings, "warmup_steps", 10)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
     escalation: float = override(RuleSettings, "escalation", 2.0)
+    log_threshold: float = override(RobustSpikeSettings, "log_threshold", 6.0)
     shift_steps: int = setting(5, "also fire on a level shift: the median of the last shift_steps losses... "
                                   "(0: off)", min=0)
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
@@ -1494,8 +1522,8 @@ class ThroughputDrop(Detector):
     warm-up each spending at least ``data_share`` of its period waiting for data, that together waited
     ``bound_seconds`` (a record's wait times its ``steps``, or the steps since the streak's previous record
     when more: a log printing every few steps): the device idles most of every step waiting for batches, the
-    data pipeline sets the run's pace. A run's first steps waiting for its loader's workers to start are in
-    the warm-up.
+    data pipeline sets the run's pace; once per streak (its going on is the same condition, not a new one). A
+    run's first steps waiting for its loader's workers to start are in the warm-up.
 
     Onset: the first low step of the stretch (the step itself for an excursion, the streak's first record when
     input-bound). A throughput that is not a number (a NaN step time) and a step known to be slow
@@ -1533,6 +1561,7 @@ class ThroughputDrop(Detector):
         self.low_since, self.seconds = NONE, 0.0
         self.unit, self.first = len(RATE_UNITS), NONE
         self.streak, self.streak_since, self.streak_last = 0, NONE, NONE
+        self.streak_told = False
         self.streak_wait = self.streak_callbacks = 0.0
         self.slow_since, self.slow_n, self.slow_seconds = NONE, 0, 0.0  # excursions in a row: since, how many, wall s
 
@@ -1562,7 +1591,7 @@ class ThroughputDrop(Detector):
         if r.step <= self.warmup_steps:
             return None
         if r.wait < self.data_share * r.period:
-            self.streak = 0
+            self.streak, self.streak_told = 0, False
             return None
         steps = timed_steps(r, self.streak_last if self.streak else NONE)
         if self.streak == 0:
@@ -1571,8 +1600,9 @@ class ThroughputDrop(Detector):
         self.streak_last = r.step
         self.streak_wait += r.wait * steps
         self.streak_callbacks += r.callbacks * steps
-        if self.streak < self.bound_steps or self.streak_wait < self.bound_seconds:
+        if self.streak < self.bound_steps or self.streak_wait < self.bound_seconds or self.streak_told:
             return None
+        self.streak_told = True
         if 2.0 * self.streak_callbacks <= self.streak_wait:
             return (r.rate, self.streak_since, f"input-bound: each of the {self.streak} records since step "
                                                f"{self.streak_since} waited for data {self.data_share:.0%} of its "
@@ -1688,6 +1718,7 @@ class ThroughputDrop(Detector):
         self.early.renumber(step)
         self.early_waits.renumber(step)
         self.n = self.k = self.streak = 0
+        self.streak_told = False
         self.low_since = self.slow_since = NONE
 
 

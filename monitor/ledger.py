@@ -22,7 +22,9 @@ class CheckpointEntry:
     unknown), so a rollback can name the batches it will not train on again. ``checksum`` (``blake2b:<hex>``
     of the file) and ``size`` (bytes) identify the file as saved; ``records`` lists the ``[start, end]`` byte
     ranges of the record log holding the steps that led to it, so a resumed run can feed them to its
-    detectors again (:mod:`training_monitor.resume`)."""
+    detectors again (:mod:`training_monitor.resume`); ``rollbacks`` and ``lr_multiplier``, the rollbacks done
+    on the way to it and the LR multiplier they left (the product of their LR factors), so it takes up the
+    rollback budget and the LR cut where they were."""
 
     step: int
     path: str
@@ -32,6 +34,8 @@ class CheckpointEntry:
     checksum: str | None = None
     size: int | None = None
     records: list | None = None
+    rollbacks: int = 0
+    lr_multiplier: float = 1.0
 
 
 def file_checksum(path: str) -> tuple[str, int]:
@@ -75,9 +79,10 @@ class Ledger:
         self._hasher = ThreadPoolExecutor(1, "checkpoint-checksum") if checksums else None
         self._hashing: dict[int, Future] = {}
 
-    def add(self, step: int, path: str, batches_consumed: int | None = None,
-            records: list | None = None) -> CheckpointEntry:
-        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, records=records)
+    def add(self, step: int, path: str, batches_consumed: int | None = None, records: list | None = None,
+            rollbacks: int = 0, lr_multiplier: float = 1.0) -> CheckpointEntry:
+        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, records=records, rollbacks=rollbacks,
+                                lr_multiplier=lr_multiplier)
         self.extend([entry])
         if self._hasher is not None:
             self._hashing = {k: f for k, f in self._hashing.items() if not f.done()}
@@ -141,10 +146,13 @@ class Ledger:
         return self._pending[0].step + self.healthy_after if self._pending else None
 
     def anomaly(self, onset_step: int) -> None:
-        """An excursion began at ``onset_step``: quarantine checkpoints not yet proven before it."""
+        """An excursion began at ``onset_step``: quarantine checkpoints not proven before it (pending, or
+        promoted on ``healthy_after`` steps that include it: an event found after its onset, as the weights
+        check's at a promotion)."""
         changed = False
         for e in self.entries:
-            if e.status not in (QUARANTINED, DELETED) and (e.step >= onset_step or e.status == PENDING):
+            if e.status not in (QUARANTINED, DELETED) and (e.step + self.healthy_after >= onset_step
+                                                             or e.status == PENDING):
                 e.status, e.reason, changed = QUARANTINED, f"anomaly with onset at step {onset_step}", True
         if changed:
             self._pending = [e for e in self._pending if e.status == PENDING]

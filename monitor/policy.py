@@ -92,6 +92,7 @@ class RollbackPolicy:
         self.on_failed_rollback, self.before_target = on_failed_rollback, before_target
         self.skip_extra = skip_extra or {}
         self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", **details}
+        self.earlier = 0  # rollbacks done before a restart, on the way to the checkpoint resumed from (:meth:`carry`)
         self.multiplier = 1.0
         self.stop: dict | None = None  # {"at_step", "reason"}
         self.last_step: int | None = None  # the last judged step decided
@@ -120,8 +121,8 @@ class RollbackPolicy:
             d.onset = onset = min(onsets)
             d.quarantined = self._anomaly(onset)
             if self.rollback and (self._rolled_back_at is None or onset > self._rolled_back_at):
-                if len(self.rollbacks) >= s.max_rollbacks:
-                    d.stop = (f"rollback budget exhausted: {len(self.rollbacks)} rollbacks done (max_rollbacks="
+                if self.done >= s.max_rollbacks:
+                    d.stop = (f"rollback budget exhausted: {self.done} rollbacks done (max_rollbacks="
                               f"{s.max_rollbacks}); anomaly at step {step}")
                 else:
                     d.rollback, d.lr_multiplier = True, self.multiplier * s.lr_factor
@@ -135,6 +136,17 @@ class RollbackPolicy:
         if d.stop is not None:
             self.stop = {"at_step": step, "reason": d.stop}
         return d
+
+    @property
+    def done(self) -> int:
+        """Rollbacks done in the run: before a restart (:attr:`earlier`) and in this process."""
+        return self.earlier + len(self.rollbacks)
+
+    def carry(self, rollbacks: int, lr_multiplier: float) -> None:
+        """Take up a run resumed from a checkpoint saved after ``rollbacks`` rollbacks that left the LR multiplier
+        ``lr_multiplier`` (:class:`~training_monitor.ledger.CheckpointEntry`): they count against the budget, and
+        the next rollback's multiplier compounds on it."""
+        self.earlier, self.multiplier = rollbacks, lr_multiplier
 
     def _anomaly(self, onset: int) -> list[CheckpointEntry]:
         """Quarantine the checkpoints not proven before ``onset``; return them."""

@@ -128,7 +128,8 @@ class Relay:
         self.auth = Auth.from_env() if auth is None else auth
         if not self.auth.required and not allow_unauthenticated and not is_loopback(host):
             raise RelayError(f"refusing to listen on {host} without credentials: set {TOKEN_ENV} (bearer token) "
-                             f"or {USER_ENV} and {PASSWORD_ENV} (basic auth), or allow it explicitly")
+                             f"or {USER_ENV} and {PASSWORD_ENV} (basic auth), or allow it explicitly (monitor relay "
+                             "--allow-unauthenticated)")
         self.sender = AlertSender(config)
         try:
             self.server = Server(self.app, host, port, limits, name="monitor-relay")

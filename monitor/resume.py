@@ -22,7 +22,7 @@ import json
 import os
 from array import array
 from dataclasses import dataclass, replace
-from glob import escape, glob
+from glob import escape, glob, has_magic
 
 from .engine import Engine
 from .ledger import QUARANTINED, CheckpointEntry, Ledger, file_checksum
@@ -108,15 +108,29 @@ def _rows(path: str, ranges: list, marks: dict):
                     marks[(i, pos)] = count
 
 
+def checkpoint_file(pattern: str) -> str:
+    """The file ``pattern`` names: itself, or, a glob pattern (``*``, ``?``, ``[..]``: the monitor's own
+    checkpoints are under a folder per process, ``checkpoints/rank_0/*/step_00000120.ckpt``), the newest
+    matching file (by modification time). Raises ResumeError when the pattern matches no file."""
+    if not has_magic(pattern):
+        return pattern
+    found = [p for p in glob(pattern) if os.path.isfile(p)]
+    if not found:
+        raise ResumeError(f"no file matches {pattern}")
+    return max(found, key=lambda p: (os.path.getmtime(p), p))
+
+
 def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str, record_log: str) -> Resumed:
-    """Restore ``engine``'s detectors and the run's checkpoints for a job restarted from ``checkpoint``
-    (see the module docstring). ``record_log``: this rank's record log.
+    """Restore ``engine``'s detectors and the run's checkpoints for a job restarted from ``checkpoint`` (a
+    file, or a glob pattern: :func:`checkpoint_file`; see the module docstring). ``record_log``: this rank's
+    record log.
 
     Raises:
-        ResumeError: the checkpoint is not in a ledger of this run, its file changed since it was saved,
-            or the record log does not hold the steps that led to it.
+        ResumeError: no file matches the pattern, the checkpoint is not in a ledger of this run, its file
+            changed since it was saved, or the record log does not hold the steps that led to it.
         OSError: the checkpoint or the record log cannot be read.
     """
+    checkpoint = checkpoint_file(checkpoint)
     entry, entries, checksum = _find(checkpoint, output_dir, rank, run)
     if checksum != entry.checksum:
         raise ResumeError(f"{checkpoint}: checksum {checksum[:20]}... is not the {entry.checksum or 'none'} "
@@ -182,5 +196,5 @@ def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, ra
         return None
     ledger.extend(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
-                "from before the restart kept", run, done.entry.step, checkpoint, done.records, len(done.carried))
+                "from before the restart kept", run, done.entry.step, done.entry.path, done.records, len(done.carried))
     return done

@@ -143,11 +143,11 @@ KNOWN_FAILING = frozenset({
     # heldout43, first replay (not studied)
     "custom_grpo_mps_lora_gsm8k_sample_time_126s_to_1380s_1912s_swap_sampling_watchdog_junyij.log",
     "verl_grpo_qwen2_5_1_5b_steps_1_21_pg_loss_0_score_0_entropy_0_46_to_11_6_then_actor_unavailable_foo1szz.log",
-    # heldout44, first replay (a new-user trial's; not studied)
-    "deepspeed_gpt2_finetune_fp16_startup_overflows_iters_0_2_and_38_healthy_dsdataeff.log",
-    "mingpt_adder_iters_0_7820_loss_near_0_single_record_blips_0_18_healthy_cccmingpt.log",
-    # heldout45, first replay (not studied)
+    # promoted from heldout45 after scoring: a C++ trainer's bars `Training [===  ] 8.5% 5000/58874 | .. |
+    # loss=3.91 | validation_loss=3.91` after a tokenizer's finished bars and a `Vocabulary: 32000, tokens: ..`
+    # line, read as evaluation lines of a log whose step lines print none
     "cgpt_cuda_gpt_104m_fineweb_edu_steps_5000_58874_loss_3_91_to_3_30_healthy_cgpt.log",
+    # heldout45, first replay (not studied)
     "mindcv_gmlp_s16_ascend_modelarts_epochs_1_214_diverges_at_213_loss_6_93_top1_69_to_2pct_ms2024code3.log",
 })
 

@@ -477,6 +477,7 @@ def test_a_trainer_s_count_of_overflows_in_a_row_is_that_many_overflowed_steps_t
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
 # rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
 # summary on rank 0
+DS_STARTUP = "deepspeed_gpt2_finetune_fp16_startup_overflows_iters_0_2_and_38_healthy_dsdataeff.log"
 FUSED = (["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:382:_update_scale]\n", "Grad overflow on iteration 9\n"] * 4
          + ["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
             "8388608.0 to 4194304.0\n"] * 2
@@ -496,6 +497,26 @@ def test_deepspeed_fused_optimizer_overflows_are_one_overflowed_step_per_iterati
     res = replay_file(str(DATA / "reallogs" / "tune" / "deepspeed_fused_min_scale_697.log"))
     assert res.steps == 1
     assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 1, 1.0)]
+
+
+def test_deepspeed_s_overflow_iteration_counted_from_0_places_it_among_step_lines_that_count_other_things():
+    # DeepSpeedExamples' GPT-2 fp16 fine-tune: `step=N, skipped=K` every 2 optimizer steps (the first, step=0,
+    # before any), the script's own `Step at N` counting micro-batches, and the unfused optimizer's
+    # `Grad overflow on iteration: N` (from 0) at iterations 0, 1, 2 (the start-up) and 38: overflowed
+    # steps 1, 2, 3 and 39 (the last taken over by `step=40, skipped=4`, the line of its interval), the
+    # start-up's calibration, no storm
+    res = replay_file(str(DATA / "reallogs" / "tune" / DS_STARTUP))
+    assert res.events == []
+    overflowed = [(r.step, r.loss_scale) for r in read(open(DATA / "reallogs" / "tune" / DS_STARTUP)) if r.overflow]
+    assert overflowed == [(1, 65536.0), (2, 32768.0), (3, 16384.0), (40, 8192.0)]
+    # a resumed run's optimizer counting from 0 again: its message belongs to the next step
+    lines = ["iteration 17060/ 50000 | lm loss: 2.1 |\n", "Grad overflow on iteration: 8\n"]
+    assert [(r.step, r.overflow) for r in read(lines)] == [(17060, None), (17061, True)]
+
+
+def test_a_command_line_option_is_no_value_of_a_step():
+    assert text.pairs(text.clean("  --learning-rate 3e-4 --min-learning-rate 3e-5 --warmup-steps 0 \\")) == []
+    assert text.pairs(text.clean("epoch : 0----loss : 2.62")) == [("epoch", "0", None, None), ("loss", "2.62", None, None)]
 
 
 def test_a_scaler_line_of_its_own_gives_the_overflowed_step_its_scale():

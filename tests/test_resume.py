@@ -20,6 +20,7 @@ from training_monitor.engine import Engine
 from training_monitor.ledger import file_checksum
 from training_monitor.recordlog import FIELDS
 from training_monitor.replay import replay_file
+from training_monitor.resume import checkpoint_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -273,3 +274,31 @@ def test_two_ranks_resume_together_or_both_start_afresh(tmp_path):
     for r in (0, 1):
         assert json.loads((broken / f"resumed_rank{r}.json").read_text()) == {"resumed": None, "carried": [],
                                                                                "last_step": 10}
+
+
+def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):
+    # a run rolled back once (LR x0.5) and kept checkpointing; a new monitor resumes from a checkpoint saved
+    # after that rollback, named by a pattern (the folder is the killed process's): its next rollback compounds
+    # the LR cut (x0.25), and the one after exhausts the budget of 2 counted over the run, not the process
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, run="budget", checkpoint_every=10, healthy_after=10,
+                    max_rollbacks=2)
+    first = TrainingMonitor(**settings)
+    train([first], steps=60, poison={24})
+    (rb,) = first.rollbacks
+    assert rb["lr_multiplier"] == 0.5 and first.ledger.wait(60)
+    entry = [e for e in first.ledger.entries if e.rollbacks == 1 and e.status == "healthy"][-1]
+    assert entry.lr_multiplier == 0.5
+
+    pattern = str(tmp_path / "checkpoints" / "rank_{rank}" / "*" / os.path.basename(entry.path))
+    second = TrainingMonitor(resume_from=pattern, **settings)
+
+    def cell(net, opt):
+        step_cell = ms.nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(step_cell, ms.load_checkpoint(checkpoint_file(pattern.format(rank=0))))
+        return step_cell
+
+    with pytest.raises(SystemExit, match=r"rollback budget exhausted: 2 rollbacks done \(max_rollbacks=2\)"):
+        train([second], steps=60, poison={5, 40}, cell=cell)
+    assert second.resumed is not None and second.resumed.entry.step == entry.step
+    (rb,) = second.rollbacks
+    assert rb["lr_multiplier"] == 0.25

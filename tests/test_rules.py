@@ -71,6 +71,24 @@ def test_an_excursion_on_steps_whose_update_was_skipped_asks_no_rollback_until_s
     assert [e.actions for e in run(base + nan, rules)][0] == ["alert", "rollback"]
 
 
+def test_a_loss_near_zero_is_judged_on_its_own_multiplicative_scale():
+    # a small task memorised: the loss wanders 0.005-0.08 (its noise grows with its level) and blips to
+    # 0.15-0.18 for one record now and then (as minGPT's adder, 0.04 -> 0.178 -> 0.027): no spike; the same
+    # blips on a linear scale alone (log_threshold 0) are 6-11 robust sigmas over the median
+    import random
+    rng = random.Random(1)
+    losses = [0.03 * math.exp(0.6 * rng.gauss(0, 1)) for _ in range(300)]
+    for step in (150, 220, 260):
+        losses[step] = 0.17
+    recs = [StepRecord(i + 1, loss=x) for i, x in enumerate(losses)]
+    assert run(recs) == []
+    assert [e.step for e in run(recs, Rules({"loss_spike": {"log_threshold": 0}}))] == [151, 221, 261]
+    # a jump far beyond that noise (100x the median, 17x the highest earlier loss) still fires
+    losses[200] = 3.0
+    assert [(e.rule, e.step) for e in run([StepRecord(i + 1, loss=x) for i, x in enumerate(losses)])] == [
+        ("loss_spike", 201)]
+
+
 def test_loss_spike_with_onset_at_the_start_of_the_excursion():
     losses = noisy_losses(100)
     # a two-step climb then a spike: onset is where the climb began
@@ -624,6 +642,11 @@ def check_window(window, rng):
             assert window.sorted_values() == values
             assert window.median() == m
             assert window.sigma(m) == 1.4826 * median(sorted(abs(v - m) for v in values))
+            if values[0] > 0:  # the same on the values' logarithms
+                logs = [math.log(v) for v in values]
+                ml = median(logs)
+                assert window.log_median() == ml
+                assert window.sigma(ml, True) == 1.4826 * median(sorted(abs(v - ml) for v in logs))
 
 # Short excerpts and runs that start late, with the numbers of the public excerpts in /work/shared/samples
 # (Megatron-DeepSpeed tr1-13B, a Hugging Face fine-tune, MindFormers Llama 2 13B and GLM-6B).

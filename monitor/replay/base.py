@@ -161,15 +161,19 @@ class Parser(abc.ABC):
         """A trainer's overflow message (:mod:`.messages`): the step after the last one seen overflowed at the
         loss scale ``attempted`` (the one it ran with; else the ``new``, lower one, when only that is printed),
         its update skipped (``applied``: applied all the same), ``new`` its ``loss_scale_next`` when both are
-        printed. A record of its own (DeepSpeed prints no step),
-        unless :meth:`repeats` the last one; before any step the log names, numbered by its position
+        printed. A record of its own (DeepSpeed prints no step; the ``iteration`` it names, counted from 0, places
+        it at step ``iteration + 1`` when that lies between the last step seen and :meth:`next_step`), unless
+        :meth:`repeats` the last one; before any step the log names, numbered by its position
         (:attr:`named`)."""
         scale = attempted if attempted is not None else new
         repeat = self.repeats(iteration, scale)
         if repeat is not None:
             return repeat
         self.overflow_lines += 1
-        rec = self.record(self.next_step(), overflow=True, loss_scale=scale, overflow_applied=applied or None,
+        step = self.next_step()
+        if iteration is not None and self.step < iteration + 1 < step:  # (see .messages: DeepSpeed's count from 0)
+            step = iteration + 1
+        rec = self.record(step, overflow=True, loss_scale=scale, overflow_applied=applied or None,
                           loss_scale_next=new if attempted is not None else None)
         self._named = (iteration, rec)
         if not self.named and self.done == self.step:

@@ -20,11 +20,15 @@ step line of their own.
       Found inf or nan, current scale is: 32768.0, decrease to: 32768.0*0.5             (PaddlePaddle's AMP scaler)
 
   DeepSpeed's fp16 optimizers (``fused_optimizer.py``, ``unfused_optimizer.py``) name the iteration, on
-  every rank (the message begins with a newline, so it is a line of its own after the logger's prefix)::
+  every rank (some versions begin the message with a newline: a line of its own after the logger's prefix)::
 
       Grad overflow on iteration 8
+      [INFO] [unfused_optimizer.py:300:_update_scale] Grad overflow on iteration: 2
 
-  the same iteration named again with no record between is another rank's copy (``repeated trainer
+  The optimizer counts its iterations from 0 (``cur_iter``, advanced after the message) and step lines count
+  the steps done: iteration i is step i + 1 where that falls after the last step seen and before the next one
+  counted (a resumed run's optimizer may count from 0 again: then the next step counted). The same iteration
+  named again with no record between is another rank's copy (``repeated trainer
   message``). A scaler line of its own after such a message gives the overflowed step's record the scale it
   ran with (or, when only that is printed, the one it fell to)::
 
@@ -214,7 +218,7 @@ _OVERFLOW = re.compile(
     r"|overflow detected,(?: ignoring gradient,)? setting loss scale to:? " + _NUM +
     r"|overflow, (?:still update|drop (?:the )?step|skip)\b(?:, loss scale adjust to " + _NUM + r")?" +
     r"|found inf during \w+ step|Found overflow\. Skip step", re.IGNORECASE)
-_ITERATION = re.compile(r"Grad overflow on iteration (\d+)")
+_ITERATION = re.compile(r"Grad overflow on iteration:? (\d+)")
 # PaddlePaddle's AMP scaler: (scale run with, the scale it falls to as base and factor)
 _FOUND_INF = re.compile(r"Found inf or nan, current scale is: " + _NUM + r", decrease to: " + _NUM + r"\*" + _NUM)
 _IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")

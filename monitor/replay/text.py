@@ -211,10 +211,11 @@ _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
 _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
 _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
-# a name starts a word and has at most 8 words of at most 64 characters (the first may end in a time unit in
-# parentheses, `time(s)`): the search stays linear in the line
+# a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
+# most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
+# stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]"
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
@@ -1433,7 +1434,8 @@ class Parser(base.Parser):
         elif "skipped_total" in values:
             total = int(values["skipped_total"][0])
             if "overflow" not in fields:
-                fields["overflow"] = None if total != (skipped_before or 0) or fell else False
+                # (a count at step 0, DeepSpeed's `step=0, skipped=0` before its first step, counts no step done)
+                fields["overflow"] = None if total != (skipped_before or 0) or fell or not step else False
             if gap and (self.skipped_step == step - gap if skipped_before is not None else gap == step) and (
                     total != (skipped_before or 0) or not fell):
                 fields["overflows"] = max(0, min(total - (skipped_before or 0) - separate, gap))
