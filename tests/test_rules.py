@@ -500,6 +500,13 @@ def test_an_input_bound_run_is_reported_at_any_history():
     assert fired(bound, "throughput_drop") == [(20, 6)]  # 15 records in a row waited 30 s (bound_seconds)
     (ev,) = [e for e in run(bound) if e.rule == "throughput_drop"]
     assert ev.message.startswith("input-bound: each of the 15 records since step 6")
+    # the streak going on is the same condition: one event, not one each cooldown (100 steps); once it is
+    # broken (3 steps fed at once), a new streak is a new event
+    long = steady(400, wait=2.0)
+    assert fired(long, "throughput_drop") == [(20, 6)]
+    for r in long[250:253]:
+        r.data_wait_s = 0.001
+    assert fired(long, "throughput_drop") == [(20, 6), (268, 254)]
     # the same time spent in a callback listed after the monitor (a new user's 0.2 s sleep): named so, not as
     # the data pipeline's
     for r in bound:
