@@ -61,7 +61,8 @@ def lr_scale_parameters(train_network, optimizer) -> list:
     if isinstance(optimizer.learning_rate, Parameter) and not optimizer.dynamic_lr:
         return [optimizer.learning_rate]
     raise TypeError(f"cannot scale a {type(optimizer.learning_rate).__name__} learning rate in place: wrap it "
-                    "in training_monitor.callbacks.ScaledLearningRate or use a fixed (Parameter) learning rate")
+                    "in training_monitor.callbacks.ScaledLearningRate (a MindFormers YAML: `lr_schedule: {type: "
+                    "ScaledLearningRate, schedule: {type: ..}}`) or use a fixed (Parameter) learning rate")
 
 
 def set_lr_scale(params: list, value: float) -> None:

@@ -70,7 +70,8 @@ def local_rank(rank: int) -> int:
 
 
 def detect_device() -> str | None:
-    """The accelerator's model name: Ascend SoC name from pyACL, a GPU name from MindSpore; None on CPU."""
+    """The accelerator's model name: Ascend SoC name from pyACL, a GPU name from MindSpore; else the device
+    target (``CPU``: no peak FLOP/s, so no MFU); None when detection failed."""
     target = ms.get_context("device_target")
     try:
         if target == "Ascend":
@@ -81,7 +82,8 @@ def detect_device() -> str | None:
             return ms.hal.get_device_name(0)
     except Exception as exc:  # detection is best effort; the table lookup then warns once
         logger.warning("device name not detected on {} ({!r})", target, exc)
-    return None
+        return None
+    return target
 
 
 class OwnAlerts(Sink):

@@ -508,9 +508,13 @@ def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
              "2026-12-03 20:17:03.540 | WARNING  | training_monitor.callbacks.training_monitor:_rollback:537 - rank 0: "
              "rolled back from step 151 to healthy checkpoint at step 125 (monitor_output/checkpoints/rank_0/x/"
              "step_00000125.ckpt), LR x0.5", "epoch: 1 step: 152, loss is 1.0672640563573053"]
-    res = replay_file(write(tmp_path, "out.log", "\n".join(lines) + "\n"))
+    stop = ("2026-12-04 21:18:12.143 | ERROR    | training_monitor.callbacks.training_monitor:_stop:697 - stopping the "
+            "run: rollback budget exhausted: 2 rollbacks done (max_rollbacks=2); anomaly at step 152")
+    res = replay_file(write(tmp_path, "out.log", "\n".join([*lines, stop]) + "\n"))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 151, 151, "monitor")]
     assert res.events[0].message == "monitor: loss is nan at step 151"
+    # its lines of what it did are no steps (a stop's `anomaly at step 152` is no second record of step 152)
+    assert (res.steps, res.skipped["rollback or stop record"]) == (3, 2)
     # a rule with no actions in the rules file prints none after the arrow
     quiet = lines[:2] + ["2026-12-03 20:17:03.531 | WARNING  | training_monitor.sinks:on_event:77 - rank 0 low_mfu at step "
                          "150 (onset 141): MFU 4.3% below the floor 20% -> "]

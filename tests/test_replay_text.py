@@ -477,6 +477,7 @@ def test_a_trainer_s_count_of_overflows_in_a_row_is_that_many_overflowed_steps_t
 # deepspeedai/DeepSpeed issue #2069 (four ranks, the fused fp16 optimizer), the lines after its bar: each
 # rank's "Grad overflow on iteration 9" after the logger's prefix, each rank's scaler line, then the engine's
 # summary on rank 0
+MEGATRON_SRUN = "megatron_llama_500iter_pretrain_grad_norm_1_6_to_85_8_spike_at_iter_30_run_stops_344_elena1861140.log"
 DS_STARTUP = "deepspeed_gpt2_finetune_fp16_startup_overflows_iters_0_2_and_38_healthy_dsdataeff.log"
 FUSED = (["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:382:_update_scale]\n", "Grad overflow on iteration 9\n"] * 4
          + ["[2022-07-05 16:30:10,796] [INFO] [fused_optimizer.py:383:_update_scale] Reducing dynamic loss scale from "
@@ -512,6 +513,15 @@ def test_deepspeed_s_overflow_iteration_counted_from_0_places_it_among_step_line
     # a resumed run's optimizer counting from 0 again: its message belongs to the next step
     lines = ["iteration 17060/ 50000 | lm loss: 2.1 |\n", "Grad overflow on iteration: 8\n"]
     assert [(r.step, r.overflow) for r in read(lines)] == [(17060, None), (17061, True)]
+
+
+def test_a_wrapped_line_behind_a_task_label_names_no_step():
+    # a Megatron-LM fork's SLURM log (`srun --label`: `0: `), bf16 (`loss scale: 1.0` throughout): a wrapped
+    # line of the argument dump, `0: B/shard_00058', '/iopsstor/..`, is no step 0 led by its count (the dump's
+    # `lr`, `loss_scale_window` and compile times merged into it made a scale of 1000 fall to 1 at step 1)
+    res = replay_file(str(DATA / "reallogs" / "tune" / MEGATRON_SRUN))
+    assert min(r.step for r in read(open(DATA / "reallogs" / "tune" / MEGATRON_SRUN))) == 1
+    assert [e.rule for e in res.events] == []
 
 
 def test_a_command_line_option_is_no_value_of_a_step():

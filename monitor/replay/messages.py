@@ -187,7 +187,9 @@ step line of their own.
       2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 (onset 151): loss is nan at step 151 -> alert, rollback
 
   at the trainer's step when the line names it (``(onset 194; trainer step 220)``: after a rollback the trainer
-  counts on, and its step lines with it)
+  counts on, and its step lines with it). Its lines of what it did, ``rank 0: rolled back from step 161 to
+  healthy checkpoint at step 125 (..)`` and ``stopping the run: ..; anomaly at step 65``, are no step (``rollback
+  or stop record``): the steps after a rollback go back on their own.
 
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
@@ -197,7 +199,7 @@ from __future__ import annotations
 import math
 import re
 
-from .base import MERGED, REPEATED, Report
+from .base import ACTION, MERGED, REPEATED, Report
 
 CRASH = "trainer_crash"
 
@@ -241,6 +243,8 @@ _STUCK = re.compile(r"(ProcessGroup\w+)'s watchdog got stuck for (\d+) seconds")
 _RT_SYNC = re.compile(r"(rt\w*Synchroni[sz]e\w*) execute failed, reason=\[([^\]]*timeout)\]")
 _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\btimeout[:=] ?(\d+))?")
 _RANK = re.compile(r"Rank (\d+)\]")
+# this monitor's own lines of what it did (callbacks.TrainingMonitor: a rollback, a stop)
+_OWN_ACTION = re.compile(r"\brank \d+: rolled back from step -?\d+ to |\bstopping the run: ")
 # this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, the trainer's step, message
 _OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)(?:; trainer step (-?\d+))?\): (.*) "
                   r"-> (?:\w|$)")
@@ -278,7 +282,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
-         "operations have failed or timed out", " (onset ")
+         "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
@@ -356,6 +360,8 @@ def _match(line: str, parser):
         m = _SOCKET_WAIT.search(line)
         if m is not None:
             return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
+    if _OWN_ACTION.search(line) is not None:
+        return ACTION
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count
         return parser.once(Report(m[2], int(m[3]) + shift, None, f"monitor: {m[6]}", int(m[1]), int(m[4]) + shift,

@@ -251,7 +251,7 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b] (PyTorch's examples: [a/b (p%)]), a / b
 # a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*\s*[:=]?\s*[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
+                      r"(?=[A-Za-z_][\w./-]*(?:\s*[:=]\s*|\s+)[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
                       re.IGNORECASE)
 _RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
