@@ -81,6 +81,9 @@ class LoopMonitor:
         return self
 
     def __exit__(self, *err) -> None:
+        if err[0] is not None:  # the loop raised: no train end, the exception reported as Model.train's are
+            self.monitor.__exit__(*err)
+            return
         try:
             self.monitor.on_train_end(self._run)
         finally:

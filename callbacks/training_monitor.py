@@ -6,6 +6,7 @@ import math
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -255,8 +256,27 @@ class TrainingMonitor(Callback):
             raise SystemExit(f"training-monitor: stopped the run: {self.stop_reason}")
 
     def __exit__(self, *err):
-        """``Model.train`` leaves its callbacks' context, also when training raised: unhook the others."""
+        """``Model.train`` leaves its callbacks' context, also when training raised: unhook the others. An
+        exception that ends training (not the monitor's own stop or failure, not an interrupt) is reported
+        (:meth:`_crashed`)."""
         self._unhook_peers()
+        exc_type, exc, tb = (*err, None, None, None)[:3]
+        if exc_type is not None and issubclass(exc_type, Exception) and not issubclass(exc_type, MonitorFailure):
+            self._guard(lambda _: self._crashed(exc, tb), None)
+
+    def _crashed(self, exc: BaseException, tb) -> None:
+        """Training raised ``exc`` (``Model.train`` does not end its callbacks then): a ``trainer_crash`` event at
+        the last step judged, the traceback (its last 8000 characters) as details, alerted by every rank (the
+        crash may be any rank's own), then what the end of training does (the record log written out, the
+        ledger's checksums, the event log closed): a post-mortem finds the step it died at and why."""
+        step = self.last_record.step if self.last_record is not None else 0
+        first = (str(exc).splitlines() or [""])[0][:300]
+        text = "".join(traceback.format_exception(type(exc), exc, tb))[-8000:]
+        event = self.engine.report("trainer_crash", step, None, f"training raised {type(exc).__name__} after step "
+                                   f"{step}: {first}", self.rank, "monitor", text)
+        if self.alerts is not None:
+            self.alerts.on_action([event], "training ended")
+        self._end(None)
 
     # ------------------------------------------------------------------------------------------------
     def evaluated(self, results: dict) -> list:

@@ -41,8 +41,9 @@ class StallSettings(RuleSettings):
 @dataclass(frozen=True)
 class TrainerCrashSettings(RuleSettings):
     """The trainer's process crashed, as its log says: an Ascend CANN error code (`E` + module + 4 digits), a
-    fatal signal (segmentation fault, `Fatal Python error`, OpenMPI's signal handler). Read by replay from the
-    log (a crashed process cannot report itself live)."""
+    fatal signal (segmentation fault, `Fatal Python error`, OpenMPI's signal handler), read by replay from the
+    log; live, an exception that ends training (`Model.train` or a LoopMonitor loop raised), reported by the
+    callback at the last step judged, its traceback in the event's details."""
 
     severity: str = override(RuleSettings, "severity", "critical")
 

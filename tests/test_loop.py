@@ -207,6 +207,20 @@ def test_the_monitor_stops_the_loop_and_its_failures_are_survived(tmp_path, log_
     assert len(losses) == 5 and sum("training monitor failed" in line for line in log_lines) == 5
 
 
+def test_an_exception_in_the_loop_is_a_trainer_crash(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
+
+    def boom(model, step):
+        if step == 7:
+            raise ValueError("batch 7: labels out of range")
+
+    with pytest.raises(ValueError):
+        train(mon, 20, each_step=boom)
+    assert [(e.rule, e.step, e.message) for e in mon.kept.events] == [
+        ("trainer_crash", 7, "training raised ValueError after step 7: batch 7: labels out of range")]
+    assert (tmp_path / "records_rank0.csv").read_text().splitlines()[-1].startswith("7,")
+
+
 def amp_train(monitor, batches, huge=(), lr=0.05):
     """The mixed-precision loop of MindSpore's ``mindspore.amp`` docs: a ``DynamicLossScaler`` scales the loss,
     ``all_finite`` checks the gradients and the update is skipped when they are not finite; the LR is a

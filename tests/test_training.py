@@ -155,6 +155,32 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
     assert all(os.path.exists(e.path) for e in mon.ledger.entries)
 
 
+def test_an_exception_that_ends_training_is_a_trainer_crash_at_the_last_step_with_its_traceback(tmp_path):
+    # MindSpore raises out of Model.train (an out-of-vocabulary id in a Gather, a user's callback): the event
+    # log names the step it died after and why, and the record log holds that step (written at the end)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
+
+    def boom(cb):
+        if cb.cur_step_num == 12:
+            raise RuntimeError("For 'Gather', the 'input_indices' should be in the range [0, 128), but got 1000000")
+
+    with pytest.raises(RuntimeError, match="Gather"):
+        train([mon, AtStep(boom)], steps=30)
+    (ev,) = mon.kept.events
+    assert (ev.rule, ev.step, ev.source, ev.severity) == ("trainer_crash", 12, "monitor", "critical")
+    assert ev.message == ("training raised RuntimeError after step 12: For 'Gather', the 'input_indices' should be "
+                          "in the range [0, 128), but got 1000000")
+    assert "Traceback (most recent call last)" in ev.details and "in boom" in ev.details
+    logged = [json.loads(line) for line in (tmp_path / "events_rank0.jsonl").read_text().splitlines()]
+    assert [(e["rule"], e["step"]) for e in logged] == [("trainer_crash", 12)]
+    assert (tmp_path / "records_rank0.csv").read_text().splitlines()[-1].startswith("12,")
+    # the output folder replayed: its record log, the crash from the event log beside it
+    from training_monitor.replay import replay_paths
+
+    (res,) = replay_paths([str(tmp_path)])
+    assert [(e.rule, e.step) for e in res.events] == [("trainer_crash", 12)]
+
+
 def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_path, monkeypatch):
     import training_monitor.ledger as ledger
     hashed = ledger.file_checksum
