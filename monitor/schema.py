@@ -134,9 +134,9 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
 
     ``lines``: the 1-based line of each key by key path (:func:`training_monitor.yamlfile.load_yaml`), ``path`` the
     key path of ``data`` in that document. ``bounds``: metadata every field has unless it sets its own (e.g.
-    ``{"max": 10**7}``). Raises ``error`` (a :class:`ConfigError` by default) as
-    ``SOURCE[:LINE]: path.key: expected ..., got VALUE``, or ``SOURCE[:LINE]: path.key: unknown WHAT (did you
-    mean ...? known: ...)``.
+    ``{"max": 10**7}``). Raises ``error`` (a :class:`ConfigError` by default) naming every key that is wrong,
+    one per line, as ``SOURCE[:LINE]: path.key: expected ..., got VALUE``, or ``SOURCE[:LINE]: path.key: unknown
+    WHAT (did you mean ...? known: ...)``.
     """
     known = {f.name: f for f in dataclasses.fields(cls)}
     meta = {k: {**(bounds or {}), **f.metadata} for k, f in known.items()}
@@ -146,15 +146,17 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
     def at(key):
         return located(source, lines, (*path, key))
 
-    values = dict(data or {})
+    values, problems = dict(data or {}), []
     for key, value in values.items():
         if key not in known:
-            raise error(f"{at(key)}: unknown {what} ({did_you_mean(key, known)}known: {', '.join(known)})")
-        if not _ok(value, hints[key], meta[key]):
-            raise error(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got {value!r}")
-        if hints[key] is tuple:
+            problems.append(f"{at(key)}: unknown {what} ({did_you_mean(key, known)}known: {', '.join(known)})")
+        elif not _ok(value, hints[key], meta[key]):
+            problems.append(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got {value!r}")
+        elif hints[key] is tuple:
             values[key] = tuple(value)
     for key, f in known.items():
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and key not in values:
-            raise error(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got nothing")
+            problems.append(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got nothing")
+    if problems:
+        raise error("\n".join(problems))
     return cls(**values)

@@ -273,6 +273,12 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
         assert str(err.value).startswith(str(bad)) and expected in str(err.value), str(err.value)
     with pytest.raises(RulesError, match="cannot read rules file"):
         Rules.load(tmp_path / "missing.yaml")
+    # every wrong key of a rule is named at once, one per line (not the first alone)
+    bad.write_text("loss_spike:\n  sigma: 8\n  min_histroy: 30\n  threshold: -3\n")
+    with pytest.raises(RulesError) as err:
+        Rules.load(bad)
+    assert [line.split(": unknown")[0].split(": expected")[0] for line in str(err.value).splitlines()] == [
+        f"{bad}:2: loss_spike.sigma", f"{bad}:3: loss_spike.min_histroy", f"{bad}:4: loss_spike.threshold"]
 
 
 def test_a_settings_file_s_rules_mapping_names_its_file_line_and_key_path(tmp_path):
