@@ -79,10 +79,10 @@ class Ledger:
         self._hasher = ThreadPoolExecutor(1, "checkpoint-checksum") if checksums else None
         self._hashing: dict[int, Future] = {}
 
-    def add(self, step: int, path: str, batches_consumed: int | None = None, records: list | None = None,
-            rollbacks: int = 0, lr_multiplier: float = 1.0) -> CheckpointEntry:
-        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, records=records, rollbacks=rollbacks,
-                                lr_multiplier=lr_multiplier)
+    def add(self, step: int, path: str, batches_consumed: int | None = None, **lineage) -> CheckpointEntry:
+        """A new pending checkpoint; ``lineage``: its ``records``, ``rollbacks`` and ``lr_multiplier``
+        (:class:`CheckpointEntry`)."""
+        entry = CheckpointEntry(step, path, batches_consumed=batches_consumed, **lineage)
         self.extend([entry])
         if self._hasher is not None:
             self._hashing = {k: f for k, f in self._hashing.items() if not f.done()}

@@ -203,7 +203,7 @@ def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_r
 
     def save(s, name):
         (tmp_path / name).write_bytes(rng.bytes(4096))
-        return ledger.add(s, str(tmp_path / name), s, trajectory(log, None))
+        return ledger.add(s, str(tmp_path / name), s, records=trajectory(log, None))
 
     for s in range(1, 41):
         step(s)
