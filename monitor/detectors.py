@@ -550,8 +550,11 @@ class LrSurge(Detector):
 class RobustSpikeSettings(RuleSettings):
     """The robust spike test of one field (see :class:`RobustSpike`)."""
 
+    warmup_steps: int = setting(0, "first trainer steps given only the excursion test (compile and the noisy "
+                                   "start)", min=0)
     window: int = setting(100, "finite values the median and MAD are taken over", min=1)
-    min_history: int = setting(20, "values needed before the robust test; fewer: excursions only", min=1)
+    min_history: int = setting(20, "values needed before the robust test (fewer, or in warm-up: the excursion "
+                                   "test, against the last min_history)", min=1)
     threshold: float = setting(6.0, "robust sigmas (MAD x 1.4826) over the median that fire", min=0)
     min_sigma_ratio: float = setting(0.01, "floor of the robust sigma, as a fraction of the median", min=0)
     min_ratio: float = setting(0.2, "the value must also exceed (1 + min_ratio) x the median", min=0)
@@ -575,20 +578,20 @@ class RobustSpike(Detector):
     logarithms: noise that grows with the level (a loss near zero: 0.01 to 0.08, its blips to 0.18) is judged
     on its own, multiplicative, scale, while at a level well above its noise the two tests agree. The onset
     is the earliest step of the contiguous run, ending at the detected step, whose values all exceed ``m +
-    threshold * s / 2``. Steps up to ``warmup_steps`` are not judged so
-    (compile, noisy start), only learned from. With ``confirm_steps: 2`` a value over the bound fires only
+    threshold * s / 2``. With ``confirm_steps: 2`` a value over the bound fires only
     when the next value is still over half the margin, ``m + threshold * s / 2`` and ``(1 + min_ratio / 2)
     * m`` (a one-batch outlier that clipping absorbs is not an event); the event then carries the first
     step.
 
     With fewer than ``min_history`` values (a short excerpt, a run's first steps, the steps after going
-    back) the MAD is not yet a measure of the noise, and only an unambiguous excursion fires, at once, from
-    the second value on (warm-up included; Megatron-LM's rerun check, loss >= 10x the max of its first 100
-    values, also judges from the first value on): with ``m > 0`` the median of the earlier values,
-    ``x > excursion_ratio * m``, ``x - m >= excursion_min * (1 + 1 / n)`` with ``n`` the earlier values (one
-    value says little about the level: the margin is twice as large against one as against many), and ``x -
-    m > excursion_spread`` times the range of the earlier values (a noisy excerpt is judged against its own
-    noise). Onset: the earliest
+    back) the MAD is not yet a measure of the noise, and on steps up to ``warmup_steps`` (compile, a level
+    still falling fast) the window's median is not yet the level: there only an unambiguous excursion fires,
+    at once, from the second value on (Megatron-LM's rerun check, loss >= 10x the max of its first 100
+    values, also judges from the first value on), against the last ``n`` values, ``n`` at most
+    ``min_history`` (a start-up bump leaves them as the level settles): with ``m > 0`` their median,
+    ``x > excursion_ratio * m``, ``x - m >= excursion_min * (1 + 1 / n)`` (one value says little about the
+    level: the margin is twice as large against one as against many), and ``x - m > excursion_spread`` times
+    their range (a noisy excerpt is judged against its own noise). Onset: the earliest
     step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
     ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
@@ -616,10 +619,8 @@ class RobustSpike(Detector):
         """Judge and learn ``x``, the finite value of a record that did not overflow."""
         hist = self.history
         out, pending, self.pending = None, self.pending, None
-        if hist.n < self.min_history:
+        if hist.n < self.min_history or r.step <= self.warmup_steps:
             out = self.excursion(r.step, x)
-        elif r.step <= self.warmup_steps:
-            pass
         elif pending is not None and x > self.pending_bound:
             out = pending
         else:
@@ -647,16 +648,18 @@ class RobustSpike(Detector):
         return math.log(x) > ml + self.log_threshold * max(hist.sigma(ml, True), self.min_sigma_ratio)
 
     def excursion(self, step, x):
-        """The few-values test (see the class docstring) of ``x`` against the history held."""
+        """The few-values test (see the class docstring) of ``x`` against the last ``min_history`` values held."""
         hist = self.history
-        if not hist.n or not self.excursion_ratio:
+        n = min(hist.n, self.min_history)
+        # cheap test first: the median of any values held is at least their smallest
+        if not n or not self.excursion_ratio or not x > self.excursion_ratio * hist.ordered[0]:
             return None
-        m = hist.median()
-        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min * (1.0 + 1.0 / hist.n)
-                and x - m > self.excursion_spread * (hist.ordered[hist.n - 1] - hist.ordered[0])):
+        m = hist.median_of(hist.n - n, n)  # (sorts them into hist.scratch)
+        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min * (1.0 + 1.0 / n)
+                and x - m > self.excursion_spread * (hist.scratch[n - 1] - hist.scratch[0])):
             return None
         return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "
-                                                         f"median {m:.4g} of the {hist.n} earlier steps")
+                                                         f"median {m:.4g} of the {n} steps before")
 
     def event(self, step, x, m, s):
         hist = self.history
@@ -684,7 +687,7 @@ class LossSpikeSettings(RobustSpikeSettings):
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
-    warmup_steps: int = override(RuleSettings, "warmup_steps", 10)
+    warmup_steps: int = override(RobustSpikeSettings, "warmup_steps", 10)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
     escalation: float = override(RuleSettings, "escalation", 2.0)
     log_threshold: float = override(RobustSpikeSettings, "log_threshold", 6.0)
@@ -798,7 +801,7 @@ class GradNormSpikeSettings(RobustSpikeSettings):
     heavy-tailed: healthy runs reach 3x their median now and then, hence the larger margins; and they
     fall fast over the first hundred steps, hence the longer warm-up."""
 
-    warmup_steps: int = override(RuleSettings, "warmup_steps", 100)
+    warmup_steps: int = override(RobustSpikeSettings, "warmup_steps", 100)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
     escalation: float = override(RuleSettings, "escalation", 10.0)
     threshold: float = override(RobustSpikeSettings, "threshold", 10.0)

@@ -149,9 +149,6 @@ KNOWN_FAILING = frozenset({
     "cgpt_cuda_gpt_104m_fineweb_edu_steps_5000_58874_loss_3_91_to_3_30_healthy_cgpt.log",
     # heldout45, first replay (not studied)
     "mindcv_gmlp_s16_ascend_modelarts_epochs_1_214_diverges_at_213_loss_6_93_top1_69_to_2pct_ms2024code3.log",
-    # promoted from heldout46 after scoring: a grad norm of 85.8 among 1.3-2.3 at iteration 30, inside
-    # grad_norm_spike's 100 warm-up steps, after a start-up bump to 111.6 at iteration 5
-    "megatron_llama_500iter_pretrain_grad_norm_1_6_to_85_8_spike_at_iter_30_run_stops_344_elena1861140.log",
 })
 
 

@@ -106,6 +106,19 @@ def test_warmup_steps_are_judged_only_for_an_unambiguous_excursion():
     assert (ev.rule, ev.step, ev.onset_step) == ("loss_spike", 5, 5) and "10x the median" in ev.message
 
 
+def test_a_warm_up_step_is_judged_for_an_excursion_against_the_last_min_history_values():
+    # grad_norm_spike's 100 warm-up steps: a start-up bump (110 at step 5) and a fall to ~1.8, then 86 at step 31
+    # (a Megatron-LM pretraining log's iterations 1-30): the bump has left the last 20 values, their range
+    # (1.3-2.8) is the level's own noise
+    import random
+    rng = random.Random(3)
+    norms = [12.0, 12.0, 12.3, 14.5, 110.0, 39.0, 21.0, 10.0, 6.0, 5.4] + [1.3 + 1.5 * rng.random() for _ in range(20)]
+    recs = [StepRecord(i + 1, loss=8.0 - 0.01 * i, grad_norm=x) for i, x in enumerate(norms)]
+    assert run(recs) == []  # the bump: under 10x the median of the 4 norms before it (12.1)
+    (ev,) = run(recs + [StepRecord(31, loss=7.8, grad_norm=86.0), StepRecord(32, loss=7.7, grad_norm=4.0)])
+    assert (ev.rule, ev.step, ev.onset_step) == ("grad_norm_spike", 31, 31) and "of the 20 steps before" in ev.message
+
+
 def test_grad_norm_spike_ignores_overflow_steps():
     loss = noisy_losses(164)
     recs = [StepRecord(i + 1, loss=loss[i], grad_norm=1.0 + 0.05 * (i % 5), overflow=False) for i in range(160)]
