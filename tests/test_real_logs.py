@@ -147,8 +147,6 @@ KNOWN_FAILING = frozenset({
     # loss=3.91 | validation_loss=3.91` after a tokenizer's finished bars and a `Vocabulary: 32000, tokens: ..`
     # line, read as evaluation lines of a log whose step lines print none
     "cgpt_cuda_gpt_104m_fineweb_edu_steps_5000_58874_loss_3_91_to_3_30_healthy_cgpt.log",
-    # heldout47, first replay (not studied)
-    "fairseq_wav2vec2_mandarin_pretrain_epochs_1_10_overflows_scale_256_to_8_healthy_kehanlu.log",
     # heldout45, first replay (not studied)
     "mindcv_gmlp_s16_ascend_modelarts_epochs_1_214_diverges_at_213_loss_6_93_top1_69_to_2pct_ms2024code3.log",
 })

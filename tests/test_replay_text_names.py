@@ -37,6 +37,10 @@ def nan_or(v):
     # camelCase words apart; PyTorch's GradScaler scale
     ("LearningRate", "lr"), ("GlobalStep", "step"), ("valLoss", "eval"), ("TrainLoss", "loss"),
     ("lossScale", "loss_scale"), ("Fp16 Grad Scale", "loss_scale"), ("IoU", None), ("mAP", None),
+    # settings of training, in configuration dumps (fairseq's hydra config `'loss_weights': [0.1, 10]`,
+    # `'min_loss_scale': 0.0001`; MindYOLO's `loss.reg_max 16`; MindFormers' `loss_scale_window`; HF's `max_grad_norm`)
+    ("loss_weights", None), ("min_loss_scale", None), ("loss.reg_max", None), ("loss_scale_window", None),
+    ("max_grad_norm", None), ("init_loss_scale", None), ("bbox_loss_coef", None), ("clip_grad_norm", None),
 ])
 def test_a_loss_or_norm_name_is_read_by_its_qualifiers(name, field):
     hit = lookup(name)
@@ -173,3 +177,13 @@ def test_a_dict_assigned_to_a_name_is_a_value_and_a_labelled_dict_the_record():
     # a dict after a label is the line's values: Hugging Face's `{'loss': ..}` behind a logger prefix
     [rec] = read(["[INFO|trainer.py:3420] 2024-05-01 10:00:00: {'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}"])
     assert (rec.loss, rec.lr) == (2.5, 1e-05)
+
+
+def test_a_configuration_dump_s_loss_and_norm_settings_are_no_values():
+    # fairseq's wav2vec 2.0 fp16 pretraining (hydra_train.log): its first line, the config as a dict, holds
+    # `'min_loss_scale': 0.0001` and the criterion's `'loss_weights': [0.1, 10]`, read as a record with a loss of
+    # 0.1, against which the first logged loss (9.276 at update 200) was a spike
+    name = "fairseq_wav2vec2_mandarin_pretrain_epochs_1_10_overflows_scale_256_to_8_healthy_kehanlu.log"
+    recs = [r for r in read(lines(name)) if r.loss is not None]
+    assert (recs[0].step, recs[0].loss, recs[0].loss_scale) == (200, 9.276, 128.0)
+    assert replay_file(str(TUNE / name)).events == []

@@ -8,6 +8,10 @@ whole name is not there:
 * a name with the word ``loss`` (or ``losses``) in it (words split at anything but letters and digits: ``step_loss``,
   ``loss train (curr)``, ``s0.loss_cls``) and at most two other words, its qualifiers, none a number (``loss is
   nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
+  - with a setting word (``weight``, ``weights``, ``coef``, ``coeff``, ``coefficient``, ``min``, ``max``, ``init``,
+    ``initial``, ``window``, ``threshold``, ``clip``, ``factor``, ``tolerance``): a setting of training, printed
+    in a configuration dump, no value (fairseq's ``'loss_weights': [0.1, 10]`` and ``'min_loss_scale': 0.0001``,
+    MindFormers' ``loss_scale_window``, MindYOLO's ``loss.reg_max``; so is a norm name with one, ``max_grad_norm``);
 
   - with ``scale``, ``scaler`` or ``scaling``: the loss scale (``dynamic_loss_scale``);
   - with a known name after ``loss`` in words apart (``loss at step 500``): a phrase, no name (in one
@@ -213,6 +217,9 @@ _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: t
 _TRAIN_WORDS = frozenset(("train", "training"))  # a name of one alone: the training split's objective, a loss
 _BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS | {"s"}  # llm.c's step, ``s:4860`` (``5.2 s 100`` is a time's unit)
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
+# a qualifier that makes a loss or norm name a setting of training, no value of a step (a configuration dump)
+_SETTING_WORDS = frozenset(("weight", "weights", "coef", "coeff", "coefficient", "min", "max", "init", "initial",
+                            "window", "threshold", "clip", "factor", "tolerance"))
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
@@ -261,6 +268,8 @@ def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None
                                                             else ("loss",) if t == "losses" else (t,))))
     if len(tokens) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
+    if _SETTING_WORDS.intersection(tokens):
+        return None  # a setting: 'loss_weights', 'min_loss_scale', 'loss_scale_window', 'max_grad_norm'
     if "loss" in tokens:
         i = tokens.index("loss")
         qualifiers = tokens[:i] + tokens[i + 1:]
