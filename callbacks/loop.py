@@ -39,7 +39,8 @@ class LoopMonitor:
 
     Entering calls the monitor's train begin, leaving its train end (also when the loop raised; with
     ``exit_on_stop``, leaving a run the monitor stopped raises ``SystemExit``). Monitor failures are logged
-    and survived unless ``strict`` is set, as with ``Model.train``.
+    and survived unless ``strict`` is set, as with ``Model.train``. Another block with the same monitor
+    afterwards (a ``train_loop`` called once an epoch) continues the run: its steps are numbered on.
 
     What the loop itself owns: the data iterator is not rewound by a rollback, and batches are skipped
     (``skip_batches``) only when ``dataset`` is fed by a :class:`~training_monitor.callbacks.SkippableSource`;

@@ -168,6 +168,7 @@ class TrainingMonitor(Callback):
         rules = Rules.load(cfg.rules) if not isinstance(cfg.rules, dict) else Rules(cfg.rules)
         self.instance = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_INSTANCES)}"
         self._held: str | None = None  # the lock file of this rank's files in the output folder (see _claim)
+        self._lock_file: str | None = None  # ... held or not (given up at train end, taken again at the next begin)
         out = self.output_dir = self._claim(Path(cfg.output_dir))
         self.event_log = EventLog(str(out / f"events_rank{self.rank}.jsonl"))
         self.record_log = RecordLog(str(out / f"records_rank{self.rank}.csv")) if cfg.record_log else None
@@ -347,7 +348,7 @@ class TrainingMonitor(Callback):
             except OSError:
                 return folder
             if holder is None:
-                self._held = lock_file
+                self._held = self._lock_file = lock_file
                 return folder
             logger.error("{}: rank {}'s files there are in use by process {} (another monitored run on this "
                          "output_dir); this monitor writes to {} instead. Give each run its own output_dir",
@@ -362,6 +363,7 @@ class TrainingMonitor(Callback):
             self._watchdog = None
         if self._sd_file and os.path.exists(self._sd_file):
             os.unlink(self._sd_file)
+        self._sd_file = None
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
             self.model_checkpoints.ledger_new(self.last_record.step, self._prev_trainer_step)
         # the last checksums land in the ledger file before training returns: a monitor made next in this
@@ -423,15 +425,17 @@ class TrainingMonitor(Callback):
     def _begin(self, run_context):
         cb = run_context.original_args()
         cfg = self.cfg
+        if self.last_record is not None:
+            self._continue(cb, self.last_record.step)
         serves = cfg.metrics_port is not None and (cfg.export_ranks == "all" or self.rank == 0)
         if self.metrics_url is None and serves:
             port = cfg.metrics_port + local_rank(self.rank) if cfg.metrics_port else 0
             self.metrics_url = self.metrics.serve(cfg.metrics_host, port)
             if self.metrics_url:
                 logger.info("rank {} metrics at {}", self.rank, self.metrics_url)
-                if cfg.file_sd_dir:
-                    self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
-                                                         self.metrics.server.port)
+        if self.metrics_url and cfg.file_sd_dir and not self._sd_file:
+            self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
+                                                 self.metrics.server.port)
         if self.world_size > 1 and cfg.consensus is not False and self._consensus is None:
             self._consensus = RankConsensus(self.world_size)
         stall = self.engine.rules.rules["stall"]
@@ -461,6 +465,22 @@ class TrainingMonitor(Callback):
         self.model_checkpoints.follow(cb.list_callback, mine)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
+
+    def _continue(self, cb, last_step: int) -> None:
+        """A train begin after a train end (``Model.train`` called again, as a loop of one epoch's training and an
+        evaluation does; another ``LoopMonitor`` block): the same run goes on. Its steps are numbered on from
+        the last one judged (the trainer counts each call's steps from ``cb.cur_step_num`` again), its files are
+        written again, and the first step's wait is not measured from the last call's end (an evaluation came
+        between); the first step may compile: its slowness is known."""
+        self.engine.offset = cb.cur_step_num - last_step
+        self._judged = self._undone = None
+        self._t_begin = self._t_end = self._t_judged = None
+        self._epoch, self._slow = None, "epoch"
+        self.event_log.open()
+        if self.record_log is not None:
+            self.record_log.open()
+        if self._lock_file is not None and self._held is None and lock(self._lock_file) is None:
+            self._held = self._lock_file
 
     def _hook_peers(self, callbacks: list) -> list:
         """Judge each step before a NaN-raising callback sees it, let that callback skip the steps the monitor
@@ -706,7 +726,7 @@ class TrainingMonitor(Callback):
             logger.warning("step {}: skip_batches asks to skip {} batches, but the dataset is not fed by a "
                            "training_monitor.callbacks.SkippableSource; nothing skipped", step, n)
             return "batches not skipped (the dataset is not skippable)"
-        first, last = self._source.skip(n) or (None, None)
+        first, last = (i + 1 for i in self._source.skip(n) or (-1, -1))  # positions counted from 1, as skipped_batches
         self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
                               "rank": self.rank, "time": time.time()})
         logger.bind(report=True).warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first,

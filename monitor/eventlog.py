@@ -23,11 +23,17 @@ class EventLog(Sink):
         self.path = path
         self.unwritten: list[dict] = []
         self._fd: int | None = None
+        self.open()
+
+    def open(self) -> None:
+        """Open the file for appending (again after :meth:`close`: a monitor's next ``Model.train`` call)."""
+        if self._fd is not None:
+            return
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
-            logger.error("event log {} cannot be opened ({}); events are kept in memory", path, exc)
+            logger.error("event log {} cannot be opened ({}); events are kept in memory", self.path, exc)
 
     def on_event(self, event: Event) -> None:
         self.write({**event.to_dict(), "time": time.time()})

@@ -37,21 +37,30 @@ class RecordLog(Sink):
         self.path, self.flush_rows, self.flush_seconds = path, flush_rows, flush_seconds
         self._rows: list[str] = []
         self._last = time.monotonic()
+        self._fd: int | None = None
+        self.start = self.open() or 0  # where this process's rows begin
+
+    def open(self) -> int | None:
+        """Open the file for appending (again after :meth:`close`: a monitor's next ``Model.train`` call).
+        Returns its size (where the next row goes); None when it is open already or cannot be opened."""
+        if self._fd is not None:
+            return None
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             size = os.fstat(self._fd).st_size
             if size == 0:
                 os.write(self._fd, (",".join(FIELDS) + "\n").encode())
             else:
-                with open(path, "rb") as f:  # a machine crash may have cut the last row: start a new line
+                with open(self.path, "rb") as f:  # a machine crash may have cut the last row: start a new line
                     f.seek(size - 1)
                     if f.read(1) != b"\n":
                         os.write(self._fd, b"\n")
-            self.start = os.fstat(self._fd).st_size  # where this process's rows begin
+            return os.fstat(self._fd).st_size
         except OSError as exc:
-            logger.error("record log {} cannot be opened ({}); the run is not recorded", path, exc)
-            self._fd, self.start = None, 0
+            logger.error("record log {} cannot be opened ({}); the run is not recorded", self.path, exc)
+            self._fd = None
+            return None
 
     def on_record(self, rec: StepRecord, events=()) -> None:
         """Append ``rec``'s row (``events`` are not recorded here: the event log has them)."""

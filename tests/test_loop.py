@@ -286,3 +286,41 @@ def test_an_overflowed_amp_step_alerts_without_a_rollback_and_the_schedule_s_lr_
     key = lambda e: (e.rule, e.step, e.onset_step, e.actions)  # noqa: E731
     assert [key(e) for e in res.events] == [key(e) for e in mon.kept.events]
     assert [(b["at_step"], b["to_step"]) for b in res.would_be_rollbacks()] == [(42, 30)]
+
+
+def test_the_quick_start_s_train_loop_called_each_epoch_is_one_run(tmp_path):
+    # MindSpore's quick start: `for t in range(epochs): train_loop(model, dataset); test_loop(model, dataset, ..)`,
+    # here with the monitor inside train_loop. The epochs' steps are numbered on, every block's records and events
+    # are written, and a NaN in the third epoch rolls back to a checkpoint of the second
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_seed(0)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=3)
+    model, loss_fn = Network(), nn.CrossEntropyLoss()
+    optimizer = nn.SGD(model.trainable_params(), 0.05)
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(model(x), y), None, optimizer.parameters)
+
+    def train_loop(data_set):
+        with LoopMonitor(mon, model, optimizer) as loop:
+            for data, label in loop.batches(data_set.create_tuple_iterator()):
+                loss, grads = grad_fn(data, label)
+                optimizer(grads)
+                loop.step(loss)
+
+    def test_loop(data_set):
+        return sum(float(loss_fn(model(x), y).asnumpy()) for x, y in data_set.create_tuple_iterator())
+
+    for t in range(3):
+        # 12 batches an epoch; the third epoch's batch 9 (its step 10) carries a NaN
+        data_set = ds.NumpySlicesDataset(arrays(12, poison={9} if t == 2 else ()), column_names=["image", "label"],
+                                         shuffle=False).batch(BATCH)
+        train_loop(data_set)
+        assert math.isfinite(test_loop(ds.NumpySlicesDataset(arrays(2), column_names=["image", "label"]).batch(BATCH)))
+    mon.close()
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (34, 30)  # step 10 of the third epoch; the checkpoint after 30 steps
+    assert [(e.rule, e.step) for e in mon.kept.events] == [("nan_inf", 34)]
+    records = replay_file(str(tmp_path / "records_rank0.csv"))
+    assert [(e.rule, e.step) for e in records.events] == [("nan_inf", 34)]
+    steps = [int(line.split(",")[0]) for line in open(tmp_path / "records_rank0.csv").read().splitlines()[1:]]
+    assert steps == [*range(1, 35), 31, 32]  # 36 steps; after going back to 30, the epoch's last 2
+    assert '"action": "rollback"' in (tmp_path / "events_rank0.jsonl").read_text()

@@ -368,9 +368,10 @@ def test_skip_batches_skips_extra_batches_ahead_of_the_reader_and_records_them(t
     assert [rb["at_step"] for rb in mon.rollbacks] == [45]
     skips = [json.loads(line) for line in open(tmp_path / "events_rank0.jsonl") if '"skip_batches"' in line]
     (skip,) = [s for s in skips if s.get("action") == "skip_batches"]
-    first, last = skip["source_positions"]
-    assert last - first == 4 and first >= 45  # ahead of what the trainer had consumed (prefetch)
-    assert not set(range(first, last + 1)) & set(source.served[:60])  # never handed to the trainer
+    first, last = skip["source_positions"]  # counted from 1: batch index i is position i + 1
+    assert last - first == 4 and first >= 46  # ahead of what the trainer had consumed (prefetch)
+    assert not set(range(first - 1, last)) & set(source.served[:60])  # never handed to the trainer
+    assert first - 2 in source.served[:60]  # the batch before them was
     assert mon.trainer_step == 60  # the epoch keeps its length: it ends with batches 0-4 again
     assert source.served[55:60] == [0, 1, 2, 3, 4]
 

@@ -11,10 +11,11 @@ import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import nn
-from mindspore.train import CheckpointConfig, LossMonitor, ModelCheckpoint
+from mindspore.train import CheckpointConfig, LossMonitor, Model, ModelCheckpoint
 
-from train_helpers import BATCH, SEQ, AtStep, train
+from train_helpers import BATCH, CORPUS, SEQ, AtStep, Served, tiny_net, train
 from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
+from training_monitor.callbacks.tinylm import make_dataset
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -276,3 +277,27 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
     res = replay_file(str(log))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
                                                                                 ("nan_inf", 71, 71, "monitor")]
+
+
+def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run(tmp_path):
+    # a tutorial's epoch loop: `for epoch in range(n): model.train(1, ds, callbacks=..); evaluate(..)`, one monitor:
+    # the trainer counts each call's steps from 1 again; the monitor numbers them on, writes every call's records
+    # and events, and a NaN in the second call rolls back to that call's checkpoint
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=3)
+    net = tiny_net()
+    source = Served(CORPUS, SEQ, BATCH, 30, 0)
+    model = Model(nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05)))
+    for epoch in range(2):
+        source.poison = {24} if epoch == 1 else set()  # the second call's step 25: the run's step 55
+        model.train(1, make_dataset(source), callbacks=[mon, LossMonitor()], dataset_sink_mode=False)
+        losses = [float(net(*(ms.Tensor(a) for a in source[i])).asnumpy()) for i in range(3)]  # evaluate
+        assert all(np.isfinite(losses))
+    mon.close()
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (55, 50)
+    assert [(e.rule, e.step) for e in mon.kept.events] == [("nan_inf", 55)]
+    steps = [int(line.split(",")[0]) for line in open(tmp_path / "records_rank0.csv").read().splitlines()[1:]]
+    assert steps == [*range(1, 56), *range(51, 56)]
+    assert [e.get("action") for e in events(tmp_path) if "action" in e] == ["rollback"]
