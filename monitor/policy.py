@@ -73,7 +73,9 @@ class RollbackPolicy:
     newest healthy checkpoint before ``onset - rollback_margin``, with the LR multiplier scaled by
     ``lr_factor`` (rollbacks compound: 0.5, 0.25, ...), unless ``rollback`` is off, ``max_rollbacks`` are
     done already (the run stops instead), or the run did not go back since the last rollback and the onset
-    is not after it (the same excursion firing again on a log of a run that did not roll back). A rule with
+    is within ``healthy_after`` steps of the last step that asked for one (the same excursion firing again
+    on a log of a run that did not roll back: a loss still up fires again once the rule's cooldown is over,
+    at a later onset). A rule with
     the ``stop`` action stops the run. After a stop, nothing more is decided.
 
     Args:
@@ -96,7 +98,9 @@ class RollbackPolicy:
         self.multiplier = 1.0
         self.stop: dict | None = None  # {"at_step", "reason"}
         self.last_step: int | None = None  # the last judged step decided
-        self._rolled_back_at: int | None = None  # step of the last rollback, until the run goes back
+        # a run that did not go back since its last rollback: the last step of the excursion (the last that asked
+        # for a rollback); None once the run goes back
+        self._excursion_to: int | None = None
 
     def decide(self, step: int, events: list[Event], went_back: bool = False, judged: bool = True) -> Decision:
         """The decision after ``step`` raised ``events`` (usually none). ``went_back``: the step is not after the
@@ -106,7 +110,7 @@ class RollbackPolicy:
         if self.stop is not None:
             return d
         if went_back:
-            self._rolled_back_at = None
+            self._excursion_to = None
         if judged:
             self.last_step = step
         onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
@@ -120,7 +124,10 @@ class RollbackPolicy:
         else:
             d.onset = onset = min(onsets)
             d.quarantined = self._anomaly(onset)
-            if self.rollback and (self._rolled_back_at is None or onset > self._rolled_back_at):
+            to = self._excursion_to
+            if to is not None and onset <= to + s.healthy_after:
+                self._excursion_to = step  # the same excursion goes on
+            elif self.rollback:
                 if self.done >= s.max_rollbacks:
                     d.stop = (f"rollback budget exhausted: {self.done} rollbacks done (max_rollbacks="
                               f"{s.max_rollbacks}); anomaly at step {step}")
@@ -166,10 +173,11 @@ class RollbackPolicy:
     def rolled_back(self, d: Decision, rewound: bool = False, **details) -> dict:
         """The rollback ``d`` was done (or, replayed, would have been), to ``d.target`` (None: not known).
         ``rewound``: the run went back to the target (live), so a later onset before ``d.step`` is a new
-        excursion; else the next steps are the same run's until a step goes back. Returns the record
+        excursion; else the next steps are the same run's until a step goes back, and events on them are the same
+        excursion until ``healthy_after`` steps pass with none asking for a rollback. Returns the record
         ``{"at_step", "onset_step", "to_step", "lr_multiplier", **details}``, kept in :attr:`rollbacks`."""
         self.multiplier = d.lr_multiplier
-        self._rolled_back_at = None if rewound else d.step
+        self._excursion_to = None if rewound else d.step
         record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
                   "lr_multiplier": d.lr_multiplier, **details}
         self.rollbacks.append(record)

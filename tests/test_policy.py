@@ -68,7 +68,12 @@ def test_the_same_excursion_again_asks_for_no_second_rollback_until_the_run_goes
     policy.rolled_back(first)  # not rewound: a log of a run that did not roll back goes on
     again = policy.decide(14, [nan(14, onset=13)])
     assert again.onset == 13 and not again.rollback and not again.quarantined
-    new = policy.decide(16, [nan(16)])  # a later onset is a new excursion
+    # a later onset within healthy_after (2) steps of the excursion's last event: it goes on (a loss still up
+    # fires again after the rule's cooldown)
+    same = policy.decide(16, [nan(16)])
+    assert same.onset == 16 and not same.rollback
+    run(policy, range(17, 20))
+    new = policy.decide(20, [nan(20)])  # after healthy_after steps with no event: a new excursion
     assert new.rollback
     back = policy.decide(11, [nan(11, onset=9)], went_back=True)
     assert back.rollback and back.target.step == 5

@@ -628,3 +628,25 @@ def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():
     assert [(r.step, r.loss) for r in recs] == [(100, 617.7), (150, 507.33)]
     recs = read(["35/50 [=====>....] - ETA: 13s - loss: 9.4006 - acc: 0.1041{'acc': 0.108, 'loss': 9.4531, 'batch': 35}\n"])
     assert [(r.step, r.loss) for r in recs] == [(35, 9.4531)]
+
+
+def test_torchrun_s_rank_prefix_on_the_step_lines_names_their_rank(tmp_path):
+    # torchrun --tee (PyTorch 2.2 on: `[rank1]:`) interleaves every worker's lines in one log: each rank is its
+    # own stream (a NaN on rank 1 is rank 1's, and the ranks' losses are no spikes of one another)
+    lines = (DATA / "reallogs" / "tune" / "torchtitan_rank_prefix_healthy_3393.log").read_text().splitlines()[:12]
+    log = tmp_path / "torchrun.log"
+    with open(log, "w") as f:
+        for line in lines:
+            f.write(line + "\n")
+            other = line.replace("[rank0]:", "[rank1]:")
+            if " step: 16 " in other:
+                other = re.sub(r"loss: +[\d.]+", "loss:  nan", other)
+            f.write(re.sub(r"loss: +([\d.]+)", lambda m: f"loss: {float(m.group(1)) * 3:.5f}", other) + "\n")
+    res = replay_file(str(log))
+    assert res.ranks == {0, 1} and res.records == 2 * len(lines)
+    assert [(e.rule, e.rank, e.step) for e in res.events] == [("nan_inf", 1, 16)]
+    # on PyTorch's C++ warnings and errors alone, amid a worker's own lines, it is a decoration (an accelerate
+    # run's NCCL socket errors, `[rank1]:[E ..]`: the run's report at its last step, 1)
+    mixed = replay_file(str(DATA / "reallogs" / "tune" / "uniworld_accelerate_step_1_104s_it_nccl_socket_errors_"
+                                                      "operations_timed_out_46.log"))
+    assert [(e.rule, e.step) for e in mixed.events] == [("stall", 1)]

@@ -60,10 +60,11 @@ def _period(rec: StepRecord) -> float:
     return (rec.step_time_s or 0.0) + (rec.data_wait_s or 0.0)
 
 
-# the prefix torchrun --tee puts on every line of worker N ([default3]:): one log per worker, interleaved.
-# (PyTorch's own "[rank3]:" prefix is on its C++ log lines only, amid the worker's other lines: left as is.)
-_RANK_PREFIX = re.compile(r"\[default(\d+)\]:")
-_RANK_STARTS = "[default"
+# the prefix torchrun --tee puts on every line of worker N ([default3]:, [rank3]: since PyTorch 2.2): one log per
+# worker, interleaved. "[rank3]:" on some lines only (PyTorch's C++ warnings and errors amid a worker's own lines)
+# is a decoration: it names the rank when it leads most of the lines that vote for a format (detect)
+_RANK_PREFIX = re.compile(r"\[(?:default|rank)(\d+)\]:")
+_RANK_STARTS = ("[default", "[rank")
 
 try:
     from .scan import Batch, TextBatch
@@ -177,10 +178,11 @@ class ReplayResult(EventList):
                 **({"left_out": list(self.left_out)} if self.left_out else {})}
 
 
-def _split_rank(line: str):
+def _split_rank(line: str, by_rank: bool = True):
+    """``(rank, rest)`` of a line with a rank prefix (``[rankN]:`` only with ``by_rank``), else ``(None, line)``."""
     if line.startswith(_RANK_STARTS):
         m = _RANK_PREFIX.match(line)
-        if m is not None:
+        if m is not None and (by_rank or line[1] == "d"):
             return int(m.group(1)), line[m.end():]
     return None, line
 
@@ -188,20 +190,22 @@ def _split_rank(line: str):
 _VOTERS = [m for m in PARSERS.values() if m is not generic]
 
 
-def detect(lines) -> str:
+def detect(lines) -> tuple[str, bool]:
     """The format most of ``lines`` belong to: a line votes for the first format that claims it, else for the
-    generic text reader when it names a step and a loss; the text reader also when no line votes."""
+    generic text reader when it names a step and a loss; the text reader also when no line votes. And whether
+    ``[rankN]:`` names the rank of a line: when it leads most of the lines that voted."""
     votes: Counter = Counter()
+    by_rank = 0
     for line in lines:
-        line = _split_rank(line)[1]
+        rank, line = _split_rank(line)
         mod = next((m for m in _VOTERS if m.detect(line)), None)
-        if mod is not None:
-            votes[mod.NAME] += 1
-        elif generic.detect(line):
-            votes[generic.NAME] += 1
+        if mod is None and not generic.detect(line):
+            continue
+        votes[mod.NAME if mod is not None else generic.NAME] += 1
+        by_rank += rank is not None
     order = list(PARSERS)
     ranked = sorted(votes, key=lambda n: (-votes[n], order.index(n)))
-    return ranked[0] if ranked else generic.NAME
+    return (ranked[0] if ranked else generic.NAME), 2 * by_rank > sum(votes.values())
 
 
 class _Rank:
@@ -240,6 +244,7 @@ class _Run:
         self.progress = self.options.progress
         self.countdown = EVERY
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
+        self.by_rank = True  # [rankN]: names a line's rank (detect)
         self.own_events = True  # the parsers read this monitor's own event lines (Source.own_events)
         # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
         # and then the first timed step after it)
@@ -604,11 +609,11 @@ def _files(source: Source, first, head: list, progress: Progress | None):
 
 
 def _feed_line(run: _Run, line: str) -> None:
-    if line.startswith(_RANK_STARTS):
-        rank, line = _split_rank(line)
+    rank, rest = _split_rank(line, run.by_rank) if line.startswith(_RANK_STARTS) else (None, line)
+    if rank is not None:
         if run.module is generic:  # the lines after it without a prefix are its hard-wrapped rest
             run.prefixed = rank
-        run.feed(line, rank)
+        run.feed(rest, rank)
     else:
         run.feed(line, run.prefixed)
 
@@ -716,10 +721,10 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         except (EOFError, OSError, zlib.error) as exc:
             raise ReplayError(f"{shown(first)}: cannot read: {exc}") from None
         voted = fmt == "auto"
-        if voted:
-            fmt = detect(t for b in head for t in text_lines(b))
+        fmt, by_rank = detect(t for b in head for t in text_lines(b)) if voted else (fmt, True)
         result = ReplayResult(source.name, fmt, files=list(source.paths), left_out=source.left_out)
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
+        run.by_rank = by_rank
         run.own_events = source.own_events
         if source.event_log is not None and fmt == csvlog.NAME:
             run.outside = _found_outside(source.event_log)

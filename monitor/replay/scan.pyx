@@ -230,11 +230,11 @@ def fast_record(str line, last, int rank):
 
 cdef inline bint own(const char* p, Py_ssize_t n) noexcept:
     """The line ``p[:n]`` may be a compiled reader's: no lone carriage return in it (it ends a text line: the
-    parser's), no torchrun rank prefix (the runner's)."""
+    parser's), no torchrun rank prefix (the runner's: ``[default3]:``, ``[rank3]:``)."""
     cdef const char* cr = <const char*>memchr(p, c'\r', n)
     if cr != NULL and cr != p + n - 1:
         return False
-    return not (n >= 8 and memcmp(p, b"[default", 8) == 0)
+    return not (n >= 8 and memcmp(p, b"[default", 8) == 0 or n >= 5 and memcmp(p, b"[rank", 5) == 0)
 
 
 cdef inline bint same(Line* a, Line* b) noexcept:
