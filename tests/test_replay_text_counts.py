@@ -118,3 +118,29 @@ def test_llamafactory_current_steps_is_the_step():
     # LlamaFactory's trainer_log.jsonl (hiyouga/LlamaFactory issue #506)
     lf = read(lines(TUNE / "llamafactory_json_loss_to_zero_506.log"))
     assert [(r.step, r.loss) for r in lf] == [(4440, 2.7044), (4450, 0.0)]
+
+
+def test_a_postfix_drawn_twice_with_a_nan_is_one_record():
+    # real tqdm output: `set_postfix(loss=..)` then `update()`, each a draw; a NaN drawn twice is one step's
+    import io
+
+    from tqdm import tqdm
+    out = io.StringIO()
+    bar = tqdm(total=4, file=out, mininterval=0, ascii=True)
+    for loss in (2.5, 2.4, float("nan"), 2.3):
+        bar.set_postfix(loss=loss)
+        bar.update()
+    bar.close()
+    recs = read(out.getvalue().replace("\r", "\n").splitlines(True))
+    assert [(r.step, "nan" if math.isnan(r.loss) else r.loss) for r in recs] == [(1, 2.5), (2, 2.4), (3, "nan"), (4, 2.3)]
+
+
+def test_a_step_s_values_printed_again_at_another_precision_are_one_record(tmp_path):
+    # a loop printing each step for people and as a JSON line: one record a step (its values agree as printed),
+    # while a value that disagrees is another record of that step (judged again, as before)
+    log = tmp_path / "train.log"
+    log.write_text('[step 1/200] loss=2.0346 acc=0.500\n{"iter": 1, "train/loss": 2.0345585346221924}\n'
+                   '[step 2/200] loss=2.0822 acc=0.500\n{"iter": 2, "train/loss": 2.0821619033813477, "lr": 0.01}\n'
+                   '[step 3/200] loss=2.0100 acc=0.500\n{"iter": 3, "train/loss": 2.5}\n')
+    res = replay_file(str(log))
+    assert (res.steps, res.merged_lines) == (4, 2)

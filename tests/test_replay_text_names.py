@@ -41,6 +41,8 @@ def nan_or(v):
     # `'min_loss_scale': 0.0001`; MindYOLO's `loss.reg_max 16`; MindFormers' `loss_scale_window`; HF's `max_grad_norm`)
     ("loss_weights", None), ("min_loss_scale", None), ("loss.reg_max", None), ("loss_scale_window", None),
     ("max_grad_norm", None), ("init_loss_scale", None), ("bbox_loss_coef", None), ("clip_grad_norm", None),
+    # a time's unit as an identifier's last part
+    ("step_time_ms", "step_time_s"), ("time_ms", "step_time_s"), ("data_time_s", "data_wait_s"), ("loss_s", None),
 ])
 def test_a_loss_or_norm_name_is_read_by_its_qualifiers(name, field):
     hit = lookup(name)
@@ -187,3 +189,8 @@ def test_a_configuration_dump_s_loss_and_norm_settings_are_no_values():
     recs = [r for r in read(lines(name)) if r.loss is not None]
     assert (recs[0].step, recs[0].loss, recs[0].loss_scale) == (200, 9.276, 128.0)
     assert replay_file(str(TUNE / name)).events == []
+
+
+def test_a_time_s_unit_as_its_name_s_last_part_scales_it():
+    [rec] = read(["step=7 loss=2.31 time_ms=10.2 data_time_ms=0.5"])
+    assert (rec.step, rec.step_time_s, rec.data_wait_s) == (7, pytest.approx(0.0097), pytest.approx(0.0005))

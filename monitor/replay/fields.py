@@ -102,7 +102,7 @@ field                  names
                        batch_cost and avg_batch_cost (PaddlePaddle's suites), itime (PIPs and the trackers built on
                        its loop) (unit from the value: ``ms``, ``s``, ``min``; seconds when it has none; or from
                        the name's end, ``(ms)``, ``(s)``: Megatron's ``elapsed time per iteration (ms)``,
-                       DeepSpeed's ``iter time (s)``)
+                       DeepSpeed's ``iter time (s)``; or an identifier's last part, ``step_time_ms``, ``time_ms``)
 ``data_wait_s``        data_time, data_wait, data_load_time, reader_cost and avg_reader_cost (PaddleOCR, PaddleSeg,
                        PaddleNLP), data_cost (PaddleDetection), rtime (PIPs). A step time printed with a data time
                        includes it (mmcv/mmengine's ``time`` and ``data_time``, PaddlePaddle's ``batch_cost`` and
@@ -228,6 +228,7 @@ _PPL_WORDS = frozenset(("ppl", "perplexity"))
 _UNIT_AFTER = {"(s)": "s", "(sec)": "s", "(ms)": "ms", "(min)": "min"}  # a unit in parentheses after a time's name
 UNIT_AFTER = "|".join(map(re.escape, _UNIT_AFTER))  # (a pattern of them)
 _GLUED_UNIT = re.compile(rf"(?<=[a-z])(?:{UNIT_AFTER})$")  # ... glued to it: 'time(s)'
+_UNIT_SUFFIX = re.compile(r"[_.](ms|s|sec|secs|us|min)$")  # ... as an identifier's last part: 'step_time_ms'
 _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 # what a step line names beside its step
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
@@ -306,6 +307,9 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     elif len(words) > 1 and (unit := _UNIT_AFTER.get(words[-1])) is not None:
         hit = lookup(" ".join(words[:-1]))  # a time's name and its unit: 'iter time (s)', Megatron's '.. (ms)'
         hit = (hit[0], unit) if hit is not None and hit[0] in _TIME_FIELDS else None
+    elif (suffix := _UNIT_SUFFIX.search(raw)) is not None and (hit := lookup(raw[:suffix.start()])) is not None:
+        unit = {"sec": "s", "secs": "s"}.get(suffix.group(1), suffix.group(1))
+        hit = (hit[0], unit) if hit[0] in _TIME_FIELDS else None  # 'step_time_ms', 'time_ms', 'data_time_s'
     elif not raw.isascii() and "_".join(words) not in NAMES and _CJK.search(raw):
         hit = lookup(_CJK.sub(lambda m: f" {_CJK_WORDS[m.group()]} ", raw))
     elif (per := _per_step("_".join(words))) is not None:

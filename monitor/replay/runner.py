@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..detectors import decimals
 from ..engine import Engine
 from ..log import logger
 from ..policy import FAR, RollbackSettings
@@ -188,6 +189,30 @@ def _split_rank(line: str, by_rank: bool = True):
 
 
 _VOTERS = [m for m in PARSERS.values() if m is not generic]
+_MEASURED = ("loss", "grad_norm", "loss_scale", "overflow", "lr", "step_time_s", "data_wait_s", "tokens", "samples",
+             "mfu")
+
+
+def _agree(a: StepRecord, b: StepRecord) -> bool:
+    """True when each value ``a`` and ``b`` both have is the same as printed: equal within half a unit of the
+    coarser print's last decimal place (a step's line and its JSON record: ``loss=2.0346``, ``2.0345585346``)."""
+    if a.rank != b.rank:
+        return False
+    for name in _MEASURED:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None or y is None or x == y or x != x and y != y:
+            continue
+        if isinstance(x, bool) or isinstance(y, bool) or not abs(x - y) <= 0.5001 * 10.0 ** -min(decimals(x),
+                                                                                                 decimals(y)):
+            return False
+    return True
+
+
+def _complete(a: StepRecord, b: StepRecord) -> None:
+    """Give ``a`` the values of ``b`` it does not have."""
+    for name in _MEASURED:
+        if getattr(a, name) is None and getattr(b, name) is not None:
+            setattr(a, name, getattr(b, name))
 
 
 def detect(lines) -> tuple[str, bool]:
@@ -312,6 +337,11 @@ class _Run:
                     parser.last = pending  # lines that complete a record complete the one kept
                     r.skipped_lines += 1
                     r.skipped[DUPLICATE] += 1
+                    return
+                if pending.step == item.step and _agree(pending, item):  # the step's values printed again
+                    _complete(pending, item)
+                    parser.last = pending
+                    r.merged_lines += 1
                     return
                 self._judge(pending, slot)
             slot.pending = item

@@ -308,10 +308,12 @@ cdef class Batch:
                 return True
             return False
         set_steps(&cur, has_last[0], last_step[0])
-        has_last[0], last_step[0] = True, cur.step
         if self.n and same(&self.lines[self.n - 1], &cur):
             self.duplicates += 1
             return True
+        if has_last[0] and cur.step == last_step[0]:
+            return False  # the step's values again, another way (the runner's: merged when they agree)
+        has_last[0], last_step[0] = True, cur.step
         self._add(&cur)
         return True
 

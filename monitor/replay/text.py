@@ -919,7 +919,7 @@ class Parser(base.Parser):
         record's count are the next step's (set before the bar counted it)."""
         last, drawn = self.last, self.drawn
         if drawn is not None and last is drawn[0] and prev_part and self.line is not None:
-            same = values == self.line[1]
+            same = values == self.line[1] or repr(values) == repr(self.line[1])  # (a NaN is not equal to itself)
             if same and (step == last.step or step == last.step + 1 and not drawn[1]):
                 if step != last.step:
                     last.step = self.line[0] = self.line_step = step
