@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 from mindspore import Tensor, ops
+from mindspore.communication.management import GlobalComm
 
 from training_monitor.detectors import DETECTORS
 
@@ -16,6 +17,12 @@ RANK_OWN_FIELDS = frozenset(("step_time_s", "data_wait_s", "callbacks_s", "token
 def rank_own_rules() -> frozenset[str]:
     """The rules that judge a rank's own measurements (:data:`RANK_OWN_FIELDS`), whose events differ by rank."""
     return frozenset(rule for rule, cls in DETECTORS.items() if RANK_OWN_FIELDS.intersection(cls.reads))
+
+
+def communication_ready() -> bool:
+    """True when MindSpore's communication is initialised (``mindspore.communication.init()``): a collective
+    before it ends the process (a segmentation fault on CPU)."""
+    return bool(GlobalComm.INITED)
 
 
 class RankConsensus:

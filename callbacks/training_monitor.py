@@ -37,7 +37,7 @@ from training_monitor.sinks import EventList, LoggedEvents, Sink, overrides
 from training_monitor.watchdog import Watchdog
 
 from .checkpoints import ModelCheckpointFiles
-from .consensus import RankConsensus, rank_own_rules
+from .consensus import RankConsensus, communication_ready, rank_own_rules
 from .data import SkippableSource, find_skippable
 from .lr import lr_scale_parameters
 from .outputs import read_step_outputs
@@ -269,7 +269,8 @@ class TrainingMonitor(Callback):
         """Training raised ``exc`` (``Model.train`` does not end its callbacks then): a ``trainer_crash`` event at
         the last step judged, the traceback (its last 8000 characters) as details, alerted by every rank (the
         crash may be any rank's own), then what the end of training does (the record log written out, the
-        ledger's checksums, the event log closed): a post-mortem finds the step it died at and why."""
+        ledger's checksums, the event log closed) but the file_sd target stays: a post-mortem finds the step it
+        died at and why, and Prometheus sees the exporter go down with the process (``TrainingExporterDown``)."""
         step = self.last_record.step if self.last_record is not None else 0
         first = (str(exc).splitlines() or [""])[0][:300]
         text = "".join(traceback.format_exception(type(exc), exc, tb))[-8000:]
@@ -277,7 +278,8 @@ class TrainingMonitor(Callback):
                                    f"{step}: {first}", self.rank, "monitor", text)
         if self.alerts is not None:
             self.alerts.on_action([event], "training ended")
-        self._end(None)
+        self.model_checkpoints.follow_retention()
+        self._finish(crashed=True)
 
     # ------------------------------------------------------------------------------------------------
     def evaluated(self, results: dict) -> list:
@@ -355,13 +357,15 @@ class TrainingMonitor(Callback):
                          out, self.rank, holder, own)
         return own
 
-    def _finish(self) -> None:
+    def _finish(self, crashed: bool = False) -> None:
+        """The end of training: the file_sd target is removed unless training ``crashed`` (Prometheus then sees the
+        exporter go down with the process: ``TrainingExporterDown``)."""
         if self.alerts is not None and not self.alerts.flush(5.0):
             logger.error("alerts not all delivered at the end of training: {}", self.alerts.stats())
         if self._watchdog is not None:
             self._watchdog.stop()
             self._watchdog = None
-        if self._sd_file and os.path.exists(self._sd_file):
+        if self._sd_file and os.path.exists(self._sd_file) and not crashed:
             os.unlink(self._sd_file)
         self._sd_file = None
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
@@ -437,7 +441,12 @@ class TrainingMonitor(Callback):
             self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
                                                  self.metrics.server.port)
         if self.world_size > 1 and cfg.consensus is not False and self._consensus is None:
-            self._consensus = RankConsensus(self.world_size)
+            if communication_ready():
+                self._consensus = RankConsensus(self.world_size)
+            else:
+                logger.error("world size {} but MindSpore's communication is not initialised (call "
+                             "mindspore.communication.init() before training): the ranks' steps are judged each "
+                             "on its own (no consensus), so they may decide differently", self.world_size)
         stall = self.engine.rules.rules["stall"]
         if cfg.watchdog and stall.enabled and self._watchdog is None:
             p = stall.params

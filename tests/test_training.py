@@ -157,8 +157,9 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
 
 def test_an_exception_that_ends_training_is_a_trainer_crash_at_the_last_step_with_its_traceback(tmp_path):
     # MindSpore raises out of Model.train (an out-of-vocabulary id in a Gather, a user's callback): the event
-    # log names the step it died after and why, and the record log holds that step (written at the end)
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
+    # log names the step it died after and why, and the record log holds that step (written at the end); its
+    # file_sd target stays, so Prometheus sees the exporter go down with the process
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=0, file_sd_dir=str(tmp_path / "sd"))
 
     def boom(cb):
         if cb.cur_step_num == 12:
@@ -174,6 +175,8 @@ def test_an_exception_that_ends_training_is_a_trainer_crash_at_the_last_step_wit
     logged = [json.loads(line) for line in (tmp_path / "events_rank0.jsonl").read_text().splitlines()]
     assert [(e["rule"], e["step"]) for e in logged] == [("trainer_crash", 12)]
     assert (tmp_path / "records_rank0.csv").read_text().splitlines()[-1].startswith("12,")
+    assert len(list((tmp_path / "sd").glob("*.json"))) == 1
+    mon.close()
     # the output folder replayed: its record log, the crash from the event log beside it
     from training_monitor.replay import replay_paths
 
@@ -408,3 +411,12 @@ def test_a_slow_model_checkpoint_save_after_the_monitor_is_no_stall(tmp_path):
     slow = TrainingMonitor(output_dir=str(tmp_path / "slow"), metrics_port=None, rules=rules)
     train([slow, AtStep(lambda cb: time.sleep(2.0) if cb.cur_step_num == 15 else None)], steps=20)
     assert [e["step"] for e in stalls(tmp_path / "slow")] == [15]
+
+
+def test_a_world_size_without_communication_is_an_error_and_training_goes_on(tmp_path, log_lines):
+    # RANK_SIZE set (a launcher's environment) in a process that never called mindspore.communication.init():
+    # a collective there ends the process, so the consensus is off and an error says why
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, world_size=2, rank=1)
+    train([mon], steps=5)
+    assert mon.last_record.step == 5
+    assert any("communication is not initialised" in line for line in log_lines)
