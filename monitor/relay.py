@@ -67,9 +67,13 @@ class Auth:
         """From ``MONITOR_RELAY_TOKEN``, ``MONITOR_RELAY_USER`` and ``MONITOR_RELAY_PASSWORD``.
 
         Raises:
-            RelayError: a token or password shorter than 16 characters, or only one of user and password.
+            RelayError: a token or password set but empty or shorter than 16 characters (``$(cat FILE)`` of a file
+                that is not there sets it empty), or only one of user and password.
         """
         env = os.environ if environ is None else environ
+        for name in (TOKEN_ENV, PASSWORD_ENV):
+            if name in env and not env[name].strip():
+                raise RelayError(f"{name} is set but empty (a token file not read?); set it to the secret, or unset it")
         auth = cls(env.get(TOKEN_ENV, ""), env.get(USER_ENV, ""), env.get(PASSWORD_ENV, ""))
         if bool(auth.user) != bool(auth.password):
             raise RelayError(f"set both {USER_ENV} and {PASSWORD_ENV} for basic auth, or neither")

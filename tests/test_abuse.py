@@ -230,6 +230,9 @@ def test_the_relay_wants_credentials_and_healthz_tells_strangers_nothing(receive
     assert is_loopback("localhost") and not is_loopback("0.0.0.0")
     with pytest.raises(RelayError, match="shorter than 16"):
         Auth.from_env({"MONITOR_RELAY_TOKEN": "short"})
+    # `MONITOR_RELAY_TOKEN=$(cat FILE)` of a file that is not there: set but empty, not "no credentials"
+    with pytest.raises(RelayError, match="MONITOR_RELAY_TOKEN is set but empty"):
+        Auth.from_env({"MONITOR_RELAY_TOKEN": ""})
 
 
 @pytest.mark.slow
