@@ -65,9 +65,11 @@ class StepRecord:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """TPS: ``tokens / step_time_s`` (global over the data-parallel ranks); None when unknown."""
+        """TPS over the step's period, its wait for data included: ``tokens / (step_time_s + data_wait_s)``
+        (global over the data-parallel ranks; a starved input pipeline lowers it, and MFU with it); None when
+        unknown."""
         if self.tokens and self.step_time_s:
-            return self.tokens / self.step_time_s
+            return self.tokens / (self.step_time_s + (self.data_wait_s or 0.0))
         return None
 
     def to_dict(self) -> dict:

@@ -292,6 +292,9 @@ def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
     assert 0 < value("train_data_wait_ratio") < 1
     assert t0 <= value("train_last_step_timestamp_seconds") <= time.time()
     assert 0 <= value("train_data_wait_seconds") < 5
+    # TPS over the step's whole period: the tokens over its compute and its wait for data
+    compute = value("train_data_wait_seconds") * (1 / value("train_data_wait_ratio") - 1)
+    assert tps == pytest.approx(BATCH * SEQ / (compute + value("train_data_wait_seconds")))
     out = subprocess.run([promtool, "check", "metrics"], input=texts["mid"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
