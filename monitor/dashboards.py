@@ -226,6 +226,8 @@ PANELS: dict[str, PanelDef] = {
     "data_wait_by_rank": PanelDef("Mean data wait per step by rank (5m)", "s", (_q(_mean(WAIT, RANK)),)),
     "since_last_step_by_rank": PanelDef("Seconds since each rank's last step", "s",
                                         (_q(f"time() - train_last_step_timestamp_seconds{{{RANK}}}"),)),
+    "stalled_by_rank": PanelDef("Stalled ranks (hang watchdog)", queries=(_q(f"train_stalled{{{RANK}}}"),),
+                                description="1 from the watchdog's stall report until the rank's next step."),
     "lag_by_rank": PanelDef(
         "Steps behind the leading rank",
         queries=(_q(f"max by (run) (train_step{{{RUN}}}) - on (run) group_right () "
@@ -276,7 +278,7 @@ LAYOUTS: dict[str, Layout] = {
         "The run at a glance: optimisation, throughput, stability.",
         (("Optimisation", ("loss", "grad_norm", "learning_rate", "loss_scale", "overflows")),
          ("Throughput", ("tps", "tps_per_device", "mfu", "step_time", "data_wait_share", "data_wait",
-                         "since_last_step")),
+                         "since_last_step", "stalled_by_rank")),
          ("Stability", ("anomalies", "rollbacks", "checkpoint_step")))),
     "training-ranks.json": Layout(
         "training-ranks", "Training ranks",
@@ -284,7 +286,7 @@ LAYOUTS: dict[str, Layout] = {
         (("Job", ("ranks_reporting", "worst_vs_median", "oldest_step", "step_spread")),
          ("Step time by rank", ("step_mean_by_rank", "step_p95_by_rank", "vs_median_by_rank")),
          ("Throughput, input and liveness by rank", ("tps_by_rank", "data_wait_by_rank", "since_last_step_by_rank",
-                                                     "lag_by_rank")),
+                                                     "stalled_by_rank", "lag_by_rank")),
          ("Slowest ranks", ("slowest_ranks",))),
         annotations=("rollbacks",)),
     "training-stability.json": Layout(

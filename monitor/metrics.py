@@ -36,6 +36,7 @@ GAUGES = {
     "train_data_wait_ratio": "Share of the last step's wall time spent waiting for data.",
     "train_last_step_timestamp_seconds": "Unix time at which the last step finished.",
     "train_last_healthy_checkpoint_step": "Step of the newest checkpoint marked healthy.",
+    "train_stalled": "1 from a stall the hang watchdog reported until the next step finishes, else 0.",
 }
 
 
@@ -73,7 +74,7 @@ class Metrics(Collector, Sink):
     def __init__(self, run: str = "default", rank: int = 0, world_size: int = 1, rules=()):
         self.labels = {"run": run, "rank": str(rank)}
         self.world_size = world_size
-        self.values: dict[str, float] = {}
+        self.values: dict[str, float] = {"train_stalled": 0}
         self.tokens = self.overflow_steps = self.rollbacks = 0
         self.anomalies = {rule: 0 for rule in rules}
         self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
@@ -106,6 +107,7 @@ class Metrics(Collector, Sink):
         their last value."""
         v = self.values
         v["train_step"] = rec.step
+        v["train_stalled"] = 0
         if rec.loss is not None:
             v["train_loss"] = rec.loss
         if rec.grad_norm is not None:
@@ -138,6 +140,8 @@ class Metrics(Collector, Sink):
 
     def on_event(self, event: Event) -> None:
         self.anomalies[event.rule] = self.anomalies.get(event.rule, 0) + 1
+        if event.rule == "stall":
+            self.values["train_stalled"] = 1
 
     def on_rollback(self, healthy_step: int | None) -> None:
         self.rollbacks += 1

@@ -67,3 +67,21 @@ for i in range(7):
     assert sum("nan_inf at step" in line for line in err.splitlines()) == 7
     assert [line.split("alert sink ")[1][:6] for line in err.splitlines() if "alert sink" in line] == \
         ["first ", "second"]
+
+
+def test_train_stalled_is_set_by_a_stall_and_cleared_by_the_next_step():
+    from training_monitor.ruleset import Rules
+
+    metrics = Metrics("r", 0)
+    engine = Engine(Rules.load(), [metrics])
+
+    def stalled():
+        (family,) = [f for f in metrics.collect() if f.name == "train_stalled"]
+        return family.samples[0].value
+
+    engine.observe(StepRecord(1, loss=2.0))
+    assert stalled() == 0
+    engine.report("stall", 1, 120.0, "no step finished for 120 s since step 1", 0, "watchdog")
+    assert stalled() == 1
+    metrics.on_record(StepRecord(2, loss=2.0))
+    assert stalled() == 0
