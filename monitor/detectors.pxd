@@ -113,7 +113,7 @@ cdef class RobustSpike(Detector):
     @cython.locals(m=double, hist=Window)
     cdef object excursion(self, long long step, double x)
     @cython.locals(hist=Window, ml=double)
-    cdef bint multiplicative(self, double x)
+    cdef bint multiplicative(self, double x, double sigmas)
     @cython.locals(hist=Window, onset=cython.longlong)
     cdef object event(self, long long step, double x, double m, double s)
     cdef bint corroborated(self, Rec r)

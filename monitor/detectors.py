@@ -562,7 +562,7 @@ class RobustSpikeSettings(RuleSettings):
     log_threshold: float = setting(0.0, "with every value > 0, also this many robust sigmas of the values' "
                                         "logarithms over their median (0: off)", min=0)
     excursion_ratio: float = setting(1.5, "with fewer than min_history values: fire over this x their median "
-                                          "(0: wait for min_history)", min=0)
+                                          "(in warm-up its margin x (1 + 1/n)) (0: wait for min_history)", min=0)
     excursion_min: float = setting(1.0, "... at least this far above it (the field's units) x (1 + 1/n), "
                                            "n the earlier values", min=0)
     excursion_spread: float = setting(3.0, "... and above it by more than this x the range of those values", min=0)
@@ -589,9 +589,11 @@ class RobustSpike(Detector):
     at once, from the second value on (Megatron-LM's rerun check, loss >= 10x the max of its first 100
     values, also judges from the first value on), against the last ``n`` values, ``n`` at most
     ``min_history`` (a start-up bump leaves them as the level settles): with ``m > 0`` their median,
-    ``x > excursion_ratio * m``, ``x - m >= excursion_min * (1 + 1 / n)`` (one value says little about the
-    level: the margin is twice as large against one as against many), and ``x - m > excursion_spread`` times
-    their range (a noisy excerpt is judged against its own noise). Onset: the earliest
+    ``x > excursion_ratio * m`` (on the steps up to ``warmup_steps``, a run's start, its margin ``x - m`` times
+    ``1 + 1 / n``: a fresh run's second loss 1.6x its first is start-up noise, while an excerpt's 2.67 -> 4.37
+    in mid-run is an event), ``x - m >= excursion_min * (1 + 1 / n)`` (one value says little about the level:
+    the margin is twice as large against one as against many), and ``x - m > excursion_spread`` times their
+    range (a noisy excerpt is judged against its own noise). Onset: the earliest
     step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
     ``excursion_ratio: 0`` waits for ``min_history`` values.
     """
@@ -628,7 +630,7 @@ class RobustSpike(Detector):
             # cheap bound first: with s >= min_sigma_ratio * |m| no value under it can fire
             if x > self.ratio * m and x > m + self.least * abs(m):
                 s = max(hist.sigma(m), self.min_sigma_ratio * abs(m))
-                if x > m + self.threshold * s and self.multiplicative(x):
+                if x > m + self.threshold * s and self.multiplicative(x, self.log_threshold):
                     event = self.event(r.step, x, m, s)
                     if self.confirm_steps > 1 and not self.corroborated(r):
                         self.pending = event
@@ -638,14 +640,14 @@ class RobustSpike(Detector):
         hist.add(r.step, x)
         return out
 
-    def multiplicative(self, x):
-        """The ``log_threshold`` test (see the class docstring) of ``x``: true when it is off or a value held is
-        not > 0."""
+    def multiplicative(self, x, sigmas):
+        """The test on logarithms (see the class docstring) of ``x``: over their median by ``sigmas`` robust sigmas;
+        true when ``log_threshold`` is 0 (off) or a value held is not > 0."""
         hist = self.history
         if not self.log_threshold or not hist.ordered[0] > 0:  # (sorted by the median taken before)
             return True
         ml = hist.log_median()
-        return math.log(x) > ml + self.log_threshold * max(hist.sigma(ml, True), self.min_sigma_ratio)
+        return math.log(x) > ml + sigmas * max(hist.sigma(ml, True), self.min_sigma_ratio)
 
     def excursion(self, step, x):
         """The few-values test (see the class docstring) of ``x`` against the last ``min_history`` values held."""
@@ -655,7 +657,9 @@ class RobustSpike(Detector):
         if not n or not self.excursion_ratio or not x > self.excursion_ratio * hist.ordered[0]:
             return None
         m = hist.median_of(hist.n - n, n)  # (sorts them into hist.scratch)
-        if not (m > 0 and x > self.excursion_ratio * m and x - m >= self.excursion_min * (1.0 + 1.0 / n)
+        start = 1.0 + 1.0 / n if step <= self.warmup_steps else 1.0  # a run's start: its level not yet known
+        if not (m > 0 and x - m > (self.excursion_ratio - 1.0) * m * start
+                and x - m >= self.excursion_min * (1.0 + 1.0 / n)
                 and x - m > self.excursion_spread * (hist.scratch[n - 1] - hist.scratch[0])):
             return None
         return (x, hist.run_start(self.ratio * m, step), f"{self.label} {x:.4g} at step {step} is {x / m:.3g}x the "
@@ -784,7 +788,7 @@ class LossSpike(RobustSpike):
         if level <= m + self.shift_sigma * floor:  # ...nor one under the bound at the floor of s (s >= floor)
             return None
         s = max(hist.sigma(m), floor)
-        if level <= m + self.shift_sigma * s:
+        if level <= m + self.shift_sigma * s or not self.multiplicative(level, self.shift_sigma):
             return None
         onset = recent.run_start(m + 0.5 * self.shift_sigma * s, r.step)
         return (level, onset, f"loss level {level:.4g} over the last {k} steps vs median {m:.4g} of the last "
@@ -1349,11 +1353,13 @@ class LossDegenerate(Detector):
         if self.same_n < self.frozen_records:
             return None
         digits = significant_digits(x)
-        if abs(x) < self.collapse_ratio * self.high:
+        # a value printed twice in a row before: repeats are the print's resolution's doing, unless they go on
+        chance = self.repeated and r.step - self.same_since + 1 < self.frozen_steps
+        if abs(x) < self.collapse_ratio * self.high and not chance:
             why = f"under {self.collapse_ratio:g} x the run's highest loss {self.high:g}"
         elif self.floor(abs(x), self.before):
             why = f"a digit at the print's last decimal place, at most {self.floor_below:g}: the print's floor"
-        elif digits >= self.frozen_digits and (not self.repeated or r.step - self.same_since + 1 >= self.frozen_steps):
+        elif digits >= self.frozen_digits and not chance:
             why = f"printed to {digits} significant digits"
         else:
             return None

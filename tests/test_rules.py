@@ -954,3 +954,27 @@ def test_an_event_line_of_a_monitor_with_rollback_off_says_so(log_lines):
             eng.observe(r)
     lines = [line for line in log_lines if "nan_inf at step 2" in line]
     assert [line.rstrip().rsplit("-> ", 1)[1] for line in lines] == ["alert, rollback", "alert, rollback off"]
+
+
+def test_a_fresh_run_s_start_judges_an_excursion_against_one_value_with_a_doubled_margin():
+    # a fresh run's second loss 1.56x its first (a toy loop's start-up noise) raises nothing; an excerpt's 2.67 ->
+    # 4.37 in mid-run (BigScience tr8b's resume) is an event
+    assert run([StepRecord(1, loss=21.03), StepRecord(2, loss=32.8)] + [StepRecord(3 + i, loss=20.0) for i in range(5)]) == []
+    (ev,) = run([StepRecord(17060, loss=2.665), StepRecord(17061, loss=2.667), StepRecord(17062, loss=4.374)])
+    assert (ev.rule, ev.step) == ("loss_spike", 17062)
+
+
+def test_a_near_zero_noisy_loss_s_level_is_judged_on_its_logarithms_too():
+    # a converged regression printed to 4 decimals: its loss wanders 0.004-0.025 (multiplicative noise); five
+    # steps around 0.021 against a median of 0.0095 are no level shift, nor three prints of 0.0114 a collapse
+    # (values printed twice in a row before: repeats are the print's resolution)
+    import random
+    rng = random.Random(5)
+    losses = [round(0.0095 * math.exp(rng.gauss(0, 0.3)), 4) for _ in range(300)]
+    losses[100:102] = [0.0101, 0.0101]  # an earlier repeat
+    losses[200:205] = [0.021, 0.0213, 0.0208, 0.0211, 0.0206]
+    losses[250:253] = [0.0114] * 3
+    recs = [StepRecord(1, loss=13.07)] + [StepRecord(i + 2, loss=x) for i, x in enumerate(losses)]
+    assert [(e.rule, e.step) for e in run(recs)] == []
+    linear = run(recs, Rules({"loss_spike": {"log_threshold": 0.0}}))  # the test on logarithms off
+    assert any(e.rule == "loss_spike" and "loss level" in e.message for e in linear)
