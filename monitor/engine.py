@@ -85,11 +85,12 @@ class Engine:
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,
-               source: str = "trainer", details: str = "", onset: int | None = None) -> Event:
+               source: str = "trainer", details: str = "", onset: int | None = None, spared=()) -> Event:
         """Publish something found outside the detectors (a trainer's log line, the watchdog), under the
-        settings of ``rule``; ``onset``: where the excursion began (None or after ``step``: ``step``). Safe to
-        call from another thread."""
-        return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details)
+        settings of ``rule``; ``onset``: where the excursion began (None or after ``step``: ``step``);
+        ``spared``: actions of the rule it does not ask for. Safe to call from another thread."""
+        return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details,
+                             spared)
 
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""

@@ -496,6 +496,11 @@ def test_own_event_log_is_re_reported(tmp_path):
         [("loss_spike", 151, 149, 1, "rule"), ("nan_inf", 194, 194, 0, "rule")]
     assert math.isnan(res.events[1].value) and res.events[0].actions == ["alert", "rollback"]
     assert res.skipped == {"rollback or stop record": 1, "unknown rule": 1}
+    # an event that asked for no rollback (the live monitor spared it: its step's update was skipped) asks for
+    # none replayed: only rank 1's loss spike is a would-be rollback
+    assert res.events[1].actions == ["alert"]
+    assert [(rank, [rb["at_step"] for rb in p.rollbacks]) for rank, p in sorted(res.policies.items())] == \
+        [(0, []), (1, [151])]
 
 
 # The console log of a monitored MindSpore run (a tutorial's Model.train with LossMonitor and TrainingMonitor,

@@ -64,6 +64,7 @@ class Report(NamedTuple):
     onset: int | None = None
     source: str = "trainer"
     details: str = ""
+    spared: tuple = ()  # actions of the rule it does not ask for (an event log's event that asked for fewer)
 
 
 class Evaluation(NamedTuple):

@@ -5,7 +5,8 @@ event per line, re-reported with its rule, step, onset, value, message, rank and
 
 The rollback and stop records of the same log (``{"action": "rollback", ..}``: what the live monitor did) are
 skipped as such.
-Severity and actions come from the rules in force, not from the log.
+Severity and actions come from the rules in force, less the actions the logged event did not ask for (the live
+monitor spares a rollback for an event on steps whose update was skipped).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def json_object(line: str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 NAME = "events"
+SPARABLE = ("rollback", "skip_batches", "stop")  # what an event asks beyond its alert
 
 
 def detect(line: str) -> bool:
@@ -71,8 +73,10 @@ def _report(obj: dict, rank: int) -> Report | str:
         rank = int(obj.get("rank", rank))
     except (KeyError, TypeError, ValueError, OverflowError):
         return NUMBER
+    asked = obj.get("actions")
+    spared = tuple(a for a in SPARABLE if a not in asked) if isinstance(asked, list) else ()
     return Report(str(obj["rule"]), step, value, str(obj.get("message", "")), rank, onset,
-                  str(obj.get("source", "rule")), str(obj.get("details", "")))
+                  str(obj.get("source", "rule")), str(obj.get("details", "")), spared)
 
 
 class Parser(base.Parser):

@@ -524,7 +524,8 @@ class _Run:
     def _publish(self, rep: Report) -> None:
         rank = rep.rank if rep.rank is not None else self.rank
         st = self._rank(rank)
-        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset)
+        event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset,
+                                 rep.spared)
         st.policy.after_report(event)
         self.result.reports += 1
 
