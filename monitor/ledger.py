@@ -75,6 +75,9 @@ class Ledger:
             self.entries = [CheckpointEntry(**e) for e in data["checkpoints"]]
             self.run = data.get("run", run)
         self._pending = [e for e in self.entries if e.status == PENDING]
+        # the run went back to this step (a rollback, a resume): the checkpoints up to it were proven on the steps
+        # before it went back, and an onset on the steps after it is no doubt about them
+        self.proven_to: int | None = None
         self._lock = threading.Lock()  # the checksum thread saves too
         self._hasher = ThreadPoolExecutor(1, "checkpoint-checksum") if checksums else None
         self._hashing: dict[int, Future] = {}
@@ -148,11 +151,13 @@ class Ledger:
     def anomaly(self, onset_step: int) -> None:
         """An excursion began at ``onset_step``: quarantine checkpoints not proven before it (pending, or
         promoted on ``healthy_after`` steps that include it: an event found after its onset, as the weights
-        check's at a promotion)."""
+        check's at a promotion; not one at or before :attr:`proven_to`, promoted on the steps before the run
+        went back: a run of bad batches after a rollback does not walk back through good checkpoints)."""
         changed = False
+        proven = -1 if self.proven_to is None else self.proven_to
         for e in self.entries:
-            if e.status not in (QUARANTINED, DELETED) and (e.step + self.healthy_after >= onset_step
-                                                             or e.status == PENDING):
+            if e.status not in (QUARANTINED, DELETED) and (e.status == PENDING or e.step + self.healthy_after
+                                                             >= onset_step and e.step > proven):
                 e.status, e.reason, changed = QUARANTINED, f"anomaly with onset at step {onset_step}", True
         if changed:
             self._pending = [e for e in self._pending if e.status == PENDING]

@@ -111,6 +111,7 @@ class RollbackPolicy:
             return d
         if went_back:
             self._excursion_to = None
+            self.ledger.proven_to = step - 1
         if judged:
             self.last_step = step
         onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
@@ -178,6 +179,8 @@ class RollbackPolicy:
         ``{"at_step", "onset_step", "to_step", "lr_multiplier", **details}``, kept in :attr:`rollbacks`."""
         self.multiplier = d.lr_multiplier
         self._excursion_to = None if rewound else d.step
+        if rewound and d.target is not None:
+            self.ledger.proven_to = d.target.step
         record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
                   "lr_multiplier": d.lr_multiplier, **details}
         self.rollbacks.append(record)

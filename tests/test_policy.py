@@ -119,3 +119,21 @@ def test_a_trainer_report_makes_no_step_clean():
     run(policy, range(1, 6))
     d = policy.decide(7, [nan(7, actions=("alert",))], judged=False)
     assert not d.promoted and not d.save and policy.last_step == 5
+
+
+def test_bad_batches_in_a_row_after_a_rollback_do_not_walk_back_through_proven_checkpoints():
+    # a checkpoint every 25 steps, healthy after 20 clean ones; bad batches at steps 120, 121, 122 (the data
+    # iterator is not rewound: after each rollback to 75 the next batch is the next bad one)
+    policy = RollbackPolicy(Ledger(None, 20), RollbackSettings(checkpoint_every=25, healthy_after=20))
+    run(policy, range(1, 120))
+    first = policy.decide(120, [nan(120)])
+    assert first.rollback and first.target.step == 75
+    policy.rolled_back(first, rewound=True)
+    targets = []
+    for _ in range(2):  # steps 76 again: the restored 75 was proven on 76-95 before the run went back
+        d = policy.decide(76, [nan(76)], went_back=True)
+        assert d.rollback and not [e for e in d.quarantined if e.step == 75]
+        targets.append(d.target.step)
+        policy.rolled_back(d, rewound=True)
+    assert targets == [75, 75] and policy.multiplier == 0.125
+    assert [e.status for e in policy.ledger.entries if e.step <= 75] == [HEALTHY] * 3
