@@ -9,6 +9,8 @@ import select
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 
@@ -393,6 +395,39 @@ def test_held_connections_cost_no_thread_and_idle_ones_are_closed(receiver):
         relay.close(1)
         metrics.close()
     assert url.endswith("/metrics")
+
+
+@pytest.mark.slow
+def test_a_request_trickled_a_byte_at_a_time_is_dropped_after_request_s(receiver):
+    """Slowloris: 300 connections each sending a header byte every 0.5 s are never idle; the relay (256
+    connections) drops each after its request_s (2 s here), and a real request is answered meanwhile."""
+    relay = start_relay(receiver, limits=Limits(threads=4, connections=256, backlog=1024, idle_s=30.0, max_body=MiB,
+                                                request_s=2.0))
+    socks = hold(relay.port, 300, b"")
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.is_set():
+            for s in socks:
+                try:
+                    s.send(b"X")
+                except OSError:
+                    pass
+            stop.wait(0.5)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        assert post(relay, [alert()]) == (200, {"queued": 1})
+        assert time.monotonic() - t0 < 20  # not until the trickling clients go away
+    finally:
+        stop.set()
+        thread.join(5)
+        for s in socks:
+            s.close()
+        relay.close(1)
 
 
 # 3. a wrongly typed setting ----------------------------------------------------------------------------
