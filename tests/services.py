@@ -101,7 +101,10 @@ class Receiver:
         raise AssertionError(f"{len(self.delivered(prefix))} of {n} messages reached {prefix} in {timeout} s: "
                              f"{self.requests}")
 
-    def _reply(self, path: str, query: dict, body) -> tuple[int, dict | str, bool]:
+    def _reply(self, path: str, query: dict, body, size: int = 0) -> tuple[int, dict | str, bool]:
+        """The vendor's answer to a POST of ``body`` (parsed JSON; ``size``: its bytes), with the vendors'
+        documented size bounds: Feishu's request body 20 KB, DingTalk's message 20000 bytes, WeCom's markdown
+        content 4096 bytes (UTF-8)."""
         for prefix, n in list(self.fail.items()):
             if path.startswith(prefix) and n > 0:
                 self.fail[prefix] = n - 1
@@ -109,14 +112,21 @@ class Receiver:
         platform = path.strip("/").split("/")[0]
         secret = self.secrets.get(platform)
         if platform == "feishu":
+            if size > 20 * 1024:
+                return 200, {"code": 9499, "msg": "request body too large"}, False
             ok = isinstance(body, dict) and body.get("msg_type") == "text" and (
                 secret is None or feishu_sign_ok(body, secret))
             return 200, ({"code": 0, "msg": "success"} if ok else {"code": 19021, "msg": "sign match fail"}), ok
         if platform == "dingtalk":
+            if size > 20000:
+                return 200, {"errcode": 460101, "errmsg": "message too long"}, False
             ok = isinstance(body, dict) and body.get("msgtype") == "markdown" and (
                 secret is None or dingtalk_sign_ok(query, secret))
             return 200, ({"errcode": 0, "errmsg": "ok"} if ok else {"errcode": 310000, "errmsg": "sign not match"}), ok
         if platform == "wecom":
+            content = body.get("markdown", {}).get("content", "") if isinstance(body, dict) else ""
+            if len(content.encode()) > 4096:
+                return 200, {"errcode": 40058, "errmsg": "markdown.content exceed max length 4096"}, False
             ok = isinstance(body, dict) and body.get("msgtype") == "markdown" and "key" in query
             return 200, {"errcode": 0 if ok else 40008, "errmsg": "ok" if ok else "invalid message type"}, ok
         if platform == "slack":
@@ -142,7 +152,7 @@ class Receiver:
                     if parsed.path.startswith(prefix):
                         time.sleep(seconds)
                 with receiver.lock:
-                    status, reply, accepted = receiver._reply(parsed.path, query, body)
+                    status, reply, accepted = receiver._reply(parsed.path, query, body, len(raw))
                     receiver.requests.append({"path": parsed.path, "query": query, "body": body,
                                               "accepted": accepted, "status": status})
                 data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()

@@ -242,3 +242,23 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
         assert http_json(f"{base}/healthz", headers=bearer)["sinks"]["team"]["sent"] == 2
     finally:
         relay.close(2)
+
+
+def test_a_digest_of_long_chinese_summaries_fits_every_vendor_s_size_bound(receiver):
+    # 12 alerts whose summaries are 1000 Chinese characters (the relay's cap per summary): the message text is
+    # cut to each vendor's bound in bytes of UTF-8 (the receivers refuse a larger one, as the vendors do), and
+    # the JSON body is sent as UTF-8 (escaped as \uXXXX it would be twice as large)
+    import dataclasses
+
+    u = receiver.url
+    s = sender(receiver, {"name": "f", "type": "feishu", "url": f"{u}/feishu/hook", "secret_env": "FEISHU_SECRET"},
+               {"name": "d", "type": "dingtalk", "url": f"{u}/dingtalk/robot/send?access_token=T0K",
+                "secret_env": "DINGTALK_SECRET"},
+               {"name": "w", "type": "wecom", "url": f"{u}/wecom/send?key=K3Y"})
+    base = nan_alert()
+    s.send([dataclasses.replace(base, rank=r, summary="损失值为非数" * 200) for r in range(12)])
+    for prefix in ("/feishu", "/dingtalk", "/wecom"):
+        (req,) = receiver.wait_for(prefix)
+        assert "损失值为非数" in text_of(req) and text_of(req).rstrip().endswith("…"), prefix
+    stats = s.close(2)
+    assert all(st["sent"] == 12 and st["failed"] == 0 for st in stats.values()), stats

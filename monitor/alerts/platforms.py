@@ -43,6 +43,14 @@ _LINKABLE = re.compile(r"^https?://[^\s<>|\[\]()\"'`]+$")  # a URL that no marku
 _FULLWIDTH = str.maketrans({"<": "\uff1c", ">": "\uff1e", "[": "\uff3b", "]": "\uff3d"})
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8, cut between characters and ended with "…" when longer."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[:max(limit - 3, 0)].decode(errors="ignore") + "…"
+
+
 def plain(text) -> str:
     """``text`` on one line (control characters as a space), bare URLs defanged (``://`` -> ``[:]//``)."""
     return _CONTROL.sub(" ", str(text)).replace("://", "[:]//")
@@ -53,6 +61,7 @@ class Platform(abc.ABC):
     windows the vendor enforces; ``style`` is how bold text and links are written."""
 
     limits: tuple[tuple[int, float], ...] = ()
+    max_bytes: int | None = None  # the vendor's bound on a message's text, in bytes of UTF-8 (None: none)
     bold, link = "{}", "{url}"
     busy_codes: frozenset = frozenset()  # vendor error codes meaning "too many requests, try later"
     mention, mention_all = "@{}", "@all"  # how a configured mention is written in the text
@@ -105,9 +114,11 @@ class Platform(abc.ABC):
             lines += [f"dashboard: {self._link(d, d)}" for d in dashboards]
             if len(alerts) > MAX_LINES:
                 lines.append(f"... and {len(alerts) - MAX_LINES} more")
-        if mentions:
-            lines.append(self.mentions(mentions))
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        tail = "\n" + self.mentions(mentions) if mentions else ""
+        if self.max_bytes is not None:
+            text = cut(text, self.max_bytes - len(tail.encode()))
+        return text + tail
 
     def title(self, alerts: list[Alert]) -> str:
         """The message title, escaped."""
@@ -134,6 +145,7 @@ class Slack(Platform):
 
 class Feishu(Platform):
     limits = ((5, 1.0), (100, 60.0))
+    max_bytes = 18000  # a request body of at most 20 KB
     busy_codes = frozenset({9499, 11232})
     mention, mention_all = '<at user_id="{}"></at>', '<at user_id="all"></at>'
 
@@ -149,6 +161,7 @@ class Feishu(Platform):
 
 class DingTalk(Platform):
     limits = ((20, 60.0),)
+    max_bytes = 18000  # a message of at most 20000 bytes (its line breaks doubled for markdown)
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({130101})
 
@@ -167,12 +180,13 @@ class DingTalk(Platform):
 
 class WeCom(Platform):
     limits = ((20, 60.0),)
+    max_bytes = 4096  # markdown content of at most 4096 bytes
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({45009})
     mention, mention_all = "<@{}>", "<@all>"
 
     def request(self, url, secret, alerts, mentions=()):
-        return url, {"msgtype": "markdown", "markdown": {"content": self.text(alerts, mentions)[:4096]}}
+        return url, {"msgtype": "markdown", "markdown": {"content": self.text(alerts, mentions)}}
 
 
 class Webhook(Platform):

@@ -17,6 +17,7 @@ and the thread goes on.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import deque
@@ -31,6 +32,7 @@ from .message import Alert
 from .platforms import MAX_LINES, PLATFORMS
 
 MAX_BACKOFF_S = 60.0
+JSON = {"Content-Type": "application/json; charset=utf-8"}
 
 
 class Destination:
@@ -220,8 +222,9 @@ class Destination:
         """One attempt: ``(verdict, reason, retry_after_s)``. Reasons never contain the URL."""
         url, body = self.platform.request(self.spec.url, self.spec.secret, batch, self.spec.mentions)
         try:
-            resp = self._session.post(url, json=body, timeout=self.spec.timeout_s)  # type: ignore[arg-type]
-        except requests.exceptions.InvalidJSONError as exc:  # our payload, not the network: retrying won't help
+            data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()  # UTF-8: a CJK character 3 bytes
+            resp = self._session.post(url, data=data, headers=JSON, timeout=self.spec.timeout_s)
+        except ValueError as exc:  # our payload, not the network: retrying won't help
             return "fail", type(exc).__name__, None
         except requests.RequestException as exc:
             return "retry", type(exc).__name__, None
