@@ -650,3 +650,12 @@ def test_torchrun_s_rank_prefix_on_the_step_lines_names_their_rank(tmp_path):
     mixed = replay_file(str(DATA / "reallogs" / "tune" / "uniworld_accelerate_step_1_104s_it_nccl_socket_errors_"
                                                       "operations_timed_out_46.log"))
     assert [(e.rule, e.step) for e in mixed.events] == [("stall", 1)]
+
+
+def test_a_few_nul_bytes_in_a_log_do_not_make_it_binary(tmp_path):
+    # a node that crashed leaves NUL padding where the file system had allocated: the log is still text
+    log = tmp_path / "train.log"
+    lines = "".join(f"step {s} loss {3.0 - 0.01 * s:.4f}\n" for s in range(1, 41))
+    log.write_bytes(lines.encode() + b"\x00" * 16 + b"step 41 loss nan\n")
+    res = replay_file(str(log))
+    assert res.steps == 41 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 41)]

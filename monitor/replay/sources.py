@@ -297,7 +297,9 @@ class Utf16(io.RawIOBase):
 
 
 def _binary(head: bytes) -> bool:
-    return b"\x00" in head or sum(b < 9 or 13 < b < 32 and b != 27 for b in head) > len(head) // 10
+    """Over a tenth of ``head`` control bytes (NUL included; not tab, newline, carriage return, escape): a few
+    NULs are a text log's crash padding, not a binary file."""
+    return sum(b < 9 or 13 < b < 32 and b != 27 for b in head) > len(head) // 10
 
 
 def _open(path: str):
