@@ -370,3 +370,15 @@ def test_icefalls_small_grad_scale_warning_is_a_loss_scale_collapse():
     # before its step's line, at that step
     res = replay_file("tests/data/reallogs/tune/icefall_zipformer_kws_batch_14300_grad_scale_small_3e-05_then_scheduledfloat_1946.log")  # noqa: E501
     assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 14300, 3.0517578125e-05)]
+
+
+def test_the_shell_s_killed_and_aborted_job_status_is_a_crash(tmp_path):
+    # the OOM killer's SIGKILL and an abort(), as bash reports the job (alone, or `<script>: line N: PID Killed`)
+    for status in ("bash: line 1:  1068 Killed                  python train.py", "Killed",
+                   "./run.sh: line 12: 40112 Aborted                 (core dumped) python train.py"):
+        log = tmp_path / "train.log"
+        log.write_text("".join(f"step {s} loss {3.0 - 0.01 * s:.4f}\n" for s in range(1, 31)) + status + "\n")
+        assert [(e.rule, e.step) for e in replay_file(str(log)).events] == [("trainer_crash", 30)], status
+    # a word in a sentence is none
+    log.write_text("step 1 loss 2.0\nKilled 3 stale workers before training\nstep 2 loss 1.9\n")
+    assert replay_file(str(log)).events == []

@@ -168,7 +168,8 @@ step line of their own.
   timeout's end, the CANN code line before or after its ``[task timeout]`` line its error block): an Ascend CANN error code (the
   documented shape ``E`` + a module character + 4 digits and a colon, CANN ``ReportPredefinedErrMsg``: level
   ``E`` error, ``W`` warning, ``I`` info; only errors are read, after the HCCL timeouts above), a fatal signal
-  (the shell's ``Segmentation fault (core dumped)``, Python's ``Fatal Python error: ..``, OpenMPI's handler
+  (the shell's ``Segmentation fault (core dumped)``, its job status ``Killed`` (SIGKILL: the OOM killer) or
+  ``Aborted`` alone or after ``line N: PID``, Python's ``Fatal Python error: ..``, OpenMPI's handler
   ``*** Process received signal ***`` / ``Failing at address: ..``, ``SIGSEGV``/``SIGBUS``/``SIGABRT``), or msrun
   telling that a worker or the scheduler exited with an exception (``_api.py``)::
 
@@ -273,7 +274,8 @@ _TIMED_OUT = re.compile(r"Time out nodes are \[([^\]]*\w[^\]]*)\]|The node: (\S+
 # a crash: a CANN error code (E, a module character, 4 digits: code, text), or a fatal signal
 _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\d-\d\d-[\d:.]+ )?(.*)"
                     r"|Segmentation fault|Fatal Python error: [\w ]+|Process received signal|Failing at address"
-                    r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error|" + _EXITED)
+                    r"|core dumped|\bSIG(?:SEGV|BUS|ABRT|ILL|FPE)\b|Bus error"
+                    r"|\bline \d+: +\d+ +(?:Killed|Aborted)\b|^(?:Killed|Aborted)(?: \(core dumped\))?\s*$|" + _EXITED)
 
 
 MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing loss scale", "educing dynamic loss scale",
@@ -285,7 +287,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
-                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception")  # a crash's marks
+                     r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception|Killed|Aborted")  # a crash's marks
 
 
 def mentioned(line: str) -> bool:
