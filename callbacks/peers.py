@@ -33,8 +33,9 @@ _STATE_MONITOR_CHECKS = (
 )
 
 
-def nan_checks(callbacks) -> list[tuple[object, str]]:
-    """The callbacks among ``callbacks`` that raise on a NaN/Inf step, each with what it checks (words)."""
+def nan_checks(callbacks) -> list[tuple[object, str, bool]]:
+    """The callbacks among ``callbacks`` that raise on a NaN/Inf step, each with what it checks (words) and
+    whether it checks the loss alone (it raises only on a step whose loss is not finite)."""
     found = []
     state_monitor: type | None = None
     if "mindformers" in sys.modules:
@@ -43,11 +44,11 @@ def nan_checks(callbacks) -> list[tuple[object, str]]:
         state_monitor = TrainingStateMonitor
     for c in callbacks:
         if isinstance(c, LossMonitor):
-            found.append((c, "LossMonitor raises ValueError on a NaN/Inf loss"))
+            found.append((c, "LossMonitor raises ValueError on a NaN/Inf loss", True))
         elif state_monitor is not None and isinstance(c, state_monitor):
             checks = [what for flag, what in _STATE_MONITOR_CHECKS if getattr(c, flag, False)]
             if checks:
-                found.append((c, f"TrainingStateMonitor raises on {' and on '.join(checks)}"))
+                found.append((c, f"TrainingStateMonitor raises on {' and on '.join(checks)}", False))
     return found
 
 

@@ -420,6 +420,12 @@ class TrainingMonitor(Callback):
         """A NaN-raising callback skips its step end on a step the monitor rolled back or stops at."""
         return self._undone is not None and self._undone == self._judged
 
+    def _skip_loss_check(self) -> bool:
+        """A callback that raises on a non-finite loss alone (``LossMonitor``) skips it on such a step only when
+        the loss is not finite: with a finite one its line is printed, and the log keeps a spike rolled back."""
+        rec = self.last_record
+        return self._skip_peer() and not (rec is not None and rec.loss is not None and math.isfinite(rec.loss))
+
     def _stamp_step_end(self) -> None:
         # after the last callback: data wait excludes the callbacks' time, which the next record carries
         self._t_end = time.perf_counter()
@@ -496,11 +502,11 @@ class TrainingMonitor(Callback):
         undid, stamp the step's end after the last callback (data wait then excludes the callbacks), and judge
         the evaluations of MindFormers' ``EvalCallBack``. Returns the NaN-raising callbacks."""
         checks = nan_checks(callbacks)
-        for peer, what in checks:
+        for peer, what, loss_only in checks:
             if self.cfg.rollback:
                 logger.info("{}: the monitor judges each step first and that check skips the steps it rolls "
                             "back or stops at", what)
-            hook_step_end(peer, before=self._judge, skip=self._skip_peer)
+            hook_step_end(peer, before=self._judge, skip=self._skip_loss_check if loss_only else self._skip_peer)
             self._hooked.append(peer)
         if callbacks:
             hook_step_end(callbacks[-1], after=self._stamp_step_end)
@@ -511,7 +517,7 @@ class TrainingMonitor(Callback):
         for peer in schedulers(callbacks):  # LearningRateScheduler: keeps a rollback's LR cut, the LR recorded
             hook_lr_function(peer, lambda: self.policy.multiplier, self._lr_applied)
             self._hooked.append(peer)
-        return [peer for peer, _ in checks]
+        return [peer for peer, _, _ in checks]
 
     def _lr_applied(self, lr: float) -> None:
         self._fixed_lr = lr

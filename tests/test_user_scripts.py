@@ -16,6 +16,7 @@ from mindspore.train import CheckpointConfig, LossMonitor, Model, ModelCheckpoin
 from train_helpers import BATCH, CORPUS, SEQ, AtStep, Served, tiny_net, train
 from training_monitor.callbacks import MonitorFailure, ScaledLearningRate, TrainingMonitor
 from training_monitor.callbacks.tinylm import make_dataset
+from training_monitor.replay import replay_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -262,7 +263,6 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
     """`python train.py > out.log 2>&1` of a run that rolled back twice: LossMonitor prints the trainer's steps,
     which count on after a rollback (45, then 71 for monitor step 56); the monitor's own event line names the
     trainer's step too, so the replayed console log has each fault once, where the log shows it."""
-    from training_monitor.replay import replay_file
 
     log = tmp_path / "out.log"
     with open(log, "w") as out:
@@ -301,3 +301,21 @@ def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run
     steps = [int(line.split(",")[0]) for line in open(tmp_path / "records_rank0.csv").read().splitlines()[1:]]
     assert steps == [*range(1, 56), *range(51, 56)]
     assert [e.get("action") for e in events(tmp_path) if "action" in e] == ["rollback"]
+
+
+def test_a_spike_rolled_back_keeps_its_loss_monitor_line_and_the_printed_log_replays_to_it(tmp_path, capsys):
+    # LossMonitor raises only on a loss that is not finite: on a rolled-back step with a finite loss it prints its
+    # line, so `python train.py > out.log` (stdout alone) replays to the spike the monitor rolled back
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=5)
+
+    def surge(cb):  # step 41's update at LR 5 (100x): step 42's loss spikes
+        lr = cb.train_network.optimizer.learning_rate
+        if cb.cur_step_num in (40, 41):
+            lr.set_data(ms.Tensor(5.0 if cb.cur_step_num == 40 else 0.05, ms.float32))
+
+    train([mon, LossMonitor(), AtStep(surge)], steps=50)
+    assert [(e.rule, e.step) for e in mon.kept.events] == [("loss_spike", 42)] and mon.rollbacks[0]["at_step"] == 42
+    out = tmp_path / "out.log"
+    out.write_text(capsys.readouterr().out)
+    assert "epoch: 1 step: 42, loss is" in out.read_text()
+    assert ("loss_spike", 42) in [(e.rule, e.step) for e in replay_file(str(out)).events]

@@ -182,7 +182,8 @@ step line of their own.
 
 * This monitor's own event line (:class:`~training_monitor.sinks.LoggedEvents`, on stderr), a report of its
   rule at the step and onset it names, so the console log of a monitored run shows the events the callback
-  raised (a rolled-back step's ``LossMonitor`` line is not printed); not in a log found beside the monitor's
+  raised (a rolled-back step's ``LossMonitor`` line is not printed when its loss is not finite); not in a log
+  found beside the monitor's
   event log, which holds the same events (:attr:`.sources.Source.own_events`)::
 
       2026-12-03 20:17:03.531 | ERROR    | training_monitor.sinks:on_event:77 - rank 0 nan_inf at step 151 (onset 151): loss is nan at step 151 -> alert, rollback
