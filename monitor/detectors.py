@@ -694,7 +694,7 @@ class LossSpikeSettings(RobustSpikeSettings):
     warmup_steps: int = override(RobustSpikeSettings, "warmup_steps", 10)
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 10)
     escalation: float = override(RuleSettings, "escalation", 2.0)
-    log_threshold: float = override(RobustSpikeSettings, "log_threshold", 6.0)
+    log_threshold: float = override(RobustSpikeSettings, "log_threshold", 4.0)
     shift_steps: int = setting(5, "also fire on a level shift: the median of the last shift_steps losses... "
                                   "(0: off)", min=0)
     shift_sigma: float = setting(3.0, "...this many robust sigmas above the window's median", min=0)
