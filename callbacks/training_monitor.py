@@ -59,14 +59,17 @@ def _env_rank() -> int:
 
 
 def local_rank(rank: int) -> int:
-    """This process's rank within its node: ``LOCAL_RANK``, else MindSpore's communication API, else ``rank``."""
+    """This process's rank within its node: ``LOCAL_RANK``, else MindSpore's communication API once it is
+    initialised, else ``rank``."""
     if os.environ.get("LOCAL_RANK", "").isdigit():
         return int(os.environ["LOCAL_RANK"])
+    if not communication_ready():  # (get_local_rank() says 0 before init(): every rank would take one port)
+        return rank
     try:
         from mindspore.communication import get_local_rank
 
         return get_local_rank()
-    except Exception:  # communication not initialised: a single-process job
+    except Exception:
         return rank
 
 
@@ -217,6 +220,7 @@ class TrainingMonitor(Callback):
         self.stop_reason: str | None = None
         self.last_record: StepRecord | None = None
         self._prev_trainer_step = 0
+        self._batches_before = 0  # batches the earlier train calls of this monitor consumed (see _continue)
         # perf_counter() seconds of the step marks, and the later callbacks' seconds (None: not yet)
         self._t_begin: float | None = None
         self._t_end: float | None = None
@@ -309,6 +313,11 @@ class TrainingMonitor(Callback):
         self._hooked = []
 
     @property
+    def _batches(self) -> int:
+        """Batches consumed by this monitor's train calls, rolled-back steps' included."""
+        return self._batches_before + self._prev_trainer_step
+
+    @property
     def trainer_step(self) -> int:
         """The trainer's own step count (``cb_params.cur_step_num``): steps run, rolled-back ones included."""
         return self._prev_trainer_step
@@ -369,7 +378,7 @@ class TrainingMonitor(Callback):
             os.unlink(self._sd_file)
         self._sd_file = None
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
-            self.model_checkpoints.ledger_new(self.last_record.step, self._prev_trainer_step)
+            self.model_checkpoints.ledger_new(self.last_record.step, self._batches)
         # the last checksums land in the ledger file before training returns: a monitor made next in this
         # process takes that file over (the process's exit would wait for them all the same)
         self.ledger.wait()
@@ -437,6 +446,10 @@ class TrainingMonitor(Callback):
         cfg = self.cfg
         if self.last_record is not None:
             self._continue(cb, self.last_record.step)
+        if self.stop_reason:
+            logger.bind(report=True).error("this monitor stopped the run ({}); a new train call is stopped after its "
+                                           "first step", self.stop_reason)
+            run_context.request_stop()
         serves = cfg.metrics_port is not None and (cfg.export_ranks == "all" or self.rank == 0)
         if self.metrics_url is None and serves:
             port = cfg.metrics_port + local_rank(self.rank) if cfg.metrics_port else 0
@@ -488,6 +501,7 @@ class TrainingMonitor(Callback):
         written again, and the first step's wait is not measured from the last call's end (an evaluation came
         between); the first step may compile: its slowness is known."""
         self.engine.offset = cb.cur_step_num - last_step
+        self._batches_before += self._prev_trainer_step - cb.cur_step_num  # (0 when the trainer counts on)
         self._judged = self._undone = None
         self._t_begin = self._t_end = self._t_judged = None
         self._epoch, self._slow = None, "epoch"
@@ -579,7 +593,7 @@ class TrainingMonitor(Callback):
         step = cb.cur_step_num - self.engine.offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
-        saved = self.model_checkpoints.ledger_new(step - 1, self._prev_trainer_step - 1, lag=1)
+        saved = self.model_checkpoints.ledger_new(step - 1, self._batches - 1, lag=1)
         saved = saved or self.model_checkpoints.saved(lag=0)  # ledgered after this step's record
         epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
@@ -597,7 +611,7 @@ class TrainingMonitor(Callback):
         events = self.engine.observe(rec)
         for on_record in self._on_record:
             on_record(rec, events)
-        self.model_checkpoints.ledger_new(step, self._prev_trainer_step, lag=0)
+        self.model_checkpoints.ledger_new(step, self._batches, lag=0)
         promotes = self.ledger.next_promotion  # (a step whose events ask for no rollback promotes)
         if promotes is not None and step >= promotes and not any("rollback" in e.actions for e in events):
             events = events + self._weights_finite(cb, step)
@@ -658,7 +672,7 @@ class TrainingMonitor(Callback):
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
             path = self.ckpt_dir / f"step_{step:08d}_r{self.policy.done}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path), self._prev_trainer_step, **self._lineage())
+        self.ledger.add(step, str(path), self._batches, **self._lineage())
         if self._watchdog is not None:
             self._watchdog.done()
         self._slow = "checkpoint"  # the save is in the next step's data wait
@@ -689,7 +703,7 @@ class TrainingMonitor(Callback):
         self._slow = "rollback"
         rb = self.policy.rolled_back(d, rewound=True, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
-            rb["skipped_batches"] = [target.batches_consumed + 1, self._prev_trainer_step]
+            rb["skipped_batches"] = [target.batches_consumed + 1, self._batches]
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         self._fixed_lr = self._optimizer_lr(cb)

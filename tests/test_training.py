@@ -419,7 +419,12 @@ def test_a_slow_model_checkpoint_save_after_the_monitor_is_no_stall(tmp_path):
 def test_a_world_size_without_communication_is_an_error_and_training_goes_on(tmp_path, log_lines):
     # RANK_SIZE set (a launcher's environment) in a process that never called mindspore.communication.init():
     # a collective there ends the process, so the consensus is off and an error says why
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, world_size=2, rank=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=port - 1, world_size=2, rank=1)
     train([mon], steps=5)
     assert mon.last_record.step == 5
     assert any("communication is not initialised" in line for line in log_lines)
+    assert mon.metrics_url == f"http://127.0.0.1:{port}/metrics"  # port + this rank (not 0: before init())
+    mon.close()

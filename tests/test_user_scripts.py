@@ -297,6 +297,7 @@ def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run
     mon.close()
     (rb,) = mon.rollbacks
     assert (rb["at_step"], rb["to_step"]) == (55, 50)
+    assert rb["skipped_batches"] == [51, 55]  # positions in the data stream of both calls
     assert [(e.rule, e.step) for e in mon.kept.events] == [("nan_inf", 55)]
     steps = [int(line.split(",")[0]) for line in open(tmp_path / "records_rank0.csv").read().splitlines()[1:]]
     assert steps == [*range(1, 56), *range(51, 56)]
@@ -319,3 +320,19 @@ def test_a_spike_rolled_back_keeps_its_loss_monitor_line_and_the_printed_log_rep
     out.write_text(capsys.readouterr().out)
     assert "epoch: 1 step: 42, loss is" in out.read_text()
     assert ("loss_spike", 42) in [(e.rule, e.step) for e in replay_file(str(out)).events]
+
+
+def test_a_run_the_monitor_stopped_is_not_trained_on_unchecked_by_the_next_train_call(tmp_path, log_lines):
+    # exit_on_stop off: the script's loop calls Model.train again after the monitor stopped the run (no
+    # checkpoint to roll back to); the next call is stopped after its first step, and says why
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, exit_on_stop=False)
+    net = tiny_net()
+    source = Served(CORPUS, SEQ, BATCH, 20, 0)
+    model = Model(nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05)))
+    source.poison = {4}
+    model.train(1, make_dataset(source), callbacks=[mon], dataset_sink_mode=False)
+    assert mon.stop_reason and mon.trainer_step == 5
+    source.poison = set()
+    model.train(1, make_dataset(source), callbacks=[mon], dataset_sink_mode=False)
+    assert mon.trainer_step == 1
+    assert any("this monitor stopped the run" in line and "stopped after its first step" in line for line in log_lines)
