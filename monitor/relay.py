@@ -103,6 +103,11 @@ class Auth:
         return False
 
 
+def _not_json(constant: str):
+    """``NaN``, ``Infinity`` and ``-Infinity`` are no JSON (RFC 8259), though Python's parser reads them."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def is_loopback(host: str) -> bool:
     """``host`` (a name or an address) resolves to loopback addresses only."""
     try:
@@ -203,7 +208,7 @@ class Relay:
             length = int(environ.get("CONTENT_LENGTH") or 0)  # digits only, at most MAX_BODY: waitress checks
             problem = ""
             try:
-                payload = json.loads(environ["wsgi.input"].read(length) or b"null")
+                payload = json.loads(environ["wsgi.input"].read(length) or b"null", parse_constant=_not_json)
             except ValueError:
                 problem = "body is not JSON"
             except RecursionError:

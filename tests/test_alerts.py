@@ -262,3 +262,20 @@ def test_a_digest_of_long_chinese_summaries_fits_every_vendor_s_size_bound(recei
         assert "损失值为非数" in text_of(req) and text_of(req).rstrip().endswith("…"), prefix
     stats = s.close(2)
     assert all(st["sent"] == 12 and st["failed"] == 0 for st in stats.values()), stats
+
+
+def test_an_alert_only_event_says_the_step_s_rollback_was_another_rule_s(receiver):
+    # the demo's step 151: loss_spike asks for the rollback, grad_norm_spike only alerts
+    engine = Engine()
+    recs = [StepRecord(i + 1, loss=3.0 + 0.01 * (i % 7), grad_norm=1.0 + 0.02 * (i % 5)) for i in range(150)]
+    for r in recs:
+        engine.observe(r)
+    events = engine.observe(StepRecord(151, loss=9.0, grad_norm=40.0))
+    assert {e.rule for e in events} == {"loss_spike", "grad_norm_spike"}
+    s = sender(receiver, {"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in"})
+    s.on_action(events, "rolled back to the healthy checkpoint at step 125")
+    (req,) = receiver.wait_for("/webhook")
+    actions = {a["rule"]: a["action"] for a in req["body"]["alerts"]}
+    assert actions == {"loss_spike": "rolled back to the healthy checkpoint at step 125",
+                       "grad_norm_spike": "alert only; at this step: rolled back to the healthy checkpoint at step 125"}
+    s.close(2)

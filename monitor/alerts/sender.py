@@ -255,10 +255,14 @@ class AlertSender(Sink):
         self.sinks = {spec.name: Destination(spec, config.queue_size) for spec in config.sinks}
 
     def on_action(self, events: list[Event], action: str) -> None:
-        """Queue ``events`` as alerts (one message, or a digest) saying ``action``, with the configured runbook
-        and dashboard links (returns at once; delivery is in the background)."""
+        """Queue ``events`` as alerts (one message, or a digest) saying ``action``, what was done at their step
+        (an event whose rule asks for nothing but an alert says so, then that: the step's rollback is another
+        rule's doing), with the configured runbook and dashboard links (returns at once; delivery is in the
+        background)."""
         c, now = self.config, time.time()
-        self.send([Alert.from_event(e, self.run, action, c.runbook_base, c.dashboard_url, now) for e in events])
+        self.send([Alert.from_event(e, self.run, action if action == "alerted" or set(e.actions) - {"alert"}
+                                    else f"alert only; at this step: {action}", c.runbook_base, c.dashboard_url, now)
+                   for e in events])
 
     def send(self, alerts: list[Alert], sink: str | None = None) -> int | None:
         """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; return how many
