@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import click
 
+from .detectors import SEVERITIES
 from .log import logger, to_stderr
 from .policy import RollbackSettings
 from .replay import ReplayError, replay_paths
@@ -114,8 +115,10 @@ def _rollback_options(command):
                    "(0: every step; gauges are written at every step).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal or the input is over 1 GiB).")
+@click.option("--fail-on", default="never", show_default=True, type=click.Choice(["never", *SEVERITIES]),
+              help="Exit with status 1 when an anomaly of this severity or a higher one was found (a CI gate).")
 def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start_time, scrape_interval, progress,
-           **rollback):
+           fail_on, **rollback):
     """Run logged training runs through the rules and report the anomalies, what the rollback policy would
     have done, and step time / TPS / MFU.
 
@@ -172,6 +175,9 @@ def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start
             click.echo(f"note: {r.path} has {r.steps} step records; with fewer than {history} earlier ones the "
                        f"spike rules report only unambiguous excursions (lower min_history with --rules to judge "
                        f"more)", err=True)
+    if fail_on != "never" and any(SEVERITIES.index(e.severity) >= SEVERITIES.index(fail_on)
+                                  for r in results for e in r.events):
+        sys.exit(1)
 
 
 @main.group()
