@@ -282,8 +282,7 @@ class TrainingMonitor(Callback):
                                    f"{step}: {first}", self.rank, "monitor", text)
         if self.alerts is not None:
             self.alerts.on_action([event], "training ended")
-        self.model_checkpoints.follow_retention()
-        self._finish(crashed=True)
+        self._end(None, crashed=True)
 
     # ------------------------------------------------------------------------------------------------
     def evaluated(self, results: dict) -> list:
@@ -331,9 +330,9 @@ class TrainingMonitor(Callback):
             stats = self.alerts.close(5.0)
             logger.info("alert delivery: {}", stats)
 
-    def _end(self, _run_context) -> None:
+    def _end(self, _run_context, crashed: bool = False) -> None:
         self.model_checkpoints.follow_retention()
-        self._finish()
+        self._finish(crashed)
 
     def _own_values(self) -> str:
         """This rank's own loss and grad norm of the step judged, as text ("" without consensus): the event

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from ..detectors import ACTIONS
 from ..sinks import MAX_EVENTS
 from . import base
 from .base import ACTION, NOT_JSON, NUMBER, Report
@@ -28,7 +29,7 @@ def json_object(line: str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 NAME = "events"
-SPARABLE = ("rollback", "skip_batches", "stop")  # what an event asks beyond its alert
+SPARABLE = tuple(a for a in ACTIONS if a != "alert")  # what an event asks beyond its alert
 
 
 def detect(line: str) -> bool:

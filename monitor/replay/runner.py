@@ -183,7 +183,7 @@ def _split_rank(line: str, by_rank: bool = True):
     """``(rank, rest)`` of a line with a rank prefix (``[rankN]:`` only with ``by_rank``), else ``(None, line)``."""
     if line.startswith(_RANK_STARTS):
         m = _RANK_PREFIX.match(line)
-        if m is not None and (by_rank or line[1] == "d"):
+        if m is not None and (by_rank or line.startswith("[default")):
             return int(m.group(1)), line[m.end():]
     return None, line
 
