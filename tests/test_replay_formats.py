@@ -66,6 +66,20 @@ def test_mindspore_timing_lines_complete_the_step_before(tmp_path):
     assert rec.step_time_s == pytest.approx(0.135572) and rec.mfu == pytest.approx(0.0047)
 
 
+
+@pytest.mark.parametrize("between, steps", [
+    (["Train epoch time: 50.000 ms, per step time: 10.000 ms"], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),  # TimeMonitor
+    (["Test: ", " Accuracy: 91.5%, Avg loss: 0.281200 "], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),  # an evaluation
+    ([], [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]),  # no end between: a restart (a resumed process counts from 1 again)
+    (["Traceback (most recent call last):"], [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]),
+])
+def test_loss_monitor_counting_the_same_epoch_again_after_its_end_is_the_next_train_call(between, steps):
+    # a script calling `model.train(1, ..)` once an epoch: each call's LossMonitor prints `epoch: 1 step: 1..`
+    p = text.Parser()
+    lines = [f"epoch: 1 step: {s}, loss is {2.5 - s / 10}" for s in range(1, 6)]
+    recs = [p.feed(line) for line in lines + between + lines]
+    assert [r.step for r in recs if r.__class__ is StepRecord] == steps
+
 # Megatron-LM megatron/training/training.py training_log(): " iteration {:8d}/{:8d} |", " consumed samples:
 # {:12d} |", " elapsed time per iteration (ms): {:.1f} |", " learning rate: {:.6E} |", " global batch size:
 # {:5d} |", " {key}: {avg:.6E} |" only `if avg >= 0.0` (so a NaN average is left out), " loss scale: {:.1f} |",

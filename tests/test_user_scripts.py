@@ -279,10 +279,11 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
                                                                                 ("nan_inf", 71, 71, "monitor")]
 
 
-def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run(tmp_path):
+def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run(tmp_path, capsys):
     # a tutorial's epoch loop: `for epoch in range(n): model.train(1, ds, callbacks=..); evaluate(..)`, one monitor:
     # the trainer counts each call's steps from 1 again; the monitor numbers them on, writes every call's records
-    # and events, and a NaN in the second call rolls back to that call's checkpoint
+    # and events, and a NaN in the second call rolls back to that call's checkpoint; the printed log, each call's
+    # `epoch: 1 step: 1..` after the evaluation's line, replays as one run too
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     ms.set_seed(0)
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=3)
@@ -294,7 +295,12 @@ def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run
         model.train(1, make_dataset(source), callbacks=[mon, LossMonitor()], dataset_sink_mode=False)
         losses = [float(net(*(ms.Tensor(a) for a in source[i])).asnumpy()) for i in range(3)]  # evaluate
         assert all(np.isfinite(losses))
+        print(f"Test: \n Avg loss: {np.mean(losses):>8f} \n")  # (the quick start's evaluation lines)
     mon.close()
+    out = tmp_path / "out.log"
+    out.write_text(capsys.readouterr().out)
+    res = replay_file(str(out))  # step 55's NaN is not printed: LossMonitor prints the steps after it, 56..60
+    assert (res.steps, res.last.step, res.events) == (59, 60, [])
     (rb,) = mon.rollbacks
     assert (rb["at_step"], rb["to_step"]) == (55, 50)
     assert rb["skipped_batches"] == [51, 55]  # positions in the data stream of both calls

@@ -66,10 +66,13 @@ Each physical line is read in four steps.
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global from the
    first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]`` first: step 600):
    ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs before
-   are added when the count starts again in a new epoch. A count with a total on lines naming no epoch that starts again
-   when its next print would have passed its total (MindSpore's and PyTorch's quick start, ``loss: 0.58  [  0/938]``
-   after ``[900/938]``) is the next epoch's: the totals before it are added. A line with a loss and no step (Hugging
-   Face's dicts) is at the count of the training bar when a bar ran ahead of the last record, else at the step after it
+   are added when the count starts again in a new epoch, or in the same epoch from its start after that epoch's end
+   was printed (its time, an evaluation: a script calling ``Model.train(1, ..)`` once an epoch, whose ``LossMonitor``
+   prints ``epoch: 1 step: 1..`` each time; with no end between, a restart: the run went back). A count with a total
+   on lines naming no epoch that starts again when its next print would have passed its total (MindSpore's and
+   PyTorch's quick start, ``loss: 0.58  [  0/938]`` after ``[900/938]``) is the next epoch's: the totals before it
+   are added. A line with a loss and no step (Hugging Face's dicts) is at the count of the training bar when a bar
+   ran ahead of the last record, else at the step after it
    (the very values of the line before again: a copy, another node's, a ``duplicate step``); in a log whose lines number
    their steps, such a line is a summary. A line with a step time or a throughput and no loss is such a line too (a step
    record without a loss) when a bar ran ahead of the last record or, before any record, when it is a dict; otherwise it
@@ -577,6 +580,7 @@ class Parser(base.Parser):
         self.epoch: Any = None               # epoch of the last step line
         self.base: int | None = None         # the epoch of the first step line that named one
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
+        self.ended = False                   # an epoch's end (its time, an evaluation) was read after the last record
         self.drawn: Any = None               # (the last record, moved) when a tqdm bar counted its step
         self.restarts: tuple = (None, 0, 0, 0, 0)  # a count of a total, no epoch: total, first, two last, steps before
         self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
@@ -651,6 +655,11 @@ class Parser(base.Parser):
         item = super().feed(line)
         if item.__class__ is StepRecord or item is None and self.reason == MERGED:
             self.trained += 1
+        if item is not None:
+            self.ended = item.__class__ is Evaluation or self.ended and item.__class__ is not StepRecord and (
+                item.__class__ is not Report)
+        elif self.reason == SUMMARY:
+            self.ended = True
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
             if item.__class__ is StepRecord:
@@ -855,6 +864,8 @@ class Parser(base.Parser):
         if step is None and "loss" in values and counter is not None and counter[0] == prev and (
                 self.last is None or counter[1] > self.last.step):
             return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
+        if step is None and "span_s" in values:
+            self.ended = True  # an epoch's time
         if step is None and values.keys() == {"epoch"}:
             self.counter = (text, int(values["epoch"][0]))
             self.bar_epoch = self.counter[1]
@@ -1180,6 +1191,9 @@ class Parser(base.Parser):
             if step <= self.top:  # counted within the epoch: add the epochs before
                 self.offset += (epoch - self.epoch) * (self.top + (1 if self.low == 0 else 0))
             self.epoch, self.top, self.low = epoch, step, step
+        elif self.ended and step <= self.low < self.top - step:  # the same epoch again from its start, after its
+            self.offset += self.top + (1 if self.low == 0 else 0)  # end: a script's next `Model.train(1, ..)`
+            self.top = self.low = step
         self.top, self.low = max(self.top, step), min(self.low, step)
         return self.offset + step
 
