@@ -382,3 +382,28 @@ def test_the_shell_s_killed_and_aborted_job_status_is_a_crash(tmp_path):
     # a word in a sentence is none
     log.write_text("step 1 loss 2.0\nKilled 3 stale workers before training\nstep 2 loss 1.9\n")
     assert replay_file(str(log)).events == []
+
+
+def test_a_log_ending_in_a_python_traceback_is_a_crash_after_its_last_step(tmp_path):
+    steps = [f"epoch: 1 step: {s}, loss is {3.0 - 0.01 * s:.4f}" for s in range(1, 31)]
+    frames = ["Traceback (most recent call last):", '  File "train.py", line 52, in <module>',
+              "    model.train(epochs, dataset, callbacks=callbacks)", '  File "loader.py", line 9, in __next__',
+              "    raise ValueError"]
+
+    def events(*tail):
+        return [(e.rule, e.step, e.message) for e in replay_file(_write(tmp_path, steps + list(tail))).events]
+
+    said = "trainer: the log ends in a traceback: the process raised {} after step 30{}"
+    assert events(*frames, "OSError: [Errno 28] No space left on device") == [
+        ("trainer_crash", 30, said.format("OSError", ": [Errno 28] No space left on device"))]
+    # chained: the last exception; behind torchrun's rank prefix; a qualified name with no message
+    chained = [*frames, "ValueError", "", "During handling of the above exception, another exception occurred:", "",
+               *frames, "[rank0]: torch.distributed.DistBackendError"]
+    assert events(*chained) == [("trainer_crash", 30, said.format("torch.distributed.DistBackendError", ""))]
+    assert events(*frames, "ValueError: bad row", *steps[:3]) == []  # training went on: the exception was caught
+    assert events(*frames, "KeyboardInterrupt") == []  # the user's end
+    assert events(*frames[:3], "    raise ValueError") == []  # no exception line: cut off
+    # the trainer's own NaN check ends in its exception: that report, once
+    nan = ("ValueError: In epoch: 1 step: 31, loss is NAN or INF, training process cannot continue, "
+           "terminating training.")
+    assert [r[:2] for r in events(*frames, nan)] == [("nan_inf", 31)]

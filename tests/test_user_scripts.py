@@ -279,6 +279,39 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
                                                                                 ("nan_inf", 71, 71, "monitor")]
 
 
+
+CRASHING = """
+import sys
+from mindspore.train import LossMonitor
+sys.path.insert(0, {tests!r})
+from train_helpers import AtStep, train
+from training_monitor.callbacks import TrainingMonitor
+
+def bug(cb):
+    if cb.cur_step_num == 12:
+        raise RuntimeError("For 'Gather', the 'input_indices' should be in the range [0, 128), but got 1000000")
+
+monitor = [TrainingMonitor(output_dir={out!r}, metrics_port=None)] if {monitored!r} else []
+train([LossMonitor(), *monitor, AtStep(bug)], steps=30)
+"""
+
+
+@pytest.mark.parametrize("monitored", [False, True])
+def test_the_console_log_of_a_run_that_raised_replays_to_the_crash_after_its_last_step(tmp_path, monitored):
+    # `python train.py > out.log 2>&1` of a run that raised at step 12: the log ends in Python's traceback; the
+    # replay reports the crash the live monitor reports (its own event line there, once), or, for a run it did not
+    # watch, the traceback's exception
+    script, log = tmp_path / "train.py", tmp_path / "out.log"
+    script.write_text(CRASHING.format(tests=os.path.join(ROOT, "tests"), out=str(tmp_path / "out"),
+                                      monitored=monitored))
+    with open(log, "w") as out:
+        run = subprocess.run([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT, timeout=300,
+                             cwd=ROOT)
+    assert run.returncode == 1 and log.read_text().rstrip().endswith("but got 1000000")
+    (crash,) = replay_file(str(log)).events
+    assert (crash.rule, crash.step, crash.source) == ("trainer_crash", 12, "monitor" if monitored else "trainer")
+    assert "RuntimeError" in crash.message and "'Gather'" in crash.message
+
 def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run(tmp_path, capsys):
     # a tutorial's epoch loop: `for epoch in range(n): model.train(1, ds, callbacks=..); evaluate(..)`, one monitor:
     # the trainer counts each call's steps from 1 again; the monitor numbers them on, writes every call's records

@@ -20,6 +20,8 @@ runner after each line:
 * :attr:`Parser.named`: False while the log has named no step (a step line's, a progress bar's count): the
   records until then are numbered by their position in the log (overflow messages before any step line),
   and the runner tells the rules so (they are not known to be at start-up).
+* :attr:`Parser.raised`: the last line of a Python traceback read after the last record (the exception it
+  ended in, see :func:`.messages.traceback`): the log ending there, the runner publishes a ``trainer_crash``.
 * :attr:`Parser.after`, set with a record: what the same line said after the record (a trainer message
   glued after a progress bar's values, a step line's evaluation loss): reports and evaluations, which the runner
   hands on right after taking the record, or an overflow message's record, which it takes next
@@ -115,6 +117,9 @@ class Parser(abc.ABC):
         self.named = False  # the log named a step (a step line's, a bar's count): the records before it are not
         self.placing: StepRecord | None = None  # ... numbered by their position, as the line read numbers this one
         self._reported: tuple[int, set] = (-1, set())
+        self.traceback = False  # a Python traceback's first line was read, its exception line not yet
+        self.raised: tuple | None = None  # (the last record then, the crash report) of a traceback's exception line
+        self.reported: object = False  # the last record when a report was last given (a traceback after it is its end)
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
 
@@ -142,7 +147,11 @@ class Parser(abc.ABC):
         cls = item.__class__
         if cls is str:
             self.reason = item
+            if line.__class__ is str and (self.traceback or "Traceback (most recent call last)" in line):
+                messages.traceback(line, self)
             return None
+        if cls is Report:
+            self.reported, self.raised = self.last, None
         if cls is StepRecord:
             self.last = item
             if item is not self.placing:

@@ -180,6 +180,17 @@ step line of their own.
       [WARNING] ME(162078:..,MainProcess):2025-03-10-09:40:12.444.000 [mindspore/parallel/cluster/process_entity/_api.py:318] There's worker exits with exception, kill all other workers.
       [ERROR] ME(130371:..,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception.
 
+* The log ending in a Python traceback (:func:`traceback`): the exception the process raised, after the last
+  step done, when no record and no other report came after it (training that goes on after a printed traceback
+  caught it; a timeout or a NaN check reported just before is the exception's cause). Not an interrupt or an
+  exit (``KeyboardInterrupt``, ``SystemExit``: the user's or the program's own end). Published at the end as a
+  ``trainer_crash``, the live callback's event for an exception that ended ``Model.train``::
+
+      Traceback (most recent call last):
+        File "train.py", line 52, in <module>
+          model.train(epochs, dataset, callbacks=callbacks)
+      RuntimeError: Call aclnnMatmul failed, detail:EZ1001: ..
+
 * This monitor's own event line (:class:`~training_monitor.sinks.LoggedEvents`, on stderr), a report of its
   rule at the step and onset it names, so the console log of a monitored run shows the events the callback
   raised (a rolled-back step's ``LossMonitor`` line is not printed when its loss is not finite); not in a log
@@ -289,6 +300,32 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception|Killed|Aborted")  # a crash's marks
+
+
+# the last line of a Python traceback: the exception's (qualified) name at the line's start, or after a launcher's
+# prefix (`[rank0]: `, `[default1]:`), then its message or nothing
+_RAISED = re.compile(r"(?:^|[\]:>|] ?)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+                     r"(?:: ?(.*)|\s*$)")
+_ENDS = frozenset(("KeyboardInterrupt", "SystemExit", "GeneratorExit"))  # an end the user or the program chose
+
+
+def traceback(line: str, parser) -> None:
+    """Follow a Python traceback in lines ``parser`` skipped: its first line (``Traceback (most recent call
+    last):``), then its exception line, whose crash report :attr:`~.base.Parser.raised` keeps with the last record
+    (the log ending there: a ``trainer_crash``); none when a report came since that record."""
+    if "Traceback (most recent call last)" in line:
+        parser.traceback = True
+        return
+    m = _RAISED.search(line)
+    if m is None:
+        return
+    parser.traceback = False
+    if parser.reported is parser.last or m.group(1).rsplit(".", 1)[-1] in _ENDS:
+        return
+    done, said = parser.done, (m.group(2) or "").strip()[:300]
+    parser.raised = (parser.last, Report(CRASH, done, None, f"trainer: the log ends in a traceback: the process "
+                                         f"raised {m.group(1)} after step {done}" + (f": {said}" if said else ""),
+                                         parser.rank))
 
 
 def mentioned(line: str) -> bool:

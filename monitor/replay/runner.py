@@ -603,6 +603,9 @@ class _Run:
     def finish(self) -> None:
         for key in sorted(self.parsers):
             slot = self.parsers[key]
+            raised = slot.parser.raised
+            if raised is not None and raised[0] is slot.parser.last and not slot.parser.held:
+                self._report(raised[1], slot, key)  # the log ends in a traceback (messages.traceback)
             if slot.parser.held:
                 self._release(slot, key, slot.parser.step)
             self._settle(slot)
