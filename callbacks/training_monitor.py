@@ -31,7 +31,7 @@ from training_monitor.policy import Decision, RollbackPolicy
 from training_monitor.record import StepRecord
 from training_monitor.recordlog import RecordLog
 from training_monitor.replay.fields import evaluation_loss
-from training_monitor.resume import restore, trajectory
+from training_monitor.resume import ChangedCheckpoint, ResumeError, restore, trajectory
 from training_monitor.ruleset import Rules
 from training_monitor.sinks import EventList, LoggedEvents, Sink, overrides
 from training_monitor.watchdog import Watchdog
@@ -210,7 +210,7 @@ class TrainingMonitor(Callback):
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run
-        self._resume_from = cfg.resume_from.replace("{rank}", str(self.rank)) if cfg.resume_from else None
+        self._resume_from = cfg.resume_from  # (its {rank} stands for the rank: resume.checkpoint_file)
         self.ckpt_dir = out / "checkpoints" / f"rank_{self.rank}" / self.instance
         self.model_checkpoints = ModelCheckpointFiles(self.ledger, self.ckpt_dir, self._lineage)
         self.policy = RollbackPolicy(self.ledger, cfg, cfg.rollback, cfg.on_failed_rollback,
@@ -472,8 +472,11 @@ class TrainingMonitor(Callback):
                                       p["startup_steps"]).start()
         self._prev_trainer_step = cb.cur_step_num
         if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
-            self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank, cfg.run,
-                                   self.record_log, self._consensus.all_ok if self._consensus else None)
+            try:
+                self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank,
+                                       cfg.run, self.record_log, self._consensus.all_ok if self._consensus else None)
+            except ResumeError as exc:
+                self._not_resumed(run_context, exc)
             self._resume_from = None
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine = self.resumed.engine
@@ -492,6 +495,24 @@ class TrainingMonitor(Callback):
         self.model_checkpoints.follow(cb.list_callback, mine)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
+
+    def _not_resumed(self, run_context, exc: ResumeError) -> None:
+        """``resume_from`` could not be restored (:func:`~training_monitor.resume.restore`): the event log records
+        why; the run goes on afresh, unless the checkpoint was written over since it was saved, which stops it
+        as a failed rollback does (the weights loaded are not its step's; ``on_failed_rollback: continue``
+        trains on them)."""
+        checkpoint = self._resume_from
+        self.event_log.write({"action": "resume_failed", "checkpoint": checkpoint, "reason": str(exc),
+                              "rank": self.rank, "time": time.time()})
+        if isinstance(exc, ChangedCheckpoint) and self.cfg.on_failed_rollback == "stop":
+            self._stop(run_context, f"resumed from a checkpoint written over since it was saved: {exc} (the weights "
+                                    "loaded are not that step's)")
+            return
+        then = ("; training goes on with the weights loaded (on_failed_rollback: continue)"
+                if isinstance(exc, ChangedCheckpoint) else "")
+        logger.bind(report=True).error("resume from {}: run state not restored ({}); the detectors start empty and "
+                                       "no checkpoint from before the restart is a rollback target{}", checkpoint,
+                                       exc, then)
 
     def _continue(self, cb, last_step: int) -> None:
         """A train begin after a train end (``Model.train`` called again, as a loop of one epoch's training and an

@@ -60,7 +60,8 @@ class MonitorConfig(RollbackSettings):
             ``{rank}`` in it stands for the rank. When it is a checkpoint of this ``run`` in the output
             folder's ledgers, the detectors' windows and the checkpoints on its trajectory are restored and
             steps continue from its step (:mod:`training_monitor.resume`); with several ranks, only when every rank
-            restored. Otherwise an error says why and the run starts afresh. None: a new run.
+            restored. A checkpoint written over since its save stops the run (as a failed rollback does);
+            otherwise an error says why and the run starts afresh. None: a new run.
         strict: raise monitor failures into the trainer instead of logging and surviving them.
     """
 

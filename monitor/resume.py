@@ -13,8 +13,8 @@ resumed from, then its own). Resuming from a checkpoint:
    published again), which leaves every detector exactly as it was when the checkpoint was saved; the last
    record must be the checkpoint's step;
 4. carries over the checkpoints of that ledger that lie on the same trajectory (saved on the way to the
-   resumed one, with no later record going back to or before their step) and whose files still exist, with
-   their health and checksums; they are verified again before any load.
+   resumed one, with no later record going back to or before their step) and whose files are found
+   (:func:`_located`), with their health and checksums; they are verified again before any load.
 """
 from __future__ import annotations
 
@@ -35,15 +35,21 @@ class ResumeError(Exception):
     """The run's state cannot be restored for this checkpoint; the message says why."""
 
 
+class ChangedCheckpoint(ResumeError):
+    """The checkpoint resumed from is the run's, but its bytes changed since it was saved (same size, another
+    checksum: written over in place): the weights loaded from it are not its step's."""
+
+
 @dataclass
 class Resumed:
     """What :func:`resume` restored: the checkpoint's entry, the entries carried over (it included when its
-    file is there), how many records were fed again, and the engine they were fed to."""
+    file is there), how many records were fed again, the engine they were fed to, and the file resumed from."""
 
     entry: CheckpointEntry
     carried: list[CheckpointEntry]
     records: int
     engine: Engine
+    path: str
 
 
 def trajectory(record_log: RecordLog | None, base: list | None) -> list | None:
@@ -60,10 +66,10 @@ def _ledgers(output_dir: str, rank: int) -> list[str]:
     return sorted(paths, key=lambda p: (os.path.getmtime(p), p), reverse=True)
 
 
-def _find(checkpoint: str, output_dir: str, rank: int, run: str) -> tuple[CheckpointEntry, list, str]:
+def _find(checkpoint: str, output_dir: str, rank: int, run: str) -> tuple[CheckpointEntry, list, str, int]:
     """The entry of ``checkpoint`` in this run's newest ledger that has it, that ledger's entries, and the
-    file's checksum."""
-    checksum, _ = file_checksum(checkpoint)
+    file's checksum and size."""
+    checksum, size = file_checksum(checkpoint)
     others = set()
     for path in _ledgers(output_dir, rank):
         try:
@@ -79,7 +85,7 @@ def _find(checkpoint: str, output_dir: str, rank: int, run: str) -> tuple[Checkp
         for e in reversed(entries):
             same = os.path.exists(e.path) and os.path.samefile(e.path, checkpoint)
             if same or (e.checksum is not None and e.checksum == checksum):
-                return e, entries, checksum
+                return e, entries, checksum, size
     also = f" (ledgers of other runs: {', '.join(sorted(others))})" if others else ""
     raise ResumeError(f"{checkpoint} is in no ledger of run {run!r} under {output_dir}{also}")
 
@@ -108,10 +114,43 @@ def _rows(path: str, ranges: list, marks: dict):
                     marks[(i, pos)] = count
 
 
-def checkpoint_file(pattern: str) -> str:
-    """The file ``pattern`` names: itself, or, a glob pattern (``*``, ``?``, ``[..]``: the monitor's own
-    checkpoints are under a folder per process, ``checkpoints/rank_0/*/step_00000120.ckpt``), the newest
-    matching file (by modification time). Raises ResumeError when the pattern matches no file."""
+def _located(e: CheckpointEntry, moved: tuple[str, str] | None, output_dir: str, rank: int) -> str | None:
+    """Where the file of ``e`` is now, or None: its path; else, the run's files having moved (``moved``: the
+    resumed checkpoint's path in the ledger and where it was found, their folders' differing heads), the same
+    place under the new head; else a hard link the monitor kept of it from retention
+    (``checkpoints/rank_<r>/<process>/kept/<n>-<name>``, of the size saved). The file is verified against its
+    checksum before any load."""
+    if moved is not None and e.path.startswith(moved[0]):
+        rebased = moved[1] + e.path[len(moved[0]):]
+        if os.path.exists(rebased):
+            return rebased
+    if os.path.exists(e.path):
+        return e.path
+    pins = glob(os.path.join(escape(output_dir), "checkpoints", f"rank_{rank}", "*", "kept",
+                             "*-" + escape(os.path.basename(e.path))))
+    return next((p for p in sorted(pins) if e.size is None or os.path.getsize(p) == e.size), None)
+
+
+def _moved(saved: str, found: str) -> tuple[str, str] | None:
+    """The differing heads of the path ``saved`` and the path ``found`` of the same file (a run folder moved:
+    ``/a/run/ckpt/x.ckpt`` found at ``/b/run2/ckpt/x.ckpt`` gives ``("/a/run/", "/b/run2/")``), or None when it
+    is where it was saved."""
+    old, new = os.path.abspath(saved).split(os.sep), os.path.abspath(found).split(os.sep)
+    if old == new:
+        return None
+    k = 0
+    while k < min(len(old), len(new)) - 1 and old[-1 - k] == new[-1 - k]:
+        k += 1
+    return os.sep.join(old[:len(old) - k]) + os.sep, os.sep.join(new[:len(new) - k]) + os.sep
+
+
+def checkpoint_file(pattern: str, rank: int | None = None) -> str:
+    """The file ``pattern`` names for ``rank`` (``{rank}`` in it stands for the rank, when given): itself, or,
+    a glob pattern (``*``, ``?``, ``[..]``: the monitor's own checkpoints are under a folder per process,
+    ``checkpoints/rank_{rank}/*/step_00000120.ckpt``), the newest matching file (by modification time). Raises
+    ResumeError when the pattern matches no file."""
+    if rank is not None:
+        pattern = pattern.replace("{rank}", str(rank))
     if not has_magic(pattern):
         return pattern
     found = [p for p in glob(pattern) if os.path.isfile(p)]
@@ -122,19 +161,22 @@ def checkpoint_file(pattern: str) -> str:
 
 def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str, record_log: str) -> Resumed:
     """Restore ``engine``'s detectors and the run's checkpoints for a job restarted from ``checkpoint`` (a
-    file, or a glob pattern: :func:`checkpoint_file`; see the module docstring). ``record_log``: this rank's
+    file, or a pattern: :func:`checkpoint_file` for ``rank``; see the module docstring). ``record_log``: this rank's
     record log.
 
     Raises:
+        ChangedCheckpoint: the checkpoint's file was written over since it was saved (same size).
         ResumeError: no file matches the pattern, the checkpoint is not in a ledger of this run, its file
-            changed since it was saved, or the record log does not hold the steps that led to it.
+            has another size than saved or no checksum was recorded, or the record log does not hold the
+            steps that led to it.
         OSError: the checkpoint or the record log cannot be read.
     """
-    checkpoint = checkpoint_file(checkpoint)
-    entry, entries, checksum = _find(checkpoint, output_dir, rank, run)
+    checkpoint = checkpoint_file(checkpoint, rank)
+    entry, entries, checksum, size = _find(checkpoint, output_dir, rank, run)
     if checksum != entry.checksum:
-        raise ResumeError(f"{checkpoint}: checksum {checksum[:20]}... is not the {entry.checksum or 'none'} "
-                          f"recorded when step {entry.step} was saved")
+        error = ChangedCheckpoint if entry.checksum and size == entry.size else ResumeError
+        raise error(f"{checkpoint}: checksum {checksum[:20]}... is not the {(entry.checksum or 'none')[:20]}... "
+                    f"recorded when step {entry.step} was saved ({size} bytes, {entry.size} then)")
     if not entry.records:
         raise ResumeError(f"the ledger does not say which records led to {entry.path}")
     ranges = entry.records
@@ -159,42 +201,61 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
     if not steps or steps[-1] != entry.step:
         raise ResumeError(f"{record_log}: the records that led to {entry.path} end at step "
                           f"{steps[-1] if steps else None}, not at its step {entry.step}")
-    carried = []
+    carried, gone, moved = [], [], _moved(entry.path, checkpoint)
     for e in entries:
         if id(e) not in on_way or marks[on_way[id(e)]] is None:
             continue
         later = steps[marks[on_way[id(e)]]:]
-        if (not later or min(later) > e.step) and os.path.exists(e.path):
-            carried.append(replace(e, batches_consumed=None))  # this process's data stream is another
+        if later and min(later) <= e.step:
+            continue  # left behind by a rollback past it
+        path = _located(e, moved, output_dir, rank)
+        if path is None:
+            gone.append(e.path)
+        else:  # (this process's data stream is another: no batch counts)
+            carried.append(replace(e, path=path, batches_consumed=None))
+    if gone:
+        logger.warning("{} checkpoint(s) from before the restart on the way to step {} are no rollback target: "
+                       "their files are gone ({})", len(gone), entry.step, ", ".join(gone))
     if entry.status == QUARANTINED:
         logger.warning("resumed from {}, which the ledger quarantined ({}): it is no rollback target",
                        entry.path, entry.reason)
-    return Resumed(entry, carried, len(steps), engine)
+    return Resumed(entry, carried, len(steps), engine, checkpoint)
 
 
 def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, rank: int, run: str,
-            record_log: RecordLog | None, agree=None) -> Resumed | None:
+            record_log: RecordLog | None, agree=None) -> Resumed:
     """:func:`resume` for the live callback, into a new engine with ``engine``'s rules and sinks (the
     returned ``engine``, to use from now on); the carried checkpoints join ``ledger``. ``agree(ok) -> bool``,
-    with several ranks: True when every rank restored (they all restore, or all start afresh). On failure
-    (None) the run goes on with empty detector windows and no earlier checkpoint, and an error says why."""
-    done, why = None, "not restored on every rank"
+    with several ranks: True when every rank's ``ok`` is True; called twice on every rank (restored; its
+    checkpoint not written over), so the ranks all restore or all start afresh, and all stop on a changed one.
+
+    Raises:
+        ChangedCheckpoint: this rank's (or another rank's) checkpoint was written over since it was saved: the
+            weights loaded are not its step's.
+        ResumeError: not restored, for the reason it says (any other failure, a malformed ledger's too); the
+            run may go on afresh, with empty detector windows and no earlier checkpoint.
+    """
+    done, why, changed = None, "not restored on every rank", None
     try:
         if record_log is None:
             raise ResumeError("the record log is off (record_log: false)")
         done = resume(Engine(engine.rules, engine.sinks), checkpoint, output_dir, rank, run, record_log.path)
+    except ChangedCheckpoint as exc:
+        why = changed = str(exc)
     except (ResumeError, OSError) as exc:
         why = str(exc)
     except Exception as exc:  # a bug or a malformed ledger: still reach the agreement, or the other ranks wait
         logger.opt(exception=exc).error("resume from {} failed", checkpoint)
         why = repr(exc)
-    if agree is not None and not agree(done is not None):
-        done = None
+    if agree is not None:
+        restored, intact = agree(done is not None), agree(changed is None)
+        changed = changed or (None if intact else "another rank's checkpoint was written over since it was saved")
+        done = done if restored else None
+    if changed:
+        raise ChangedCheckpoint(changed)
     if done is None:
-        logger.error("resume from {}: run state not restored ({}); the detectors start empty and no "
-                     "checkpoint from before the restart is a rollback target", checkpoint, why)
-        return None
+        raise ResumeError(why)
     ledger.extend(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
-                "from before the restart kept", run, done.entry.step, done.entry.path, done.records, len(done.carried))
+                "from before the restart kept", run, done.entry.step, done.path, done.records, len(done.carried))
     return done

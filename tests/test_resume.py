@@ -181,12 +181,12 @@ def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy
     assert bad.status == "quarantined" and "checksum mismatch" in bad.reason
 
 
-def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_resumed_trajectory(tmp_path):
+def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_resumed_trajectory(tmp_path, log_lines):
     """Framework-free: a 'process' that rolls back once and saves, then a resume from its last checkpoint."""
     from training_monitor.ledger import Ledger
     from training_monitor.record import StepRecord
     from training_monitor.recordlog import RecordLog
-    from training_monitor.resume import ResumeError, restore, resume, trajectory
+    from training_monitor.resume import ChangedCheckpoint, ResumeError, restore, resume, trajectory
     from training_monitor.sinks import EventList
 
     rng = np.random.default_rng(0)
@@ -233,15 +233,42 @@ def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_r
     assert resume(Engine(), str(copy), str(tmp_path), 0, "r", log.path).entry.step == 35
     with pytest.raises(ResumeError, match="in no ledger of run 'other'.*ledgers of other runs: r"):
         resume(Engine(), last.path, str(tmp_path), 0, "other", log.path)
+    # the run's folder copied elsewhere: the checkpoints are taken where the resumed one was found; one deleted
+    # (there and in the old folder) from the hard link the monitor kept of it; one gone altogether is named
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for f in tmp_path.iterdir():
+        if f.is_file():
+            shutil.copy2(f, moved / f.name)
+    pin = moved / "checkpoints" / "rank_0" / "20260101T000000-1-1" / "kept" / "3-10.ckpt"
+    pin.parent.mkdir(parents=True)
+    (moved / "10.ckpt").rename(pin)
+    for name in ("10.ckpt", "20.ckpt"):
+        for folder in (tmp_path, moved):
+            (folder / name).unlink(missing_ok=True)
+    done = resume(Engine(), str(moved / "35.ckpt"), str(moved), 0, "r", str(moved / "records_rank0.csv"))
+    assert [(e.step, e.path) for e in done.carried] == [(10, str(pin)), (35, str(moved / "35.ckpt"))]
+    assert any("1 checkpoint(s) from before the restart on the way to step 35 are no rollback target: their "
+               f"files are gone ({tmp_path / '20.ckpt'})" in line for line in log_lines)
+    # a file written over since it was saved (same size) is no longer the step's; one of another size was
+    # not verifiable (a checksum of a file still being written), the run starts afresh
+    fresh = Ledger(None)
     with open(last.path, "r+b") as f:
         f.write(b"\0" * 16)
-    fresh = Ledger(None)
-    assert restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log) is None and fresh.entries == []
-    # a malformed ledger is a logged failure too, never an exception into the trainer
+    with pytest.raises(ChangedCheckpoint, match="recorded when step 35 was saved"):
+        restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log)
+    with open(last.path, "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ResumeError, match=r"\(4097 bytes, 4096 then\)") as grown:
+        restore(Engine(), fresh, last.path, str(tmp_path), 0, "r", log)
+    assert not isinstance(grown.value, ChangedCheckpoint) and fresh.entries == []
+    # a malformed ledger is a failure to restore too, never another exception into the trainer
     broken = json.loads((tmp_path / "ledger_rank0.before-x.json").read_text())
-    broken["run"], broken["checkpoints"][0]["records"] = "r2", "garbage"
+    (at_30,) = [e for e in broken["checkpoints"] if e["step"] == 30]
+    broken["run"], at_30["records"] = "r2", "garbage"
     (tmp_path / "ledger_rank0.before-y.json").write_text(json.dumps(broken))
-    assert restore(Engine(), fresh, broken["checkpoints"][0]["path"], str(tmp_path), 0, "r2", log) is None
+    with pytest.raises(ResumeError, match="ValueError"):
+        restore(Engine(), fresh, at_30["path"], str(tmp_path), 0, "r2", log)
 
 
 def msrun(out, *args):
@@ -302,3 +329,38 @@ def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):
     assert second.resumed is not None and second.resumed.entry.step == entry.step
     (rb,) = second.rollbacks
     assert rb["lr_multiplier"] == 0.25
+
+
+@pytest.mark.parametrize("on_failed", ["stop", "continue"])
+def test_a_resume_from_a_checkpoint_written_over_since_its_save_does_not_train_on_silently(tmp_path, on_failed):
+    # MindSpore loads a checkpoint with bytes overwritten in its middle; its checksum in the ledger says the
+    # weights loaded are not its step's: the run stops as a failed rollback does (or, with
+    # on_failed_rollback: continue, goes on afresh), and the event log says why
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, run="over", checkpoint_every=10,
+                    on_failed_rollback=on_failed)
+    first = TrainingMonitor(**settings)
+    train([first], steps=30)
+    assert first.ledger.wait(60)
+    path = first.ledger.entries[-1].path
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        f.write(np.random.default_rng(0).bytes(400))
+
+    def cell(net, opt):
+        step_cell = ms.nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(step_cell, ms.load_checkpoint(path))
+        return step_cell
+
+    second = TrainingMonitor(resume_from=path, **settings)
+    if on_failed == "stop":
+        with pytest.raises(SystemExit, match="resumed from a checkpoint written over since it was saved: .*"
+                                             "recorded when step 30 was saved"):
+            train([second], steps=10, cell=cell)
+    else:
+        train([second], steps=10, cell=cell)
+    assert second.resumed is None and second.trainer_step == (1 if on_failed == "stop" else 10)
+    logged = [json.loads(line) for line in (tmp_path / "events_rank0.jsonl").read_text().splitlines()]
+    (failed,) = [e for e in logged if e.get("action") == "resume_failed"]
+    assert failed["checkpoint"] == path and "recorded when step 30 was saved" in failed["reason"]
+    assert [e["action"] for e in logged if "action" in e][1:] == (["stop"] if on_failed == "stop" else [])
