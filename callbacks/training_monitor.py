@@ -23,7 +23,7 @@ from training_monitor.file_sd import write_file_sd_target
 from training_monitor.files import lock, unlock
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
-from training_monitor.ledger import CheckpointEntry, Ledger
+from training_monitor.ledger import CheckpointEntry, Ledger, ledger_run
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -207,6 +207,10 @@ class TrainingMonitor(Callback):
         # step number.
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
+            if (earlier := ledger_run(str(ledger))) not in (None, cfg.run):
+                logger.warning("{} holds run {!r} (its ledger); run {!r} appends its records and events to the same "
+                               "logs, which a replay reads as one run: give each run its own output_dir", out,
+                               earlier, cfg.run)
             ledger.rename(out / f"ledger_rank{self.rank}.before-{self.instance}.json")
         self.ledger = Ledger(str(ledger), cfg.healthy_after, self._mirror_to_mindformers, cfg.run, checksums=True)
         self.resumed = None  # set at the first begin when resume_from names a checkpoint of this run

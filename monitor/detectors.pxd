@@ -110,7 +110,7 @@ cdef class RobustSpike(Detector):
     cdef str label
     @cython.locals(m=double, s=double, hist=Window)
     cdef object spike(self, Rec r, double x)
-    @cython.locals(m=double, hist=Window)
+    @cython.locals(m=double, hist=Window, i=Py_ssize_t, n=Py_ssize_t)
     cdef object excursion(self, long long step, double x)
     @cython.locals(hist=Window, ml=double)
     cdef bint multiplicative(self, double x, double sigmas)

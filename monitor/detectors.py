@@ -561,8 +561,9 @@ class RobustSpikeSettings(RuleSettings):
     confirm_steps: int = setting(1, "2: the next value must stay over half the margin", min=1, max=2)
     log_threshold: float = setting(0.0, "with every value > 0, also this many robust sigmas of the values' "
                                         "logarithms over their median (0: off)", min=0)
-    excursion_ratio: float = setting(1.5, "with fewer than min_history values: fire over this x their median "
-                                          "(in warm-up its margin x (1 + 1/n)) (0: wait for min_history)", min=0)
+    excursion_ratio: float = setting(1.5, "with fewer than min_history values (past them: against the last "
+                                          "min_history, when the window's test does not fire): fire over this x "
+                                          "their median (in warm-up its margin x (1 + 1/n)) (0: off)", min=0)
     excursion_min: float = setting(1.0, "... at least this far above it (the field's units) x (1 + 1/n), "
                                            "n the earlier values", min=0)
     excursion_spread: float = setting(3.0, "... and above it by more than this x the range of those values", min=0)
@@ -595,7 +596,11 @@ class RobustSpike(Detector):
     the margin is twice as large against one as against many), and ``x - m > excursion_spread`` times their
     range (a noisy excerpt is judged against its own noise). Onset: the earliest
     step of the contiguous run, ending at the detected step, of values over ``(1 + min_ratio) * m``.
-    ``excursion_ratio: 0`` waits for ``min_history`` values.
+    Past ``min_history`` values, a value the window's test leaves that is over every one of the last
+    ``min_history`` is given the same excursion test against them: a window holding a run's fast fall (a
+    small model's loss 18 -> 0.4 in 40 steps) or an earlier burst overstates the noise, and a 40x jump after
+    it would go unjudged for ``window`` steps. ``excursion_ratio: 0`` turns the excursion test off (nothing is
+    judged before ``min_history`` values).
     """
 
     # settings (Detector.__init__ sets them from cfg.params)
@@ -637,6 +642,8 @@ class RobustSpike(Detector):
                         self.pending_bound = max(m + 0.5 * self.threshold * s, (1.0 + 0.5 * self.min_ratio) * m)
                     else:
                         out = event
+            if out is None and self.pending is None and x > hist.value(hist.n - 1):
+                out = self.excursion(r.step, x)  # against the recent values: a window holding a fall or a burst
         hist.add(r.step, x)
         return out
 
@@ -653,9 +660,14 @@ class RobustSpike(Detector):
         """The few-values test (see the class docstring) of ``x`` against the last ``min_history`` values held."""
         hist = self.history
         n = min(hist.n, self.min_history)
-        # cheap test first: the median of any values held is at least their smallest
+        # cheap tests first: the median of any values held is at least their smallest; x - m > spread x range
+        # (spread >= 1) needs x over every one of them
         if not n or not self.excursion_ratio or not x > self.excursion_ratio * hist.ordered[0]:
             return None
+        if self.excursion_spread >= 1.0:
+            for i in range(hist.n - n, hist.n):
+                if hist.value(i) >= x:
+                    return None
         m = hist.median_of(hist.n - n, n)  # (sorts them into hist.scratch)
         start = 1.0 + 1.0 / n if step <= self.warmup_steps else 1.0  # a run's start: its level not yet known
         if not (m > 0 and x - m > (self.excursion_ratio - 1.0) * m * start
@@ -686,8 +698,9 @@ class LossSpikeSettings(RobustSpikeSettings):
     normal sigma (x1.4826) floored at `min_sigma_ratio` * median, and loss > (1 + min_ratio) * median, and
     (`log_threshold`, every loss > 0) the same test on the losses' logarithms; or a level shift
     (shift_steps, shift_sigma). With fewer than `min_history` earlier losses (a short excerpt, a run's first
-    steps, the steps after a rollback) only an unambiguous excursion fires, or, warm-up included, a sustained
-    rise (rise_steps, rise_ratio)."""
+    steps, the steps after a rollback) only an unambiguous excursion fires (past them too, against the last
+    `min_history`, for a loss the window's test leaves), or, warm-up included, a sustained rise (rise_steps,
+    rise_ratio)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))

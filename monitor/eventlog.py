@@ -6,6 +6,7 @@ import os
 import time
 
 from .events import Event
+from .files import open_append
 from .log import logger
 from .sinks import Sink
 
@@ -30,8 +31,7 @@ class EventLog(Sink):
         if self._fd is not None:
             return
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_append(self.path)
         except OSError as exc:
             logger.error("event log {} cannot be opened ({}); events are kept in memory", self.path, exc)
 

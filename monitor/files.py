@@ -1,4 +1,5 @@
-"""Atomic file replacement (readers see the old or the new content, never a part), and a folder's owner lock."""
+"""Atomic file replacement (readers see the old or the new content, never a part), append-only logs, and a
+folder's owner lock."""
 from __future__ import annotations
 
 import fcntl
@@ -30,6 +31,13 @@ def write_atomic(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def open_append(path: str) -> int:
+    """A file descriptor appending to ``path`` (created, 0644, its folder too): each ``os.write`` of whole lines
+    lands at the end, also beside another writer. Raises OSError."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 _HELD: dict[str, list] = {}  # this process's locks: path -> [open lock file, holders in this process]

@@ -46,6 +46,16 @@ def file_checksum(path: str) -> tuple[str, int]:
         return f"blake2b:{digest}", f.tell()
 
 
+def ledger_run(path: str) -> str | None:
+    """The run id the ledger file ``path`` names; None when it names none or cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f).get("run")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return run if isinstance(run, str) else None
+
+
 class Ledger:
     """The run's checkpoints and their health, persisted as JSON with write-then-rename.
 

@@ -10,6 +10,7 @@ import time
 from dataclasses import fields
 from operator import attrgetter
 
+from .files import open_append
 from .log import logger
 from .record import StepRecord
 from .sinks import Sink
@@ -46,8 +47,7 @@ class RecordLog(Sink):
         if self._fd is not None:
             return None
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_append(self.path)
             size = os.fstat(self._fd).st_size
             if size == 0:
                 os.write(self._fd, (",".join(FIELDS) + "\n").encode())

@@ -364,3 +364,12 @@ def test_a_resume_from_a_checkpoint_written_over_since_its_save_does_not_train_o
     (failed,) = [e for e in logged if e.get("action") == "resume_failed"]
     assert failed["checkpoint"] == path and "recorded when step 30 was saved" in failed["reason"]
     assert [e["action"] for e in logged if "action" in e][1:] == (["stop"] if on_failed == "stop" else [])
+
+
+def test_another_run_in_the_same_output_folder_is_told_it_shares_the_logs(tmp_path, log_lines):
+    train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="first", checkpoint_every=2)], steps=3)
+    train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="first", checkpoint_every=2)], steps=3)
+    assert not any("holds run" in line for line in log_lines)
+    train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="second", checkpoint_every=2)], steps=3)
+    assert any(f"{tmp_path} holds run 'first' (its ledger); run 'second' appends its records and events to the "
+               "same logs" in line for line in log_lines)

@@ -119,6 +119,25 @@ def test_a_warm_up_step_is_judged_for_an_excursion_against_the_last_min_history_
     assert (ev.rule, ev.step, ev.onset_step) == ("grad_norm_spike", 31, 31) and "of the 20 steps before" in ev.message
 
 
+
+def test_a_jump_past_min_history_is_judged_against_the_recent_values_when_the_window_holds_a_fall():
+    # a small run's fast fall (18 to 0.4 in 40 steps) fills the window with its spread: the window's median and
+    # MAD, and those of their logarithms, leave a 40x jump unjudged; against the last min_history losses (median
+    # 0.9, range 0.24-1.54) it is an unambiguous excursion (the records of a real CPU run, trial 14)
+    fall = [18.11, 20.42, 15.01, 13.92, 12.06, 14.34, 14.87, 11.34, 10.47, 11.85, 8.79, 13.18, 8.06, 6.66, 6.59,
+            6.17, 6.33, 4.46, 2.75, 2.87, 1.96, 1.71, 0.90, 0.90, 1.27, 1.00, 1.52, 0.86, 1.54, 1.53, 1.38, 1.15,
+            1.01, 1.35, 0.59, 0.52, 0.47, 0.50, 0.39, 0.26, 0.24, 0.44]
+    recs = [StepRecord(i + 1, loss=x) for i, x in enumerate(fall)]
+    assert run(recs) == []
+    (ev,) = run(recs + [StepRecord(43, loss=16.99), StepRecord(44, loss=15.58)])
+    assert (ev.rule, ev.step, ev.onset_step) == ("loss_spike", 43, 43) and "18.9x the median 0.9 of the 20" in ev.message
+    # a second burst of grad norms, past the window's memory of the first: judged against the norms since
+    norms = [1.0 + 0.1 * (i % 5) for i in range(30)] + [40.0, 60.0, 30.0] + [1.0 + 0.1 * (i % 5) for i in range(25)]
+    losses = noisy_losses(59)
+    recs = [StepRecord(i + 1, loss=losses[i], grad_norm=x) for i, x in enumerate(norms + [50.0])]
+    assert [(e.rule, e.step) for e in run(recs)] == [
+        ("grad_norm_spike", 31), ("grad_norm_spike", 59)]
+
 def test_grad_norm_spike_ignores_overflow_steps():
     loss = noisy_losses(164)
     recs = [StepRecord(i + 1, loss=loss[i], grad_norm=1.0 + 0.05 * (i % 5), overflow=False) for i in range(160)]
