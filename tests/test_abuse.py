@@ -249,11 +249,11 @@ def test_the_relay_cli_refuses_an_open_address_without_credentials(tmp_path):
 INJECTED = {"labels": {"run": "<!channel>", "rank": "3"},
             "notes": {"summary": '<!here> <at user_id="all">all</at> <@all> <https://evil.example/a|Click to '
                                  'acknowledge> [Click](https://evil.example/b) ![x](https://evil.example/c.png) '
-                                 'see https://evil.example/d',
+                                 'see https://evil.example/d \u202edecnalab\u202c \u2067x\u2069',
                       "runbook_url": "javascript:alert(1)", "dashboard_url": "https://evil.example/grafana",
                       "action": "<!everyone>"}}
 MARKUP = ("<!channel>", "<!here>", "<!everyone>", "<at user_id", "<@all>", "<https://evil", "](https://evil",
-          "https://evil", "javascript:")
+          "https://evil", "javascript:", "\u202e", "\u202c", "\u2067", "\u2069")  # (bidi overrides: spoofed text)
 
 
 def test_chat_text_cannot_mention_anyone_or_link_anywhere(receiver):

@@ -38,7 +38,9 @@ from datetime import UTC, datetime
 from .message import Alert
 
 MAX_LINES = 20  # alerts listed in one digest message; the rest are counted
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# control characters, line separators and bidirectional formatting (embeddings, overrides, isolates, marks: text
+# shown in another order than sent)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
 _LINKABLE = re.compile(r"^https?://[^\s<>|\[\]()\"'`]+$")  # a URL that no markup below can break out of
 _FULLWIDTH = str.maketrans({"<": "\uff1c", ">": "\uff1e", "[": "\uff3b", "]": "\uff3d"})
 
@@ -52,7 +54,8 @@ def cut(text: str, limit: int) -> str:
 
 
 def plain(text) -> str:
-    """``text`` on one line (control characters as a space), bare URLs defanged (``://`` -> ``[:]//``)."""
+    """``text`` on one line (control and bidirectional formatting characters as a space), bare URLs defanged
+    (``://`` -> ``[:]//``)."""
     return _CONTROL.sub(" ", str(text)).replace("://", "[:]//")
 
 
