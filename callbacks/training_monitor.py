@@ -320,6 +320,13 @@ class TrainingMonitor(Callback):
         """Batches consumed by this monitor's train calls, rolled-back steps' included."""
         return self._batches_before + self._prev_trainer_step
 
+    def _counted(self, cb) -> int:
+        """The trainer's step counted over this monitor's train calls: ``cb.cur_step_num`` after the steps of the
+        calls before (a script calling ``Model.train(1, ..)`` once an epoch: its second call's step 1 follows the
+        first call's last). Events name it as their ``trainer_step`` where it is not the monitor's step (after a
+        rollback), so a console log's ``LossMonitor`` lines, numbered on by replay, agree with them."""
+        return cb.cur_step_num + self._batches_before
+
     @property
     def trainer_step(self) -> int:
         """The trainer's own step count (``cb_params.cur_step_num``): steps run, rolled-back ones included."""
@@ -485,7 +492,7 @@ class TrainingMonitor(Callback):
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
-                self.engine.offset = cb.cur_step_num - self.resumed.entry.step
+                self.engine.offset = self._counted(cb) - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
@@ -524,8 +531,8 @@ class TrainingMonitor(Callback):
         the last one judged (the trainer counts each call's steps from ``cb.cur_step_num`` again), its files are
         written again, and the first step's wait is not measured from the last call's end (an evaluation came
         between); the first step may compile: its slowness is known."""
-        self.engine.offset = cb.cur_step_num - last_step
         self._batches_before += self._prev_trainer_step - cb.cur_step_num  # (0 when the trainer counts on)
+        self.engine.offset = self._counted(cb) - last_step
         self._judged = self._undone = None
         self._t_begin = self._t_end = self._t_judged = None
         self._epoch, self._slow = None, "epoch"
@@ -614,7 +621,7 @@ class TrainingMonitor(Callback):
             if self._tokens is None:
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens
-        step = cb.cur_step_num - self.engine.offset
+        step = self._counted(cb) - self.engine.offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
         saved = self.model_checkpoints.ledger_new(step - 1, self._batches - 1, lag=1)

@@ -152,6 +152,10 @@ def test_mindspore_cluster_timed_out_nodes_are_stalls_and_a_worker_exit_is_a_cra
                "The node: 5 is timed out.",
                "The state of the cluster is error, total nodes num: 8, abnormal nodes num: 1"]
     assert [(r.rule, r.rank) for r in reports(cluster)] == [("stall", 5), ("stall", 0)]  # once per rank and step
+    # MindSpore 2.9 prints the list as its container ([const vector]{1}: a 2-rank msrun job on CPU whose rank 1 raised)
+    (printed,) = reports(["RuntimeError: The total number of timed out node is 1. Timed out node list is: [const "
+                          "vector]{1}, worker 1 is the first one timed out, please check its log."])
+    assert (printed.rule, printed.rank) == ("stall", 1) and "node(s) 1 timed out" in printed.message
     worker = ["[ERROR] ME(130371:281473296949264,MainProcess):2024-12-26-14:22:26.839.923 [mindspore/parallel/cluster/process_entity/_api.py:268] Worker process 130673 exit with exception."]  # noqa: E501
     assert [r.rule for r in reports(worker)] == ["trainer_crash"]
     healthy = ["[ERROR] ME(1:2,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/"

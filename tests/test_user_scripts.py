@@ -343,6 +343,48 @@ def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run
     assert [e.get("action") for e in events(tmp_path) if "action" in e] == ["rollback"]
 
 
+
+PER_EPOCH = """
+import sys
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+from mindspore.train import LossMonitor, Model
+sys.path.insert(0, {tests!r})
+from train_helpers import BATCH, CORPUS, SEQ, Served, tiny_net
+from training_monitor.callbacks import TrainingMonitor
+from training_monitor.callbacks.tinylm import make_dataset
+
+ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+ms.set_seed(0)
+mon = TrainingMonitor(output_dir={out!r}, metrics_port=None, checkpoint_every=10, healthy_after=3, watchdog=False)
+net = tiny_net()
+source = Served(CORPUS, SEQ, BATCH, 30, 0)
+model = Model(nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05)))
+for epoch in range(3):
+    source.poison = {{24}} if epoch == 1 else set()
+    model.train(1, make_dataset(source), callbacks=[mon, LossMonitor()], dataset_sink_mode=False)
+    losses = [float(net(*(ms.Tensor(a) for a in source[i])).asnumpy()) for i in range(3)]
+    print(f"Test: \\n Avg loss: {{np.mean(losses):>8f}} \\n")
+"""
+
+
+def test_the_console_log_of_a_script_training_once_an_epoch_replays_to_the_live_events_at_their_steps(tmp_path):
+    # `python train.py > out.log 2>&1` of a script calling Model.train(1, ..) three times: LossMonitor counts each
+    # call's steps from 1, the monitor numbers them on (the NaN of the second call's step 25 is the run's step 55,
+    # rolled back to 50) and names the trainer's step counted over the calls (56 for the monitor's 51 after it):
+    # the replayed log has the live event once, where its lines are
+    script, log, out = tmp_path / "train.py", tmp_path / "out.log", tmp_path / "out"
+    script.write_text(PER_EPOCH.format(tests=os.path.join(ROOT, "tests"), out=str(out)))
+    with open(log, "w") as f:
+        run = subprocess.run([sys.executable, str(script)], stdout=f, stderr=subprocess.STDOUT, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, log.read_text()[-3000:]
+    live = [(e["rule"], e["step"], e.get("trainer_step")) for e in events(out) if "rule" in e]
+    assert live == [("nan_inf", 55, None)]
+    res = replay_file(str(log))
+    assert [(e.rule, e.step, e.source) for e in res.events] == [("nan_inf", 55, "monitor")]
+    assert (res.steps, res.last.step) == (89, 90)  # step 55's line is not printed
+
 def test_a_spike_rolled_back_keeps_its_loss_monitor_line_and_the_printed_log_replays_to_it(tmp_path, capsys):
     # LossMonitor raises only on a loss that is not finite: on a rolled-back step with a finite loss it prints its
     # line, so `python train.py > out.log` (stdout alone) replays to the spike the monitor rolled back

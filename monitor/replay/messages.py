@@ -281,7 +281,8 @@ _EXITED = r"(?:Worker|Scheduler) process \d+ exit with exception|worker exits wi
 _FAILED_OR_TIMED_OUT = re.compile(r"Some (NCCL|HCCL) operations have failed or timed out")
 _HOROVOD = re.compile(r"waiting for remainder of ranks for more than (\d+) seconds")
 _TIMED_OUT = re.compile(r"Time out nodes are \[([^\]]*\w[^\]]*)\]|The node: (\S+) is timed out"
-                        r"|total number of timed out node is [1-9]\d*(?:\. Timed out node list is: \[([^\]]*)\])?"
+                        r"|total number of timed out node is [1-9]\d*(?:\. Timed out node list is: "
+                        r"(?:\[const vector\])?[\[{]([^\]}]*)[\]}])?"  # ([5]; MindSpore 2.9: [const vector]{1})
                         r"|state of the cluster is error, total nodes num: \d+, abnormal nodes num: [1-9]")
 # a crash: a CANN error code (E, a module character, 4 digits: code, text), or a fatal signal
 _CRASH = re.compile(r"(?<![\w-])(E[0-9A-Z]\d{4}): (?:\[PID: \d+\] )?(?:\d{4}-\d\d-\d\d-[\d:.]+ )?(.*)"
