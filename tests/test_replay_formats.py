@@ -677,3 +677,20 @@ def test_a_log_the_vote_gives_a_trainer_s_format_but_its_reader_cannot_read_is_r
     with pytest.raises(ReplayError, match="no mindformers step lines"):
         replay_file(str(log), fmt="mindformers")  # a format asked for is not second-guessed
 
+
+
+# deepinsight/insightface issue #1555 (arcface_torch) and auroua/InsightFace_TF issue #59, as printed (tune/ files)
+def test_a_nan_before_a_column_gap_and_a_value_with_a_rate_unit():
+    arcface = ["Training: 2021-06-01 16:25:07,307-Speed 218.93 samples/sec   Loss 2.4868   Epoch: 0   Global Step: "
+               "14700   Required: 102 hours",
+               "Training: 2021-06-01 16:25:51,183-Speed 218.82 samples/sec   Loss nan   Epoch: 0   Global Step: 14750"
+               "   Required: 102 hours"]
+    p = text.Parser()
+    recs = [p.feed(line) for line in arcface]
+    assert [r.step for r in recs] == [14700, 14750] and recs[0].loss == 2.4868 and math.isnan(recs[1].loss)
+    assert ("nan_iterations", "0", None, None) in text.pairs("number of nan iterations:   0 |")  # a name's word
+    tf = ("epoch 0, total_step 920, total loss is 16637847666688.00 , inference loss is 1.30, weight deacy loss is "
+          "16637847666688.00, training accuracy is 0.796875, lr is 0.000300, time 125.331 samples/sec, total_time "
+          "0.510646")
+    assert ("step_time_s", "125.331", None, None) not in text.pairs(text.clean(tf))  # a rate: samples/sec
+    assert ("sps", "125.331", None, None) in text.pairs(text.clean(tf))

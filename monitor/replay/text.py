@@ -219,7 +219,8 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # stays linear in the line
 _PAIR_TEXT = (
     r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|\s+[A-Za-z]"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|"
+    r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
@@ -448,6 +449,8 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
         for rate, field in _RATE_UNITS:
             for m in rate.finditer(text):
                 if m.end() > since and field not in have:
+                    # a named value printed with a rate's unit is that rate (`time 124.273 samples/sec`: no time)
+                    found = [p for p in found if p[1].span("val") != m.span("val") or p[0][0] not in _TIMES]
                     found.append(((field, None), m))
                     have.add(field)
     names = resolve([hit[0] for hit, _ in found])
