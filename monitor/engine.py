@@ -85,19 +85,23 @@ class Engine:
         return fired
 
     def report(self, rule: str, step: int, value: float | None, message: str, rank: int = 0,
-               source: str = "trainer", details: str = "", onset: int | None = None, spared=()) -> Event:
+               source: str = "trainer", details: str = "", onset: int | None = None, spared=(),
+               trainer_step: int | None = None) -> Event:
         """Publish something found outside the detectors (a trainer's log line, the watchdog), under the
         settings of ``rule``; ``onset``: where the excursion began (None or after ``step``: ``step``);
-        ``spared``: actions of the rule it does not ask for. Safe to call from another thread."""
+        ``spared``: actions of the rule it does not ask for; ``trainer_step``: the trainer's number of the step
+        when known otherwise (a replayed event log's; else from :attr:`offset`). Safe to call from another
+        thread."""
         return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details,
-                             spared)
+                             spared, trainer_step)
 
     def rewind(self, step: int) -> None:
         """The run continues from ``step`` (a rollback or a resume): drop later history and cooldowns."""
         self.judge.rewind(step)
         self._quiet.clear()
 
-    def _publish(self, rule, step, onset, value, message, source, rank, details="", spared=()) -> Event:
+    def _publish(self, rule, step, onset, value, message, source, rank, details="", spared=(),
+                 trainer_step=None) -> Event:
         """Publish an event of ``rule``; ``spared``: actions of the rule it does not ask for (see
         :class:`~training_monitor.detectors.Judge`); such an event starts no cooldown, so the event asking for
         them when the excursion goes on is not held back."""
@@ -105,7 +109,8 @@ class Engine:
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
                       message=message, source=source, actions=[a for a in cfg.actions if a not in spared], rank=rank,
                       runbook=self.rules.runbook(rule), details=details,
-                      trainer_step=step + self.offset if self.offset else None)
+                      trainer_step=trainer_step if trainer_step is not None else step + self.offset if self.offset
+                      else None)
         if not spared:
             with self._lock:
                 self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from training_monitor.record import StepRecord
 from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
 from training_monitor.replay.base import MERGED, Report
+from training_monitor.replay.summary import as_text
 from training_monitor.ruleset import Rules
 
 
@@ -502,13 +503,15 @@ def test_own_event_log_is_re_reported(tmp_path):
             '"runbook": "runbooks/loss_spike.md", "details": "", "time": 1.0}\n'
             '{"rule": "nan_inf", "step": 194, "onset_step": 194, "value": "nan", "severity": "critical", '
             '"message": "loss is nan at step 194", "source": "rule", "actions": [], "rank": 0, "runbook": "", '
-            '"details": "", "time": 2.0}\n'
+            '"details": "", "trainer_step": 220, "time": 2.0}\n'
             '{"rule": "no_such_rule", "step": 1, "onset_step": 1, "value": null, "message": "x"}\n')
     res = replay_file(write(tmp_path, "events_rank0.jsonl", text))
     assert res.format == "events" and res.reports == 2
     assert [(e.rule, e.step, e.onset_step, e.rank, e.source) for e in res.events] == \
         [("loss_spike", 151, 149, 1, "rule"), ("nan_inf", 194, 194, 0, "rule")]
     assert math.isnan(res.events[1].value) and res.events[0].actions == ["alert", "rollback"]
+    assert [e.trainer_step for e in res.events] == [None, 220]  # the trainer's number, after a rollback
+    assert "loss is nan at step 194 (trainer step 220)" in as_text([res])
     assert res.skipped == {"rollback or stop record": 1, "unknown rule": 1}
     # an event that asked for no rollback (the live monitor spared it: its step's update was skipped) asks for
     # none replayed: only rank 1's loss spike is a would-be rollback

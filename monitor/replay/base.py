@@ -67,6 +67,7 @@ class Report(NamedTuple):
     source: str = "trainer"
     details: str = ""
     spared: tuple = ()  # actions of the rule it does not ask for (an event log's event that asked for fewer)
+    trainer_step: int | None = None  # the trainer's number of the step, when another (an event log's event)
 
 
 class Evaluation(NamedTuple):

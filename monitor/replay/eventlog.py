@@ -1,5 +1,5 @@
 """This project's own event log (``events_rank<r>.jsonl``, written by :class:`training_monitor.eventlog.EventLog`), one
-event per line, re-reported with its rule, step, onset, value, message, rank and source::
+event per line, re-reported with its rule, step, onset, value, message, rank, source and trainer step::
 
     {"rule": "loss_spike", "step": 151, "onset_step": 151, "value": 4.28, "severity": "critical", "message": "loss 4.28 at step 151 ..", "source": "rule", "actions": ["alert", "rollback"], "rank": 0, "runbook": "runbooks/loss_spike.md", "details": "", "time": 1714550400.1}
 
@@ -72,12 +72,13 @@ def _report(obj: dict, rank: int) -> Report | str:
         step, onset = int(obj["step"]), int(obj.get("onset_step", obj["step"]))
         value = _value(obj.get("value"))
         rank = int(obj.get("rank", rank))
+        trainer = None if obj.get("trainer_step") is None else int(obj["trainer_step"])
     except (KeyError, TypeError, ValueError, OverflowError):
         return NUMBER
     asked = obj.get("actions")
     spared = tuple(a for a in SPARABLE if a not in asked) if isinstance(asked, list) else ()
     return Report(str(obj["rule"]), step, value, str(obj.get("message", "")), rank, onset,
-                  str(obj.get("source", "rule")), str(obj.get("details", "")), spared)
+                  str(obj.get("source", "rule")), str(obj.get("details", "")), spared, trainer)
 
 
 class Parser(base.Parser):

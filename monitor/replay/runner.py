@@ -525,7 +525,7 @@ class _Run:
         rank = rep.rank if rep.rank is not None else self.rank
         st = self._rank(rank)
         event = st.engine.report(rep.rule, rep.step, rep.value, rep.message, rank, rep.source, rep.details, rep.onset,
-                                 rep.spared)
+                                 rep.spared, rep.trainer_step)
         st.policy.after_report(event)
         self.result.reports += 1
 

@@ -100,7 +100,9 @@ def as_text(results) -> str:
                    f"{f' ({why})' if why else ''}, {count(len(r.events), 'anomaly', 'anomalies')}{more}")
         for e, again in _excursions(r.events):
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
-            out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}")
+            trainer = f" (trainer step {e.trainer_step})" if e.trainer_step is not None else ""
+            out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}"
+                       f"{trainer}")
             if again:
                 out.append(f"    ... and at {count(len(again), 'more step')} of the same excursion, the last at step "
                            f"{again[-1].step} (each in --json)")
