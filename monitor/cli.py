@@ -18,7 +18,7 @@ from .policy import RollbackSettings
 from .replay import ReplayError, replay_paths
 from .replay.runner import PARSERS
 from .replay.sources import shown
-from .replay.summary import as_dict, as_text
+from .replay.summary import as_dict, as_text, count
 from .ruleset import Rules, RulesError
 
 COMMANDS = "training_monitor.commands"  # entry point group of more commands, e.g. `monitor demo`
@@ -175,8 +175,11 @@ def replay(paths, fmt, rules_path, as_json, html_path, om_path, run_label, start
             click.echo(f"note: {r.path} has {r.steps} step records; with fewer than {history} earlier ones the "
                        f"spike rules report only unambiguous excursions (lower min_history with --rules to judge "
                        f"more)", err=True)
-    if fail_on != "never" and any(SEVERITIES.index(e.severity) >= SEVERITIES.index(fail_on)
-                                  for r in results for e in r.events):
+    failing = 0 if fail_on == "never" else sum(SEVERITIES.index(e.severity) >= SEVERITIES.index(fail_on)
+                                               for r in results for e in r.events)
+    if failing:
+        click.echo(f"monitor replay: exit status 1: {count(failing, 'anomaly', 'anomalies')} of severity {fail_on} "
+                   f"or higher (--fail-on {fail_on})", err=True)
         sys.exit(1)
 
 

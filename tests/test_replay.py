@@ -60,7 +60,8 @@ def test_text_summary_lists_anomalies():
     out = cli("replay", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
     assert out.returncode == 0 and "grad_norm_spike" in out.stdout and "2 anomalies" in out.stdout
     # a CI gate: exit status 1 when an anomaly of the severity asked for, or a higher one, was found
-    assert cli("replay", "--fail-on", "warning", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log")).returncode == 1
+    gate = cli("replay", "--fail-on", "warning", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log"))
+    assert gate.returncode == 1 and "exit status 1: 2 anomalies of severity warning or higher" in gate.stderr
     assert cli("replay", "--fail-on", "critical", str(DATA / "mindformers_llama31_8b_gradnorm_skip_01.log")).returncode == 0
     assert cli("replay", "--fail-on", "info", str(DATA / "mindformers_llama2_13b_normal_01.log")).returncode == 0
 
