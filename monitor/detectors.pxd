@@ -288,7 +288,7 @@ cdef class Judge:
     cdef bint positional
     cdef Rec rec  # observe's
     cdef long long skipped_since, skipped_n
-    cdef list spares
+    cdef list spares, warm
     @cython.locals(det=Detector, i=Py_ssize_t)
     cdef object judge(self, Rec r)
     @cython.locals(det=Detector)

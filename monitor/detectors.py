@@ -398,7 +398,10 @@ def override(base, name: str, default):
 
 SEVERITIES = ("info", "warning", "critical")
 ACTIONS = ("alert", "rollback", "skip_batches", "stop")
-SPARED = ("rollback",)  # the actions a hit's fourth item, when it has one, says its event does not ask for
+# the actions a hit's fourth item, when it has one, says its event does not ask for: the rollback of a step whose
+# update was skipped (its event starts no cooldown), or every action but the alert at a run's start
+SPARED = ("rollback",)
+AT_START = ("rollback", "skip_batches", "stop")
 
 
 @dataclass(frozen=True)
@@ -1889,6 +1892,12 @@ class Judge:
     (restoring a checkpoint would undo healthy steps and cut the LR for a batch the scaler already dropped:
     a batch the forward pass overflowed on). A longer run says the weights give such values on every batch:
     the rollback is asked, from the run's first step.
+
+    A rule asking for a rollback that fires in its warm-up (a fresh run's first ``warmup_steps`` trainer steps,
+    judged only for an unambiguous excursion against the few values before: their noise not yet known) gets
+    ``AT_START``: its event is only alerted (and starts the rule's cooldown): no rollback, which a fresh run has no
+    healthy checkpoint for (the first turns healthy ``healthy_after`` steps after its save), so a toy run's noisy
+    third loss does not stop it; a NaN (``nan_inf``, no warm-up) still does.
     """
 
     def __init__(self, detectors, evaluators=()):
@@ -1898,6 +1907,7 @@ class Judge:
         self.rec = Rec()  # observe's
         self.skipped_since, self.skipped_n = NONE, 0  # the run of steps whose update was skipped, up to this one
         self.spares = [d.skipped_run if "rollback" in d.cfg.actions else 0 for d in self.detectors]
+        self.warm = [d.cfg.warmup_steps if "rollback" in d.cfg.actions else 0 for d in self.detectors]
 
     @property
     def last_step(self):
@@ -1931,6 +1941,9 @@ class Judge:
                     hit = (hit[0], hit[1], f"{hit[2]}; {'each' if self.skipped_n > 1 else 'its'} update was "
                                            f"skipped (an overflow), the weights did not change: no rollback before "
                                            f"{self.spares[i]} such steps in a row", SPARED)
+                elif 0 < self.warm[i] and r.step <= self.warm[i] and not r.positional:
+                    hit = (hit[0], hit[1], f"{hit[2]}; at the run's start (its first {self.warm[i]} steps): no "
+                                           f"rollback", AT_START)
                 hits.append((det.cfg.id, hit))
         return hits
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from .detectors import EVALUATORS, Judge
+from .detectors import EVALUATORS, SPARED, Judge
 from .events import Event
 from .log import logger
 from .record import StepRecord
@@ -103,15 +103,16 @@ class Engine:
     def _publish(self, rule, step, onset, value, message, source, rank, details="", spared=(),
                  trainer_step=None) -> Event:
         """Publish an event of ``rule``; ``spared``: actions of the rule it does not ask for (see
-        :class:`~training_monitor.detectors.Judge`); such an event starts no cooldown, so the event asking for
-        them when the excursion goes on is not held back."""
+        :class:`~training_monitor.detectors.Judge`); an event spared the rollback of a skipped update
+        (:data:`~training_monitor.detectors.SPARED`) starts no cooldown, so the event asking for it when the
+        excursion goes on is not held back."""
         cfg = self.rules.rules[rule]
         event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
                       message=message, source=source, actions=[a for a in cfg.actions if a not in spared], rank=rank,
                       runbook=self.rules.runbook(rule), details=details,
                       trainer_step=trainer_step if trainer_step is not None else step + self.offset if self.offset
                       else None)
-        if not spared:
+        if tuple(spared) != SPARED:  # (a skipped update's event holds back no event of the excursion going on)
             with self._lock:
                 self._quiet[rule] = (step + cfg.cooldown_steps, value if value is not None else 0.0, step)
         for sink in self.sinks:
