@@ -115,9 +115,9 @@ def _rows(path: str, ranges: list, marks: dict):
 
 
 def _located(e: CheckpointEntry, moved: tuple[str, str] | None, output_dir: str, rank: int) -> str | None:
-    """Where the file of ``e`` is now, or None: its path; else, the run's files having moved (``moved``: the
-    resumed checkpoint's path in the ledger and where it was found, their folders' differing heads), the same
-    place under the new head; else a hard link the monitor kept of it from retention
+    """Where the file of ``e`` is now, or None: when the run's files moved (``moved``: the differing heads of the
+    resumed checkpoint's path in the ledger and of where it was found), the same place under the new head, if
+    there; else its path; else a hard link the monitor kept of it from retention
     (``checkpoints/rank_<r>/<process>/kept/<n>-<name>``, of the size saved). The file is verified against its
     checksum before any load."""
     if moved is not None and e.path.startswith(moved[0]):
