@@ -404,6 +404,10 @@ def test_a_log_ending_in_a_python_traceback_is_a_crash_after_its_last_step(tmp_p
     chained = [*frames, "ValueError", "", "During handling of the above exception, another exception occurred:", "",
                *frames, "[rank0]: torch.distributed.DistBackendError"]
     assert events(*chained) == [("trainer_crash", 30, said.format("torch.distributed.DistBackendError", ""))]
+    # every line behind a launcher's prefix (torchrun's `[rank0]: `, Ray's worker prefix)
+    for prefix in ("[rank0]: ", "(RayTrainWorker pid=1234) "):
+        lines = [prefix + line for line in steps + frames + ["OSError: [Errno 28] No space left on device"]]
+        assert [(e.rule, e.step) for e in replay_file(_write(tmp_path, lines)).events] == [("trainer_crash", 30)]
     assert events(*frames, "ValueError: bad row", *steps[:3]) == []  # training went on: the exception was caught
     assert events(*frames, "KeyboardInterrupt") == []  # the user's end
     assert events(*frames[:3], "    raise ValueError") == []  # no exception line: cut off

@@ -303,9 +303,10 @@ _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process 
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception|Killed|Aborted")  # a crash's marks
 
 
-# the last line of a Python traceback: the exception's (qualified) name at the line's start, or after a launcher's
-# prefix (`[rank0]: `, `[default1]:`), then its message or nothing
-_RAISED = re.compile(r"(?:^|[\]:>|] ?)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+# the last line of a Python traceback: the exception's (qualified) name at the line's start (a space before it: a
+# launcher's prefix taken off), or after such a prefix (`[rank0]: `, `[default1]:`, Ray's `(RayTrainWorker pid=1) `),
+# then its message or nothing; never indented further (a frame's code line, `    raise ValueError`)
+_RAISED = re.compile(r"(?:^ ?|[\]:>|)] ?)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
                      r"(?:: ?(.*)|\s*$)")
 _ENDS = frozenset(("KeyboardInterrupt", "SystemExit", "GeneratorExit"))  # an end the user or the program chose
 
