@@ -23,7 +23,7 @@ from training_monitor.file_sd import write_file_sd_target
 from training_monitor.files import lock, unlock
 from training_monitor.flops import mfu
 from training_monitor.hardware import peak_flops
-from training_monitor.ledger import CheckpointEntry, Ledger, ledger_run
+from training_monitor.ledger import CheckpointEntry, Ledger, read_ledger
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -207,7 +207,7 @@ class TrainingMonitor(Callback):
         # step number.
         ledger = out / f"ledger_rank{self.rank}.json"
         if ledger.exists():
-            if (earlier := ledger_run(str(ledger))) not in (None, cfg.run):
+            if (earlier := self._ledger_run(ledger)) not in (None, cfg.run):
                 logger.warning("{} holds run {!r} (its ledger); run {!r} appends its records and events to the same "
                                "logs, which a replay reads as one run: give each run its own output_dir", out,
                                earlier, cfg.run)
@@ -315,17 +315,22 @@ class TrainingMonitor(Callback):
             unhook(peer)
         self._hooked = []
 
+    @staticmethod
+    def _ledger_run(path: Path) -> str | None:
+        """The run the ledger file ``path`` names; None when it names none or is no ledger."""
+        try:
+            return read_ledger(str(path))[0]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
     @property
     def _batches(self) -> int:
-        """Batches consumed by this monitor's train calls, rolled-back steps' included."""
+        """Batches consumed by this monitor's train calls, rolled-back steps' included: the trainer's step counted
+        over them, its last ``cb.cur_step_num`` after the steps of the calls before (a script calling
+        ``Model.train(1, ..)`` once an epoch: its second call's step 1 follows the first call's last). Events
+        name it as their ``trainer_step`` where it is not the monitor's step (after a rollback), so a console
+        log's ``LossMonitor`` lines, numbered on by replay, agree with them."""
         return self._batches_before + self._prev_trainer_step
-
-    def _counted(self, cb) -> int:
-        """The trainer's step counted over this monitor's train calls: ``cb.cur_step_num`` after the steps of the
-        calls before (a script calling ``Model.train(1, ..)`` once an epoch: its second call's step 1 follows the
-        first call's last). Events name it as their ``trainer_step`` where it is not the monitor's step (after a
-        rollback), so a console log's ``LossMonitor`` lines, numbered on by replay, agree with them."""
-        return cb.cur_step_num + self._batches_before
 
     @property
     def trainer_step(self) -> int:
@@ -492,7 +497,7 @@ class TrainingMonitor(Callback):
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
-                self.engine.offset = self._counted(cb) - self.resumed.entry.step
+                self.engine.offset = self._batches - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
@@ -532,7 +537,8 @@ class TrainingMonitor(Callback):
         written again, and the first step's wait is not measured from the last call's end (an evaluation came
         between); the first step may compile: its slowness is known."""
         self._batches_before += self._prev_trainer_step - cb.cur_step_num  # (0 when the trainer counts on)
-        self.engine.offset = self._counted(cb) - last_step
+        self._prev_trainer_step = cb.cur_step_num
+        self.engine.offset = self._batches - last_step
         self._judged = self._undone = None
         self._t_begin = self._t_end = self._t_judged = None
         self._epoch, self._slow = None, "epoch"
@@ -621,7 +627,7 @@ class TrainingMonitor(Callback):
             if self._tokens is None:
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens
-        step = self._counted(cb) - self.engine.offset
+        step = self._batches - self.engine.offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
         saved = self.model_checkpoints.ledger_new(step - 1, self._batches - 1, lag=1)

@@ -46,14 +46,17 @@ def file_checksum(path: str) -> tuple[str, int]:
         return f"blake2b:{digest}", f.tell()
 
 
-def ledger_run(path: str) -> str | None:
-    """The run id the ledger file ``path`` names; None when it names none or cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            run = json.load(f).get("run")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return run if isinstance(run, str) else None
+def read_ledger(path: str) -> tuple[str | None, list[CheckpointEntry]]:
+    """The run id (None: not named) and the entries of the ledger file ``path``.
+
+    Raises:
+        OSError: the file cannot be read. ValueError, TypeError, KeyError, AttributeError: it is no ledger
+            (not JSON, or not its fields).
+    """
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    run = data.get("run")
+    return (run if isinstance(run, str) else None), [CheckpointEntry(**e) for e in data["checkpoints"]]
 
 
 class Ledger:
@@ -80,10 +83,8 @@ class Ledger:
         self.path, self.healthy_after, self.on_change, self.run = path, healthy_after, on_change, run
         self.entries: list[CheckpointEntry] = []
         if path and os.path.exists(path):
-            with open(path) as f:
-                data = json.load(f)
-            self.entries = [CheckpointEntry(**e) for e in data["checkpoints"]]
-            self.run = data.get("run", run)
+            named, self.entries = read_ledger(path)
+            self.run = named or run
         self._pending = [e for e in self.entries if e.status == PENDING]
         # the run went back to this step (a rollback, a resume): the checkpoints up to it were proven on the steps
         # before it went back, and an onset on the steps after it is no doubt about them

@@ -18,14 +18,13 @@ resumed from, then its own). Resuming from a checkpoint:
 """
 from __future__ import annotations
 
-import json
 import os
 from array import array
 from dataclasses import dataclass, replace
 from glob import escape, glob, has_magic
 
 from .engine import Engine
-from .ledger import QUARANTINED, CheckpointEntry, Ledger, file_checksum
+from .ledger import QUARANTINED, CheckpointEntry, Ledger, file_checksum, read_ledger
 from .log import logger
 from .record import StepRecord
 from .recordlog import RecordLog
@@ -73,14 +72,12 @@ def _find(checkpoint: str, output_dir: str, rank: int, run: str) -> tuple[Checkp
     others = set()
     for path in _ledgers(output_dir, rank):
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            entries = [CheckpointEntry(**e) for e in data["checkpoints"]]
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+            named, entries = read_ledger(path)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             logger.warning("ledger {} not readable ({}); not searched for {}", path, exc, checkpoint)
             continue
-        if data.get("run") != run:
-            others.add(str(data.get("run")))
+        if named != run:
+            others.add(str(named))
             continue
         for e in reversed(entries):
             same = os.path.exists(e.path) and os.path.samefile(e.path, checkpoint)

@@ -148,7 +148,7 @@ class Parser(abc.ABC):
         cls = item.__class__
         if cls is str:
             self.reason = item
-            if line.__class__ is str and (self.traceback or "Traceback (most recent call last)" in line):
+            if line.__class__ is str and (self.traceback or messages.TRACEBACK in line):
                 messages.traceback(line, self)
             return None
         if cls is Report:

@@ -311,11 +311,14 @@ _RAISED = re.compile(r"(?:^ ?|[\]:>|)] ?)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Ex
 _ENDS = frozenset(("KeyboardInterrupt", "SystemExit", "GeneratorExit"))  # an end the user or the program chose
 
 
+TRACEBACK = "Traceback (most recent call last)"  # a Python traceback's first line
+
+
 def traceback(line: str, parser) -> None:
     """Follow a Python traceback in lines ``parser`` skipped: its first line (``Traceback (most recent call
     last):``), then its exception line, whose crash report :attr:`~.base.Parser.raised` keeps with the last record
     (the log ending there: a ``trainer_crash``); none when a report came since that record."""
-    if "Traceback (most recent call last)" in line:
+    if TRACEBACK in line:
         parser.traceback = True
         return
     m = _RAISED.search(line)

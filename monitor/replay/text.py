@@ -656,12 +656,12 @@ class Parser(base.Parser):
 
     def feed(self, line):
         item = super().feed(line)
-        if item.__class__ is StepRecord or item is None and self.reason == MERGED:
+        cls = item.__class__
+        if cls is StepRecord or item is None and self.reason == MERGED:
             self.trained += 1
-        if item is not None:
-            self.ended = item.__class__ is Evaluation or self.ended and item.__class__ is not StepRecord and (
-                item.__class__ is not Report)
-        elif self.reason == SUMMARY:
+        if cls is StepRecord or cls is Report:
+            self.ended = False
+        elif cls is Evaluation or item is None and self.reason == SUMMARY:
             self.ended = True
         if self.stall is not None and line.__class__ is str:
             silence = self.silence or self._silence()
