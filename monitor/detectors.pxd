@@ -4,6 +4,7 @@ cimport cython
 
 cdef long long NONE
 cdef double NAN, INF
+cdef Py_ssize_t ROBUST_RANGE_FROM
 
 
 cdef class Rec:
@@ -23,6 +24,12 @@ cdef bint finite(double x) noexcept
 cdef double timed_steps(Rec r, long long last) noexcept
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t, x=double, start=Py_ssize_t, end=Py_ssize_t)
 cdef void sort(double[::1] v, Py_ssize_t n) noexcept
+@cython.locals(lo=Py_ssize_t, n=Py_ssize_t, half=Py_ssize_t)
+cdef Py_ssize_t bisect_sorted(double[::1] v, Py_ssize_t count, double x, bint right) noexcept
+@cython.locals(i=Py_ssize_t, j=Py_ssize_t, d=double, prev=double, lo=double, hi=double)
+cdef double sorted_mad(double[::1] v, Py_ssize_t n, double m, bint logs) noexcept
+@cython.locals(mid=Py_ssize_t)
+cdef double sorted_log_median(double[::1] v, Py_ssize_t n) noexcept
 @cython.locals(mid=Py_ssize_t)
 cdef double sorted_median(double[::1] v, Py_ssize_t n) noexcept
 cdef long long halvings(double prev, double scale) except -1
@@ -35,8 +42,6 @@ cdef class Window:
     cdef double[::1] values, ordered, scratch  # ordered: the values sorted; scratch: median_of's
     cdef double value(self, Py_ssize_t i) noexcept
     cdef long long step_of(self, Py_ssize_t i) noexcept
-    @cython.locals(lo=Py_ssize_t, n=Py_ssize_t, half=Py_ssize_t)
-    cdef Py_ssize_t bisect(self, Py_ssize_t count, double x, bint right) noexcept
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cdef void _insert(self, double x) noexcept
     @cython.locals(i=Py_ssize_t)
@@ -48,10 +53,7 @@ cdef class Window:
     @cython.locals(tail=Py_ssize_t)
     cpdef void add(self, long long step, double x) noexcept
     cpdef double median(self) noexcept
-    @cython.locals(a="double[::1]", mid=Py_ssize_t)
     cpdef double log_median(self) noexcept
-    @cython.locals(a="double[::1]", n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, d=double, prev=double, lo=double,
-                   hi=double)
     cpdef double sigma(self, double m, bint logs=*) noexcept
     @cython.locals(tail=Py_ssize_t)
     cpdef void rewind(self, long long step) noexcept
@@ -112,6 +114,8 @@ cdef class RobustSpike(Detector):
     cdef object spike(self, Rec r, double x)
     @cython.locals(m=double, hist=Window, i=Py_ssize_t, n=Py_ssize_t)
     cdef object excursion(self, long long step, double x)
+    @cython.locals(v="double[::1]", bound=double, ml=double)
+    cdef bint robust_excursion(self, double x, double m, Py_ssize_t n)
     @cython.locals(hist=Window, ml=double)
     cdef bint multiplicative(self, double x, double sigmas)
     @cython.locals(hist=Window, onset=cython.longlong)

@@ -135,9 +135,6 @@ KNOWN_FAILING = frozenset({
     # an 8-record excerpt (under the short-excerpt test's absolute margin); KittiSeg's step time up 88x after its
     # step-0 record, the only faster one (in the warm-up, no reference)
     "epe_ienet2_steps_1_5_column_table_nan_from_step_4_66.log",
-    # promoted from heldout40 after scoring: a loss of 24.7 after 7.9-8.7, judged in a short history against the
-    # range of every earlier loss, a start-up spike's 3.56-20.8 among them
-    "deepspeed_ulysses_llama_ft_iters_0_60_loss_3_56_to_20_8_then_7_9_to_24_7_at_13_bigyang.log",
     "keras_old_epochs_60_67_loss_0_047_flat_then_0_061_0_096_jump_deepj49.log",
     "kittiseg_tf_steps_0_300_sec_per_batch_0_48_to_43_imgs_per_sec_0_0_raw_smooth_lines_137.log",
     # heldout43, first replay (not studied)

@@ -252,6 +252,29 @@ def test_same_records_same_events_and_rewind_forgets_the_future():
     assert [e.step for e in kept.events] == [81, 81]
 
 
+def test_an_excursion_after_a_start_up_burst_is_judged_against_the_values_mad_not_their_range():
+    # a DeepSpeed Ulysses fine-tune (tests/data/reallogs/tune/deepspeed_ulysses_..bigyang.log, iterations 0-13):
+    # a start-up burst to 20.8, a level of 7.9-8.7, then 24.7; the burst stretches the range of the 13 losses
+    # before (3.56-20.8, 16.5 above their median is under 3x it), not their MAD
+    ulysses = [3.5615, 13.0887, 20.7594, 9.2381, 13.7791, 9.2545, 8.1535, 8.2368, 8.1739, 7.8870, 8.7001, 7.9517,
+               7.9179, 24.7211]
+    events = run([StepRecord(i, loss=x) for i, x in enumerate(ulysses)])
+    assert [(e.rule, e.step) for e in events] == [("loss_spike", 1), ("loss_spike", 13)]
+    assert "3x the median 8.237 of the 13 steps before" in events[1].message
+    # per-sample losses spread over orders of magnitude (a MindSpore R(2+1)D run's LossMonitor lines,
+    # tests/data/reallogs/tune/mindspore_r2plus1d_..: 1.22 at its third record, then 1.77): their MAD leaves the
+    # tail out, the MAD of their logarithms does not
+    r2plus1d = [0.004272789, 0.062011678, 1.2200212, 0.20649293, 0.110879965, 0.019843677, 0.0016696296, 0.028821332,
+                0.022604007, 0.050388362, 0.03981915, 1.77048, 0.46865237]
+    assert run([StepRecord(6 + 10 * i, loss=x) for i, x in enumerate(r2plus1d)]) == []
+
+
+def test_expected_range_is_the_control_chart_constant_d2():
+    from training_monitor.detectors import expected_range
+    table = {2: 1.128, 3: 1.693, 5: 2.326, 10: 3.078, 20: 3.735}  # Montgomery, appendix table VI
+    assert {n: round(expected_range(n), 3) for n in table} == table
+
+
 def test_a_burst_far_above_the_last_event_fires_within_the_cooldown():
     """A grad-norm event opens a 10-step cooldown; within it a new burst (the norm back down in between) of
     ``escalation`` (10) x the event's norm fires all the same, a smaller one does not; a loss spike's escalation is
