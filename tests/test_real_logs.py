@@ -153,8 +153,6 @@ KNOWN_FAILING = frozenset({
     # a run's planned total, or for a phase's first step among per-step lines): the records are at epoch 0 each,
     # the 1.66e13 loss is not judged
     "insightface_tf_total_step_880_940_weight_decay_loss_2_87_to_1_66e13_at_920_59.log",
-    # heldout50, first replay (not studied)
-    "nemo_evo2_finetune_iters_45_62_loss_1_27_step_time_0_24_to_0_68_after_val_healthy_huangseed.log",
 })
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from training_monitor.record import StepRecord
 from training_monitor.replay import ReplayError, csvlog, replay_file, replay_paths, text
-from training_monitor.replay.base import MERGED, Report
+from training_monitor.replay.base import MERGED, Evaluation, Report
 from training_monitor.replay.summary import as_text
 from training_monitor.ruleset import Rules
 
@@ -88,6 +88,25 @@ def test_loss_monitor_counting_the_same_epoch_again_after_its_end_is_the_next_tr
 MEGATRON = (" iteration {it:8d}/    1000 | consumed samples: {samples:12d} | elapsed time per iteration (ms): "
             "300.0 | learning rate: 1.000000E-04 | global batch size:     8 |{loss} loss scale: {scale:.1f} | "
             "grad norm: 1.500 | number of skipped iterations: {skipped:3d} | number of nan iterations: {nan:3d} |")
+
+
+# NeMo 2 (Lightning) step lines, as a BioNeMo Evo2 fine-tune printed them (tests/data/reallogs/tune/nemo_evo2_..):
+# `Training epoch 0, iteration 50/99 | lr: .. | global_step: 50 | reduced_train_loss: 1.257 | train_step_timing in s:
+# 0.685 | consumed_samples: 204 | val_loss: 1.619`, `val_loss` on every step line from the first validation on; a
+# checkpoint save's `Start time: 1750290740.432s` and a checkpoint path's `..-val_loss=0.0000-epoch=0-...ckpt`
+def test_nemo_step_lines_carrying_the_last_validation_loss():
+    from pathlib import Path
+    path = next((Path(__file__).parent / "data" / "reallogs" / "tune").glob("nemo_evo2_*.log"))
+    p = text.Parser()
+    items = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        items += [p.feed(line), *p.after]  # (the evaluations a step line carries come after its record)
+        p.after = []
+    steps = [r for r in items if isinstance(r, StepRecord)]
+    assert [r.step for r in steps] == list(range(45, 63))
+    assert (steps[0].loss, steps[0].step_time_s, steps[5].step_time_s) == (1.288, 0.2382, 0.685)
+    assert [(e.step, e.loss) for e in items if isinstance(e, Evaluation)] == [(49, 1.619)]  # not the path's 0.0
+    assert replay_file(str(path)).events == []
 
 
 def megatron_line(it, loss, scale=65536.0, skipped=0, nan=0):

@@ -163,7 +163,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
                                         "grad_l2_norm")},
     **{n: ("loss_scale", None) for n in ("loss_scale", "loss_scaler", "cur_scale", "scaling_sens", "grad_scale")},
     "lr": ("lr", None), "learning_rate": ("lr", None), "cur_lr": ("lr", None),
-    **{n: ("step_time_s", _S) for n in ("time", "step_time", "per_step_time", "iteration_time", "batch_time",
+    **{n: ("step_time_s", _S) for n in ("time", "timing", "step_time", "per_step_time", "iteration_time", "batch_time",
                                         "time_per_step", "time_per_iteration", "iter_time", "dt",
                                         "elapsed_time_per_iteration", "batch_cost",
                                         "avg_batch_cost", "itime")},
@@ -237,6 +237,9 @@ _LOSS_PREFIX = re.compile(r"l_[a-z](?:_?[a-z])+$")  # `l_` and a loss's part of 
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime", "tel"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
+# a name they begin is a point of the run, no value of a step: a clock's reading (NeMo's checkpoint save's `Start
+# time: 1750290740.432s`), a setting (`Start step: 0`)
+_CLOCK_WORDS = frozenset(("start", "end", "begin", "finish", "stop"))
 _WORDS = re.compile(r"[\s_]+")
 _PER = re.compile(r"/(?:s|sec|device|gpu)$")  # a rate's name, ``tokens/sec``, ``tokens/s/device``: no path
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")  # camelCase words apart: ``LearningRate`` is ``learning_rate``
@@ -307,6 +310,9 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     elif len(words) > 1 and (unit := _UNIT_AFTER.get(words[-1])) is not None:
         hit = lookup(" ".join(words[:-1]))  # a time's name and its unit: 'iter time (s)', Megatron's '.. (ms)'
         hit = (hit[0], unit) if hit is not None and hit[0] in _TIME_FIELDS else None
+    elif len(words) > 2 and words[-2] == "in" and words[-1] in TIME_UNITS:
+        hit = lookup(" ".join(words[:-2]))  # NeMo's 'train_step_timing in s'
+        hit = (hit[0], words[-1]) if hit is not None and hit[0] in _TIME_FIELDS else None
     elif (suffix := _UNIT_SUFFIX.search(raw)) is not None and (hit := lookup(raw[:suffix.start()])) is not None:
         unit = {"sec": "s", "secs": "s"}.get(suffix.group(1), suffix.group(1))
         hit = (hit[0], unit) if hit[0] in _TIME_FIELDS else None  # 'step_time_ms', 'time_ms', 'data_time_s'
@@ -338,8 +344,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
             if key in NAMES:
                 hit = NAMES[key]
                 break
-            if words[i] in NAMES or words[i] in ("per", "total"):  # "ms per step" is a rate, "total .. time" a total
-                break
+            if words[i] in NAMES or words[i] in ("per", "total") or words[i] in _CLOCK_WORDS:
+                break  # "ms per step" is a rate, "total .. time" a total, "start time" a clock's
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit

@@ -6,7 +6,8 @@ Each physical line is read in four steps.
 1. **Decorations off**: on a line that is not ASCII, full-width forms (Unicode NFKC: ``Loss：1.98`` is
    ``Loss:1.98``; a name there may start with any letter, ``训练次数:100``); ANSI colours, ``> `` quoting, a log
    viewer's line numbers (``[1763] ``), ``[rankN]:`` and ``[defaultN]:`` prefixes, date-times (``2024-08-06
-   09:59:26.181``, ``[09/30/22 02:46:23]``, glog's ``I0307 06:40:10.569123 140245 train.py:88]``), a logger's
+   09:59:26.181``, ``[09/30/22 02:46:23]``, glog's ``I0307 06:40:10.569123 140245 train.py:88]``), file paths
+   (a checkpoint's file name holds metrics: Lightning's ``..-val_loss=0.0000-epoch=0.ckpt``), a logger's
    prefix before the message (its date-time, level and source: loguru's ``.. | INFO | __main__:train:12 - ``,
    hydra's ``[..][__main__][INFO] - ``; ``train:12`` there is no value), a paste's Markdown bold around a value
    (``**1.97**``); a printed tensor becomes its value (``tensor(1.5, device='cuda:0')``, ``Tensor(shape=[], ...,
@@ -178,6 +179,10 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
                     r"\d\d:\d\d:\d\d(?: \d{4})?"  # C's asctime, Python's time.ctime()
                     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.<>-]+:\d+\]")  # glog's, absl's: thread, source
+# a file path, absolute or relative (`/`, `./`, `../` or `~/` and a second `/`): a checkpoint's file name holds
+# metrics (Lightning's `..-val_loss=0.0000-epoch=0.ckpt`) that are no values of the line; a name with slashes
+# (`loss/train/total`), a count (`50/99`) or a rate (`tokens/s`) starts with no slash
+_PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*")
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
 # logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
@@ -400,9 +405,11 @@ def _blank(m: re.Match) -> str:
 
 
 def clean(line: str) -> str:
-    """``line`` without its decorations (see the module docstring); date-times and a logger's prefix (:data:`_PREFIX`)
-    become as many spaces."""
+    """``line`` without its decorations (see the module docstring); date-times, a logger's prefix (:data:`_PREFIX`)
+    and file paths (:data:`_PATH`) become as many spaces."""
     line = _undecorated(line)
+    if "/" in line:
+        line = _PATH.sub(_blank, line)
     if ":" not in line:
         return line
     end = _prefix_end(line)
@@ -579,6 +586,8 @@ class Parser(base.Parser):
         self.finished: bool | None = None    # ... by their epoch, each line its epoch's finished count (None: not
                                              # known until the first numbered line)
         self.plain = False                   # a step line without evaluation values was read
+        self.plain_fields: frozenset = frozenset()  # ... the fields of the last one with a loss
+        self.carried: Evaluation | None = None  # the evaluation the last step line carrying one carried
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch: Any = None               # epoch of the last step line
         self.base: int | None = None         # the epoch of the first step line that named one
@@ -812,17 +821,28 @@ class Parser(base.Parser):
         evaluation = self._evaluation(text) if summary or _EVAL_START.match(text, _prefix_end(text)) else None
         if evaluation is None:
             return self._values(text, bar, prev, joiner, prev_part, summary, found)
-        if self.plain:
+        carries = self._carries(found)
+        if self.plain and not carries:
             return self._values(text, bar, prev, joiner, prev_part, summary, found) if self._again() else evaluation
         item = self._values(text, bar, prev, joiner, prev_part, summary, found)
         if item.__class__ is not StepRecord:
             return item if self._again() else evaluation
-        if evaluation.named is None:  # the evaluation of the step line's own step
+        if carries:  # the last evaluation's loss, printed on each step line since (Lightning's progress metrics)
+            if self.carried is not None and self.carried.loss == evaluation.loss:
+                return item
+            self.carried = evaluation
+        elif evaluation.named is None:  # the evaluation of the step line's own step
             evaluation = evaluation._replace(step=item.step)
         self.evaluated = self.trained + 1  # (this line's record counts once it is handed on)
         self.after.append(evaluation)
         self.found = True  # a loss at a step, if only an evaluation's: a log of evaluation lines is a training log
         return item
+
+    def _carries(self, found: list) -> bool:
+        """The line of named values ``found`` is a step line of this log that carries evaluation values: its
+        other fields, a training loss among them, are those of the last step line without any (NeMo's and
+        Lightning's step lines print the last validation's ``val_loss`` from the first validation on)."""
+        return "loss" in self.plain_fields and frozenset(f[0] for f in found if f[0] != EVAL) == self.plain_fields
 
     def _again(self) -> bool:
         """An evaluation line read now repeats the evaluation read last: no step line came between them (in a log
@@ -848,9 +868,12 @@ class Parser(base.Parser):
             if ("/" not in text or not self.numbered or _count(text, None) is None) and (
                     bar is not None or self.leading is False or _leading(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
-        if summary and self.plain:
+        if summary and self.plain and not self._carries(found):
             return SUMMARY  # evaluation values, in a log whose step lines have none
-        self.plain = self.plain or not summary and not {f[0] for f in found} <= {"epoch", "step"}  # (a counter: none)
+        if not summary and not {f[0] for f in found} <= {"epoch", "step"}:  # (a counter: none)
+            self.plain = True
+            if any(f[0] == "loss" for f in found):
+                self.plain_fields = frozenset(f[0] for f in found)
         values = {}
         try:
             for field, val, tot, unit in found:
