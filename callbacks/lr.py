@@ -47,6 +47,11 @@ class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
         return self.schedule(global_step) * self.scale
 
 
+def schedule_scales(train_network) -> list:
+    """The ``scale`` parameter of every :class:`ScaledLearningRate` inside ``train_network``."""
+    return [c.scale for _, c in train_network.cells_and_names() if isinstance(c, ScaledLearningRate)]
+
+
 def lr_scale_parameters(train_network, optimizer) -> list:
     """The parameters whose value multiplies the optimizer's LR: the ``scale`` of every
     :class:`ScaledLearningRate` inside ``train_network`` (MindFormers keeps a second copy of the schedule
@@ -55,7 +60,7 @@ def lr_scale_parameters(train_network, optimizer) -> list:
     Raises:
         TypeError: the LR is a schedule not wrapped in :class:`ScaledLearningRate` (it cannot change in place).
     """
-    scales = [c.scale for _, c in train_network.cells_and_names() if isinstance(c, ScaledLearningRate)]
+    scales = schedule_scales(train_network)
     if scales:
         return scales
     if isinstance(optimizer.learning_rate, Parameter) and not optimizer.dynamic_lr:

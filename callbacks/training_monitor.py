@@ -39,7 +39,7 @@ from training_monitor.watchdog import Watchdog
 from .checkpoints import ModelCheckpointFiles
 from .consensus import RankConsensus, communication_ready, rank_own_rules
 from .data import SkippableSource, find_skippable
-from .lr import lr_scale_parameters
+from .lr import lr_scale_parameters, schedule_scales, set_lr_scale
 from .outputs import read_step_outputs
 from .peers import evaluators, hook_eval, hook_lr_function, hook_step_end, nan_checks, schedulers, unhook
 from .rollback import global_step, nonfinite_parameters, restore_train_state, save_train_state, train_optimizer
@@ -326,7 +326,8 @@ class TrainingMonitor(Callback):
     @property
     def _batches(self) -> int:
         """Batches consumed by this monitor's train calls, rolled-back steps' included: the trainer's step counted
-        over them, its last ``cb.cur_step_num`` after the steps of the calls before (a script calling
+        over them, its last ``cb.cur_step_num`` after the steps of the calls before (and the trainer's initial step:
+        :meth:`_initial_step`; a script calling
         ``Model.train(1, ..)`` once an epoch: its second call's step 1 follows the first call's last). Events
         name it as their ``trainer_step`` where it is not the monitor's step (after a rollback), so a console
         log's ``LossMonitor`` lines, numbered on by replay, agree with them."""
@@ -486,6 +487,8 @@ class TrainingMonitor(Callback):
             p = stall.params
             self._watchdog = Watchdog(self._on_stall, p["factor"], p["min_seconds"], p["startup_seconds"],
                                       p["startup_steps"]).start()
+        if self.last_record is None:
+            self._batches_before = self._initial_step(cb)
         self._prev_trainer_step = cb.cur_step_num
         if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
             try:
@@ -497,6 +500,7 @@ class TrainingMonitor(Callback):
             if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
+                self._carry_lr_scale(cb.train_network)
                 self.engine.offset = self._batches - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
@@ -511,6 +515,29 @@ class TrainingMonitor(Callback):
         self.model_checkpoints.follow(cb.list_callback, mine)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
+
+    @staticmethod
+    def _initial_step(cb) -> int:
+        """The trainer's steps before its count ``cb.cur_step_num`` starts, as its own loss monitor numbers its
+        lines: MindFormers' resume gives ``MFLossMonitor`` the resumed step as ``initial_step`` and restarts
+        ``cur_step_num`` at 1 (its lines print their sum); MindSpore's ``Model`` sets ``cb_params.initial_step``
+        when it restarts a step itself (then counted in ``cur_step_num``: 0). 0 when no callback says."""
+        given = cb.get("initial_step")
+        if given is None:
+            given = next((c.initial_step for c in cb.list_callback if isinstance(getattr(c, "initial_step", None), int)
+                          and not isinstance(c.initial_step, bool)), 0)
+        return int(given)
+
+    def _carry_lr_scale(self, train_network) -> None:
+        """Resumed: the LR multiplier of the run's rollbacks is in force. A loader that leaves the
+        :class:`~.lr.ScaledLearningRate` scale out (MindFormers' resume loads the optimizer's parameters, not
+        ``monitor_lr_scale``) starts the schedule at x1: the scale is set to the multiplier, with a warning."""
+        multiplier = self.policy.multiplier
+        scales = schedule_scales(train_network)
+        if scales and any(abs(float(p.asnumpy()) - multiplier) > 1e-6 * multiplier for p in scales):
+            logger.warning("resumed: the LR scale loaded is x{:g}, the run's rollbacks left x{:g}: set to x{:g}",
+                           float(scales[0].asnumpy()), multiplier, multiplier)
+            set_lr_scale(scales, multiplier)
 
     def _not_resumed(self, run_context, exc: ResumeError) -> None:
         """``resume_from`` could not be restored (:func:`~training_monitor.resume.restore`): the event log records

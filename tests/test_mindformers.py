@@ -82,6 +82,18 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
     assert ("loss_spike", 101) in got and any(rule == "nan_inf" for rule, _ in got)
 
 
+def test_steps_follow_mf_loss_monitor_s_initial_step(tmp_path):
+    # MindFormers' resume gives MFLossMonitor the resumed step (initial_step) and restarts cur_step_num at 1; its
+    # lines print their sum: the monitor numbers its steps, the events' and the ledger's, the same way
+    from mindformers.core.callback import MFLossMonitor
+    monitor = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, rollback=False)
+    mf = MFLossMonitor(learning_rate=0.05, origin_epochs=1, dataset_size=30, initial_step=400, global_batch_size=4)
+    train([mf, monitor], steps=30, poison={20})
+    nan = [e for e in monitor.kept.events if e.rule == "nan_inf"][0]
+    assert (nan.step, nan.onset_step, nan.trainer_step) == (421, 421, None)
+    assert [e.step for e in monitor.ledger.entries][:2] == [410, 420]
+
+
 def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
     import mindspore as ms
     import yaml

@@ -331,6 +331,32 @@ def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):
     assert rb["lr_multiplier"] == 0.25
 
 
+def test_a_resume_whose_loader_leaves_the_lr_scale_out_runs_at_the_run_s_lr_multiplier(tmp_path, log_lines):
+    # MindFormers' resume loads the network's and the optimizer's parameters but not a ScaledLearningRate's
+    # scale ('Optimizer parameters are not loaded: monitor_lr_scale'): the schedule would run at x1 after a
+    # rollback's x0.5; the resumed monitor sets the scale to the run's multiplier
+    from training_monitor.callbacks import ScaledLearningRate
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, run="scale", checkpoint_every=10, healthy_after=10)
+    first = TrainingMonitor(**settings)
+    train([first], steps=60, poison={24}, lr=ScaledLearningRate(ms.nn.CosineDecayLR(0.01, 0.05, 100)))
+    entry = [e for e in first.ledger.entries if e.rollbacks == 1 and e.status == "healthy"][-1]
+    assert first.ledger.wait(60) and entry.lr_multiplier == 0.5
+
+    def cell(net, opt):
+        step_cell = ms.nn.TrainOneStepCell(net, opt)
+        params = ms.load_checkpoint(entry.path)
+        assert [k for k in params if k.endswith("scale")]  # the checkpoint holds the scale: the loader skips it
+        ms.load_param_into_net(step_cell, {k: v for k, v in params.items() if not k.endswith("scale")})
+        return step_cell
+
+    seen = []
+    second = TrainingMonitor(resume_from=entry.path, **settings)
+    lr = ScaledLearningRate(ms.nn.CosineDecayLR(0.01, 0.05, 100))
+    train([second, AtStep(lambda cb: seen.append(float(lr.scale.asnumpy())))], steps=3, cell=cell, lr=lr)
+    assert second.resumed is not None and seen == [0.5, 0.5, 0.5]
+    assert any("the LR scale loaded is x1, the run's rollbacks left x0.5: set to x0.5" in line for line in log_lines)
+
+
 @pytest.mark.parametrize("on_failed", ["stop", "continue"])
 def test_a_resume_from_a_checkpoint_written_over_since_its_save_does_not_train_on_silently(tmp_path, on_failed):
     # MindSpore loads a checkpoint with bytes overwritten in its middle; its checksum in the ledger says the
