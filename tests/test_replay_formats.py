@@ -561,6 +561,14 @@ def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
                          "150 (onset 141): MFU 4.3% below the floor 20% -> "]
     res = replay_file(write(tmp_path, "quiet.log", "\n".join(quiet) + "\n"))
     assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("low_mfu", 150, 141)]
+    # a NaN the rules find again on its step line, and a second event of the rule at that step from an earlier
+    # onset (the weights check at a checkpoint's promotion, which the log's lines do not show): kept
+    nan = lines[:2] + ["epoch: 1 step: 151, loss is nan", lines[2], lines[2].replace(
+        "(onset 151): loss is nan at step 151 -> alert, rollback",
+        "(onset 141): weights not finite at step 151 (checkpoint of step 150) -> alert, rollback")]
+    res = replay_file(write(tmp_path, "nan.log", "\n".join(nan) + "\n"))
+    assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [
+        ("nan_inf", 151, 151, "rule"), ("nan_inf", 151, 141, "monitor")]
 
 
 # TensorBoard event files, written with TensorBoard's own writers: tensorboard.summary.Writer (TF2-style scalar

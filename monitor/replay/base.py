@@ -240,13 +240,20 @@ class Parser(abc.ABC):
                 setattr(self.last, key, value)
         return MERGED
 
+    def told(self, rule: str, rank: int | None) -> bool:
+        """A trainer's report of ``rule`` and ``rank`` was handed on at the last step done (see :meth:`once`)."""
+        step, seen = self._reported
+        return step == self.done and (rule, rank, None) in seen
+
     def once(self, report: Report) -> Report | str:
-        """``report``, or :data:`REPEATED` when the same rule and rank were already reported at this step."""
+        """``report``, or :data:`REPEATED` when the same rule and rank were already reported at this step (the
+        monitor's own event lines: with the same onset; the live monitor may raise a rule twice at a step, a
+        NaN's alert and then its weights check's rollback from an earlier onset)."""
         step, seen = self._reported
         if step != report.step:
             seen = set()
             self._reported = (report.step, seen)
-        key = (report.rule, report.rank)
+        key = (report.rule, report.rank, report.onset if report.source == "monitor" else None)
         if key in seen:
             return REPEATED
         seen.add(key)

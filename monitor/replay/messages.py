@@ -496,9 +496,7 @@ def _failure(line: str, parser):
         return None
     what = (f"Ascend CANN error {m.group(1)}: {m.group(2).strip()[:120]}" if m.group(1) else
             f"the process crashed: {line[m.start():].strip()[:120]}")
-    step, seen = parser._reported
-    if any(r.rule == CRASH and r.rank == parser.rank for r in parser.held) or (
-            step == parser.done and ("stall", parser.rank) in seen):
+    if any(r.rule == CRASH and r.rank == parser.rank for r in parser.held) or parser.told("stall", parser.rank):
         return REPEATED  # a crash told already, or the end of a timeout (a stall) at this step
     parser.held.append(Report(CRASH, parser.done, None, f"trainer: {what} after step {parser.done}", parser.rank))
     return MERGED

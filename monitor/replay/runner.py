@@ -509,15 +509,17 @@ class _Run:
 
     def _rejudged(self, rep: Report) -> bool:
         """The monitor's own event line ``rep`` follows the step record whose judging raised an event of its rule
-        and rank: the live monitor's line of that same event (it logs its event right after the trainer prints
-        the step, whose number the trainer may count from 0 where the monitor counts from 1)."""
+        and rank from the same onset: the live monitor's line of that same event (it logs its event right after
+        the trainer prints the step, whose number the trainer may count from 0 where the monitor counts from 1);
+        another onset is an event the log's lines do not show (a weights check's)."""
         last, events = self.result.last, self.result.events
         if last is None or last.rank != rep.rank:
             return False
         for ev in reversed(events):
             if ev.step != last.step or ev.rank != rep.rank:
                 return False
-            if ev.rule == rep.rule and ev.source == "rule":
+            if ev.rule == rep.rule and ev.source == "rule" and (
+                    rep.onset is None or abs(ev.onset_step - rep.onset) <= 1):
                 return True
         return False
 
