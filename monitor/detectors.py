@@ -1267,7 +1267,9 @@ class LossScaleCollapse(LossScaleWatch):
     its scale of 1 follows a clean record): it is at its minimum. So does a
     scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
     0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
-    skipped step among clean ones, past start-up) is not judged. A fall counts :func:`halvings` halvings. A
+    skipped step among clean ones, past start-up) is not judged, nor is one that stays at ``floor`` after its
+    fall was reported (once per fall: the scale rises above ``floor`` before a next fall to it is one). A fall
+    counts :func:`halvings` halvings. A
     record that says the scale the trainer set for the next step (``Rec.next_scale``: DeepSpeed's ``Attempted
     loss scale: 2, reducing to 1``) is judged at the floor by the lower of the two: the log may end there.
     Onset: the first halving of the fall."""
@@ -1304,6 +1306,7 @@ class LossScaleCollapse(LossScaleWatch):
                 or low <= self.floor and (r.overflow == 1 or had and low < prev)
                 and (low < self.floor or self.startup or r.overflow == 1 and (r.has_next_scale and r.next_scale >= scale
                                                                               or had and floored))):
+            self.highest = low  # reported: a scale that stays there is this fall's, a new one rises first
             return low, self.drops.first() if n else r.step, f"loss scale {low:g} at its floor {self.floor:g}"
         if n >= self.max_halvings:
             return scale, self.drops.first(), f"loss scale halved {n} times within {self.window} steps, now {scale:g}"

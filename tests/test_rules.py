@@ -865,6 +865,16 @@ def test_loss_scale_halved_many_times_in_a_late_excerpt_is_a_collapse():
     assert hits == {"overflow_storm": (10201, 10199), "loss_scale_collapse": (10199, 10199)}
 
 
+def test_a_fall_to_the_floor_is_reported_once_while_the_scale_stays_there():
+    # a static scale of 1 set to 5 for one step (a restored train state) and back: one fall to the floor, not one
+    # event per cooldown for the rest of the run (a new-user trial's 1000-step run reported six)
+    recs = [StepRecord(i, loss=3.0, loss_scale=5.0 if i == 403 else 1.0, overflow=False) for i in range(1, 1001)]
+    assert fired(recs, "loss_scale_collapse") == [(404, 404)]
+    # a rise above the floor and a new fall to it: a second event
+    again = recs + [StepRecord(1000 + i, loss=3.0, loss_scale=4.0 if i < 5 else 1.0, overflow=False) for i in range(1, 9)]
+    assert fired(again, "loss_scale_collapse") == [(404, 404), (1005, 1005)]
+
+
 def test_a_scale_below_its_floor_and_falling_is_a_collapse_with_no_higher_scale_seen():
     # apex: the excerpt starts with "Gradient overflow ... reducing loss scale to 1.52587890625e-05"
     loss = noisy_losses(60)
