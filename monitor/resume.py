@@ -207,12 +207,15 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
             continue  # left behind by a rollback past it
         path = _located(e, moved, output_dir, rank)
         if path is None:
-            gone.append(e.path)
+            gone.append(e)
         else:  # (this process's data stream is another: no batch counts)
             carried.append(replace(e, path=path, batches_consumed=None))
-    if gone:
+    if gone:  # (a trainer's retention deletes most of a long run's files: their steps, and the newest's path)
+        named = (", ".join(e.path for e in gone) if len(gone) <= 3 else
+                 f"steps {min(e.step for e in gone)} to {max(e.step for e in gone)}; the newest "
+                 f"{max(gone, key=lambda e: e.step).path}")
         logger.warning("{} checkpoint(s) from before the restart on the way to step {} are no rollback target: "
-                       "their files are gone ({})", len(gone), entry.step, ", ".join(gone))
+                       "their files are gone ({})", len(gone), entry.step, named)
     if entry.status == QUARANTINED:
         logger.warning("resumed from {}, which the ledger quarantined ({}): it is no rollback target",
                        entry.path, entry.reason)
