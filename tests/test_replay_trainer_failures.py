@@ -376,6 +376,32 @@ def test_icefalls_small_grad_scale_warning_is_a_loss_scale_collapse():
     assert [(e.rule, e.step, e.value) for e in res.events] == [("loss_scale_collapse", 14300, 3.0517578125e-05)]
 
 
+def test_pytorch_s_non_finite_norm_warning_is_a_nan_report_after_the_last_step():
+    # megvii-research/PETR issue #175 (an mmdet record, then clip_grad_norm_'s FutureWarning); with
+    # error_if_nonfinite=True the same check raises a RuntimeError
+    lines = [
+        "2026-04-01 16:18:01,524 - mmdet - INFO - Epoch [1][9100/28130]\tlr: 2.000e-04, eta: 4 days, 13:15:14, time: 0.586, data_time: 0.011, memory: 7496, loss_cls: 1.5314, loss_bbox: 1.4246, d0.loss_cls: 1.5302, d0.loss_bbox: 1.4339, d1.loss_cls: 1.5307, d1.loss_bbox: 1.4190, d2.loss_cls: 1.5305, d2.loss_bbox: 1.4277, d3.loss_cls: 1.5316, d3.loss_bbox: 1.4359, d4.loss_cls: 1.5296, d4.loss_bbox: 1.4229, loss: 17.7481, grad_norm: 74.8552",
+        "/home/shrey/Documents/naveeen_amrita/my_env/lib/python3.8/site-packages/mmcv/runner/hooks/optimizer.py:31: FutureWarning: Non-finite norm encountered in torch.nn.utils.clip_grad_norm_; continuing anyway. Note that the default behavior will change in a future release to error out if a non-finite total norm is encountered. At that point, setting error_if_nonfinite=false will be required to retain the old behavior.",
+        "  return clip_grad.clip_grad_norm_(params, **self.grad_clip)"
+    ]
+    (rep,) = reports(lines)
+    assert (rep.rule, rep.step) == ("nan_inf", 9100) and "clip_grad_norm_" in rep.message
+    raised = ("RuntimeError: The total norm of order 2.0 for gradients from `parameters` is non-finite, so it cannot "
+              "be clipped. To disable this error and scale the gradients by the non-finite norm anyway, set "
+              "`error_if_nonfinite=False`")
+    assert [r.rule for r in reports(lines[:1] + [raised])] == ["nan_inf"]
+
+
+def test_a_value_not_given_is_no_name():
+    # THU-DA-6D-Pose-Group/GDR-Net issue #109: `total_grad_norm: N/A total_loss: 1.3978e+01 (..)  loss_coor_x: ..`
+    # (the name pattern took `N/A total_loss` for a name, and the loss parts were summed)
+    lines = [
+        "20231023_095643|core.utils.my_writer@171: eta: 15:06:27 iter: 50699/102400[49.5%] time: 1.0520   lr: 1.0000e-04  max_mem: 3611M total_grad_norm: N/A total_loss: 1.3978e+01 (1.5329e+01)  loss_coor_x: 1.5648e-02 (3.0480e-02)  loss_coor_y: 1.4901e-02 (3.1228e-02)  loss_coor_z: 1.5298e-02 (2.9955e-02)  loss_mask: 1.5607e-02 (3.0423e-02)  loss_region: 1.3853e+01 (1.5046e+01)  loss_PM_R: 2.2228e-02 (5.8838e-02)  loss_centroid: 7.3131e-03 (1.6075e-02)  loss_z: 2.5838e-02 (8.6372e-02)",
+        "20231023_095829|core.utils.my_writer@171: eta: 15:12:08 iter: 50799/102400[49.6%] time: 1.0606   lr: 1.0000e-04  max_mem: 3611M total_grad_norm: N/A total_loss: 1.4628e+01 (1.5328e+01)  loss_coor_x: 1.5359e-02 (3.0450e-02)  loss_coor_y: 1.5762e-02 (3.1197e-02)  loss_coor_z: 1.5910e-02 (2.9926e-02)  loss_mask: 1.6061e-02 (3.0395e-02)  loss_region: 1.4515e+01 (1.5045e+01)  loss_PM_R: 2.3028e-02 (5.8766e-02)  loss_centroid: 7.7087e-03 (1.6058e-02)  loss_z: 2.9443e-02 (8.6259e-02)"
+    ]
+    assert [(r.step, r.loss, r.grad_norm) for r in read(lines)] == [(50699, 13.978, None), (50799, 14.628, None)]
+
+
 def test_the_shell_s_killed_and_aborted_job_status_is_a_crash(tmp_path):
     # the OOM killer's SIGKILL and an abort(), as bash reports the job (alone, or `<script>: line N: PID Killed`)
     for status in ("bash: line 1:  1068 Killed                  python train.py", "Killed",

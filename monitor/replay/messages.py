@@ -269,7 +269,9 @@ _NOT_RUN = re.compile(r"optimizer not run, scale_before: " + _NUM + r", scale_af
 # a trainer's own non-finite loss check: TensorFlow's NanTensorHook, PyTorch's anomaly detection
 _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during training"
                         r"|Function '(\w+)' returned (nan|inf) values in its"
-                        r"|found (?:NaN|Inf) in local grad norm|^\s*assert\b.*\bis(?:nan|inf|finite)\(")
+                        r"|found (?:NaN|Inf) in local grad norm|^\s*assert\b.*\bis(?:nan|inf|finite)\("
+                        r"|(Non-finite norm encountered in torch\.nn\.utils\.clip_grad_norm_"
+                        r"|for gradients from `parameters` is non-finite)")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
@@ -296,6 +298,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
+         "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
          "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
@@ -485,9 +488,10 @@ def _failure(line: str, parser):
         return parser.once(Report("nan_inf", step, math.nan, f"trainer: the loss or its gradients are not finite at "
                                   f"iteration {step} (its NaN check stopped training)", parser.rank))
     m = _NONFINITE.search(line) if ("Model diverged" in line or "NaN loss" in line or "values in its" in line
-                                    or "local grad norm" in line or "assert" in line) else None
+                                    or "local grad norm" in line or "assert" in line or "on-finite" in line) else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
+                "the gradients' norm is not finite (PyTorch's clip_grad_norm_)" if m.group(4) else
                 "the loss or its gradients are not finite (its NaN check stopped training)")
         return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
                                   parser.rank))

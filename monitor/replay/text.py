@@ -183,6 +183,9 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 # metrics (Lightning's `..-val_loss=0.0000-epoch=0.ckpt`) that are no values of the line; a name with slashes
 # (`loss/train/total`), a count (`50/99`) or a rate (`tokens/s`) starts with no slash
 _PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*")
+# a value not given, `total_grad_norm: N/A total_loss: 13.98` (a name may hold a slash: the next name was read as
+# `N/A total_loss`)
+_MISSING = re.compile(r"(?<![\w/])[Nn]/[Aa](?![\w/])")
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
 # logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
@@ -405,11 +408,11 @@ def _blank(m: re.Match) -> str:
 
 
 def clean(line: str) -> str:
-    """``line`` without its decorations (see the module docstring); date-times, a logger's prefix (:data:`_PREFIX`)
-    and file paths (:data:`_PATH`) become as many spaces."""
+    """``line`` without its decorations (see the module docstring); date-times, a logger's prefix (:data:`_PREFIX`),
+    file paths (:data:`_PATH`) and ``N/A`` values (:data:`_MISSING`) become as many spaces."""
     line = _undecorated(line)
     if "/" in line:
-        line = _PATH.sub(_blank, line)
+        line = _MISSING.sub(_blank, _PATH.sub(_blank, line))
     if ":" not in line:
         return line
     end = _prefix_end(line)
@@ -840,9 +843,12 @@ class Parser(base.Parser):
 
     def _carries(self, found: list) -> bool:
         """The line of named values ``found`` is a step line of this log that carries evaluation values: its
-        other fields, a training loss among them, are those of the last step line without any (NeMo's and
-        Lightning's step lines print the last validation's ``val_loss`` from the first validation on)."""
-        return "loss" in self.plain_fields and frozenset(f[0] for f in found if f[0] != EVAL) == self.plain_fields
+        other fields, a training loss and more than a step beside it, are those of the last step line without
+        any (NeMo's and Lightning's step lines print the last validation's ``val_loss`` from the first
+        validation on; nanoGPT's ``step 500: train loss 2.1, val loss 2.3``, a step and two losses, is an
+        evaluation whatever its step lines print)."""
+        fields = self.plain_fields
+        return len(fields) > 2 and "loss" in fields and frozenset(f[0] for f in found if f[0] != EVAL) == fields
 
     def _again(self) -> bool:
         """An evaluation line read now repeats the evaluation read last: no step line came between them (in a log
