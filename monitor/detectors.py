@@ -1835,7 +1835,7 @@ class LowMfu(SustainedLow):
             self.low_since = NONE
             return None
         onset = self.low(r.step)
-        return None if onset == NONE else (r.mfu, onset, f"MFU {r.mfu:.1%} below the floor {self.floor:.0%}")
+        return None if onset == NONE else (r.mfu, onset, f"MFU {100 * r.mfu:.3g}% below the floor {100 * self.floor:g}%")
 
 
 @dataclass(frozen=True)

@@ -675,6 +675,9 @@ def test_low_mfu_only_when_known_and_sustained():
     assert fired([StepRecord(i + 1, loss=loss[i]) for i in range(200)], "low_mfu") == []
     recs = [StepRecord(i + 1, loss=loss[i], mfu=0.45 if i < 100 else 0.12) for i in range(200)]
     assert fired(recs, "low_mfu") == [(150, 101)]
+    # the message keeps a small MFU's digits (a hobby run's printed `mfu 0.01%` is not 0.0%)
+    (ev,) = [e for e in run([StepRecord(i + 1, loss=loss[i], mfu=0.0001) for i in range(200)]) if e.rule == "low_mfu"]
+    assert ev.message == "MFU 0.01% below the floor 20%"
 
 
 def test_window_matches_a_fresh_sort_through_adds_and_rewinds():
