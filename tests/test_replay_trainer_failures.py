@@ -392,6 +392,13 @@ def test_pytorch_s_non_finite_norm_warning_is_a_nan_report_after_the_last_step()
     assert [r.rule for r in reports(lines[:1] + [raised])] == ["nan_inf"]
 
 
+def test_paddleocr_s_nan_padded_to_its_width_is_a_nan():
+    # PaddlePaddle/PaddleOCR issue #7057 (tests/data/reallogs/tune/paddleocr_pgnet_..): its logger formats values
+    # `{:x<6f}`, a NaN as `nanxxx`
+    res = replay_file("tests/data/reallogs/tune/paddleocr_pgnet_global_steps_160_190_loss_nanxxx_every_record_7057.log")
+    assert [(e.rule, e.step) for e in res.events] == [("nan_inf", s) for s in (160, 170, 180, 190)]
+
+
 def test_a_value_not_given_is_no_name():
     # THU-DA-6D-Pose-Group/GDR-Net issue #109: `total_grad_norm: N/A total_loss: 1.3978e+01 (..)  loss_coor_x: ..`
     # (the name pattern took `N/A total_loss` for a name, and the loss parts were summed)

@@ -227,7 +227,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # stays linear in the line
 _PAIR_TEXT = (
     r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan|[-+]?inf(?:inity)?|true|false)(?!\w|"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
@@ -420,11 +420,13 @@ def clean(line: str) -> str:
 
 
 def _value(text: str) -> float | bool:
+    """A value's text as a number: ``1,024`` is 1024, ``True`` True; a NaN or Inf padded with ``x`` to its
+    width (PaddleOCR formats its values ``{:x<6f}``: ``nanxxx``) is NaN or Inf. ValueError: none of them."""
     try:
         return float(text)
     except ValueError:
         low = text.lower()
-        return low == "true" if low in ("true", "false") else float(text.replace(",", ""))
+        return low == "true" if low in ("true", "false") else float(low.rstrip("x").replace(",", ""))
 
 
 def _name(m: re.Match) -> str:
