@@ -1999,8 +1999,9 @@ class Judge:
                     hits = []
                 if self.skipped_n and self.skipped_n < self.spares[i] and hit[1] >= self.skipped_since:
                     hit = (hit[0], hit[1], f"{hit[2]}; {'each' if self.skipped_n > 1 else 'its'} update was "
-                                           f"skipped (an overflow), the weights did not change: no rollback before "
-                                           f"{self.spares[i]} such steps in a row", SPARED)
+                                           f"skipped (an overflow), the step left the weights as they were (a bad "
+                                           f"batch would): no rollback before {self.spares[i]} such steps in a row "
+                                           f"(bad weights would go on)", SPARED)
                 elif 0 < self.warm[i] and r.step <= self.warm[i] and not r.positional:
                     hit = (hit[0], hit[1], f"{hit[2]}; at the run's start (its first {self.warm[i]} steps): no "
                                            f"rollback", AT_START)
