@@ -502,6 +502,12 @@ class TrainingMonitor(Callback):
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
                 self._carry_lr_scale(cb.train_network)
+                if 0 < self._batches_before != self.resumed.entry.step:
+                    logger.bind(report=True).error(
+                        "the trainer resumed at step {} but resume_from is the checkpoint of step {} ({}): the "
+                        "detectors and the rollback targets are that step's, not the weights loaded; give "
+                        "resume_from the file the trainer loads", self._batches_before, self.resumed.entry.step,
+                        self.resumed.path)
                 self.engine.offset = self._batches - self.resumed.entry.step
                 self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)

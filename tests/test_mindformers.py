@@ -94,6 +94,26 @@ def test_steps_follow_mf_loss_monitor_s_initial_step(tmp_path):
     assert [e.step for e in monitor.ledger.entries][:2] == [410, 420]
 
 
+def test_a_resume_from_another_step_than_the_trainer_s_is_an_error(tmp_path, log_lines):
+    # MindFormers resumed at the step its meta.json names (MFLossMonitor's initial_step); resume_from naming
+    # another checkpoint restores detectors that are not those of the weights loaded: said, not hidden
+    from mindformers.core.callback import MFLossMonitor
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=5)
+    first = TrainingMonitor(**settings)
+    train([first], steps=30)
+    assert first.ledger.wait(60)
+    path = {e.step: e.path for e in first.ledger.entries}[20]
+    for initial, wrong in ((30, True), (20, False)):
+        log_lines.clear()
+        mf = MFLossMonitor(learning_rate=0.05, origin_epochs=1, dataset_size=30, initial_step=initial,
+                           global_batch_size=4)
+        train([mf, TrainingMonitor(resume_from=path, **settings)], steps=2)
+        said = [line for line in log_lines if "the trainer resumed at step" in line]
+        assert len(said) == wrong
+        assert all(f"the trainer resumed at step {initial} but resume_from is the checkpoint of step 20" in line
+                   for line in said)
+
+
 def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
     import mindspore as ms
     import yaml
