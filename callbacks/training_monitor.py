@@ -515,9 +515,6 @@ class TrainingMonitor(Callback):
             logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
                            "resume_from to it, or the detectors start empty and no checkpoint from before the "
                            "restart is a rollback target", loaded)
-        if not self._model_checked:
-            self._model_checked = True
-            self._network_flops(cb.get("network") or cb.train_network)
         self._source = find_skippable(cb.get("train_dataset"))
         checks = self._hook_peers(cb.list_callback)
         # the monitor judges a step at its place in the list or at a NaN check before it
@@ -525,23 +522,28 @@ class TrainingMonitor(Callback):
         self.model_checkpoints.follow(cb.list_callback, mine)
         self._fixed_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
+        if not self._model_checked:
+            self._model_checked = True
+            self._network_flops(cb.get("network") or cb.train_network)
 
     def _network_flops(self, network) -> None:
         """No model given (``flops_per_token``, ``n_params``, ``model_config``): the FLOPs per token from the
         config of the MindFormers model in ``network`` (a cell's ``config`` with ``num_layers``, its
         ``to_dict()`` read as ``model_config``); none there, or one the count cannot use: MFU is not exported,
         with a warning saying why."""
-        configs = (getattr(c, "config", None) for _, c in network.cells_and_names())
-        found = next((c for c in configs if hasattr(c, "num_layers") and callable(getattr(c, "to_dict", None))), None)
         why = "no model given (flops_per_token, n_params or model_config) and no MindFormers model config found"
-        if found is not None:
-            try:
-                self._flops_per_token = ModelFlops.from_mindformers(found.to_dict()).per_token()
+        try:
+            configs = (getattr(c, "config", None) for _, c in network.cells_and_names())
+            found = next((c for c in configs if hasattr(c, "num_layers") and callable(getattr(c, "to_dict", None))),
+                         None)
+            if found is not None:
+                flops = ModelFlops.from_mindformers(found.to_dict()).per_token()
+                self._flops_per_token = flops
                 self._peak = peak_flops(self.cfg.device or detect_device(), self.cfg.peak_tflops)
-                logger.info("MFU from the network's model config: {:.4g} FLOPs per token", self._flops_per_token)
+                logger.info("MFU from the network's model config: {:.4g} FLOPs per token", flops)
                 return
-            except (KeyError, TypeError, ValueError) as exc:
-                why = f"the network's model config: {exc}"
+        except Exception as exc:  # (a config the count cannot use, or a network that cannot be walked)
+            why = f"the network's model config: {exc!r}"
         logger.warning("MFU is not exported: {}", why)
 
     @staticmethod
