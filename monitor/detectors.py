@@ -1835,7 +1835,9 @@ class LowMfu(SustainedLow):
             self.low_since = NONE
             return None
         onset = self.low(r.step)
-        return None if onset == NONE else (r.mfu, onset, f"MFU {100 * r.mfu:.3g}% below the floor {100 * self.floor:g}%")
+        if onset == NONE:
+            return None
+        return r.mfu, onset, f"MFU {100 * r.mfu:.3g}% below the floor {100 * self.floor:g}%"
 
 
 @dataclass(frozen=True)
