@@ -179,13 +179,12 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
                     r"\d\d:\d\d:\d\d(?: \d{4})?"  # C's asctime, Python's time.ctime()
                     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.<>-]+:\d+\]")  # glog's, absl's: thread, source
-# a file path, absolute or relative (`/`, `./`, `../` or `~/` and a second `/`): a checkpoint's file name holds
-# metrics (Lightning's `..-val_loss=0.0000-epoch=0.ckpt`) that are no values of the line; a name with slashes
-# (`loss/train/total`), a count (`50/99`) or a rate (`tokens/s`) starts with no slash
-_PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*")
-# a value not given, `total_grad_norm: N/A total_loss: 13.98` (a name may hold a slash: the next name was read as
+# text with a slash that holds no value of the line: a file path, absolute or relative (`/`, `./`, `../` or `~/`
+# and a second `/`; a checkpoint's file name holds metrics, Lightning's `..-val_loss=0.0000-epoch=0.ckpt`; a name
+# with slashes, `loss/train/total`, a count, `50/99`, or a rate, `tokens/s`, starts with no slash), and a value not
+# given, `total_grad_norm: N/A total_loss: 13.98` (a name may hold a slash: the next name was read as
 # `N/A total_loss`)
-_MISSING = re.compile(r"(?<![\w/])[Nn]/[Aa](?![\w/])")
+_NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn]/[Aa](?![\w/])")
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
 # logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
@@ -409,10 +408,10 @@ def _blank(m: re.Match) -> str:
 
 def clean(line: str) -> str:
     """``line`` without its decorations (see the module docstring); date-times, a logger's prefix (:data:`_PREFIX`),
-    file paths (:data:`_PATH`) and ``N/A`` values (:data:`_MISSING`) become as many spaces."""
+    file paths and ``N/A`` values (:data:`_NO_VALUE`) become as many spaces."""
     line = _undecorated(line)
     if "/" in line:
-        line = _MISSING.sub(_blank, _PATH.sub(_blank, line))
+        line = _NO_VALUE.sub(_blank, line)
     if ":" not in line:
         return line
     end = _prefix_end(line)
@@ -592,7 +591,7 @@ class Parser(base.Parser):
                                              # known until the first numbered line)
         self.plain = False                   # a step line without evaluation values was read
         self.plain_fields: frozenset = frozenset()  # ... the fields of the last one with a loss
-        self.carried: Evaluation | None = None  # the evaluation the last step line carrying one carried
+        self.carried: float | None = None  # the evaluation loss the last step line carrying one carried
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch: Any = None               # epoch of the last step line
         self.base: int | None = None         # the epoch of the first step line that named one
@@ -833,9 +832,9 @@ class Parser(base.Parser):
         if item.__class__ is not StepRecord:
             return item if self._again() else evaluation
         if carries:  # the last evaluation's loss, printed on each step line since (Lightning's progress metrics)
-            if self.carried is not None and self.carried.loss == evaluation.loss:
+            if self.carried == evaluation.loss:
                 return item
-            self.carried = evaluation
+            self.carried = evaluation.loss
         elif evaluation.named is None:  # the evaluation of the step line's own step
             evaluation = evaluation._replace(step=item.step)
         self.evaluated = self.trained + 1  # (this line's record counts once it is handed on)
