@@ -5,6 +5,7 @@ cimport cython
 cdef long long NONE
 cdef double NAN, INF
 cdef Py_ssize_t ROBUST_RANGE_FROM
+cdef double MAD_TO_SIGMA
 
 
 cdef class Rec:

@@ -207,6 +207,9 @@ def sorted_mad(v, n, m, logs):
 # Control, the R chart)
 ROBUST_RANGE_FROM = 10
 
+# the MAD's scale factor to a normal law's standard deviation, 1 / Phi^-1(3/4) (Rousseeuw & Croux 1993)
+MAD_TO_SIGMA = 1.4826
+
 
 @functools.cache
 def expected_range(n):
@@ -329,11 +332,11 @@ class Window:
         return sorted_log_median(self.ordered, self.n)
 
     def sigma(self, m, logs=False):
-        """Robust standard deviation around ``m``: the MAD times 1.4826 (normal-consistent; Rousseeuw &
-        Croux 1993): ``1.4826 * median(sorted(abs(v - m) for v in values))``; with ``logs``, of the values'
+        """Robust standard deviation around ``m``: the MAD times :data:`MAD_TO_SIGMA`:
+        ``MAD_TO_SIGMA * median(sorted(abs(v - m) for v in values))``; with ``logs``, of the values'
         natural logarithms (all values > 0) around ``m``, a logarithm."""
         self._sort()
-        return 1.4826 * sorted_mad(self.ordered, self.n, m, logs)
+        return MAD_TO_SIGMA * sorted_mad(self.ordered, self.n, m, logs)
 
     def run_start(self, above, step):
         """The step of the oldest value of the newest run of values ``> above`` (``step`` when there is none)."""
@@ -729,7 +732,7 @@ class RobustSpike(Detector):
         v = self.history.scratch
         if n < ROBUST_RANGE_FROM:
             return False
-        bound = self.excursion_spread * expected_range(n) * 1.4826
+        bound = self.excursion_spread * expected_range(n) * MAD_TO_SIGMA
         if not x - m > bound * sorted_mad(v, n, m, False):
             return False
         if not v[0] > 0:
