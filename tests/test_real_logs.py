@@ -156,10 +156,10 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout51 after scoring: one loss part (CTCLoss) exactly 0 on every record beside a falling
     # total (SARLoss); the degenerate rule judges the line's loss
     "paddleocr_ppocrv3_rec_global_steps_90_110_ctcloss_0_every_record_acc_0_degenerate_7769.log",
-    # heldout52, first replay (not studied)
+    # promoted from heldout52 after scoring: progress lines every 25 steps, each a record of one step (a record
+    # stands for the steps since the last only when the line says so: Megatron's interval fields), so the time
+    # the slow stretch lost is counted 25 times too short for min_seconds
     "custom_gpt2_lora_mps_steps_2900_4025_elapsed_11573s_to_27452s_throughput_drop_3000_3500_gness1804.log",
-    # heldout53, first replay (not studied)
-    "custom_speedtransformer_finetune_epochs_1_11_val_nan_at_7_train_nan_from_8_othmaneechc.log",
 })
 
 

@@ -289,6 +289,13 @@ def test_an_evaluation_loss_that_rises_slowly_or_wobbles_is_no_spike():
                 evaluations=True)
     assert [(type(r).__name__, r.step, r.loss) for r in recs] == [
         ("StepRecord", 1, 2.0), ("StepRecord", 2, 2.1), ("Evaluation", 2, 9.0), ("StepRecord", 3, 2.0)]
+    # a line that begins with `Val` is an evaluation's, its names padded to the training line's width or not
+    # (heldout53/custom_speedtransformer_..: `Val   Loss: nan` under `Train Loss: 3.2558`)
+    recs = read(["[Epoch 1/50]\n", "Train Loss: 3.2327, Train Acc: 0.3183\n", "Val   Loss: 2.2890, Val   Acc: 0.5692\n",
+                 "[Epoch 2/50]\n", "Train Loss: 3.1928, Train Acc: 0.3248\n", "Val   Loss: nan, Val   Acc: 0.0379\n"],
+                evaluations=True)
+    assert [(type(r).__name__, r.step, str(r.loss)) for r in recs] == [
+        ("StepRecord", 1, "3.2327"), ("Evaluation", 1, "2.289"), ("StepRecord", 2, "3.1928"), ("Evaluation", 2, "nan")]
 
 
 def test_what_is_not_a_training_step():

@@ -283,7 +283,7 @@ _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+
 # (lookup's hits) judged by nan_inf
 _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
 _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
-_EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|test)\b", re.IGNORECASE)
+_EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # the step between a training loss's name and its value, as NVIDIA's Tacotron 2 and its kin print it (``Train loss
 # 12001 0.166141``; their evaluation's is ``Validation loss 8416:  0.71``): read as ``step 12001 Train loss ..``
