@@ -2,18 +2,49 @@
 ``/metrics`` by a glob (``file_sd_configs: - files: [<folder>/*.json]``)."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
 
 from .files import write_atomic
+from .http import is_loopback
+from .log import logger
+
+WILDCARDS = ("", "0.0.0.0", "::")
+_ROUTE_PROBE = ("192.0.2.1", 9)  # TEST-NET-1 (RFC 5737): a UDP connect there picks the default route's address
+
+
+def advertised_host(host: str) -> str:
+    """The address other machines reach a server listening on ``host`` at: ``host`` itself, unless it is a
+    wildcard (0.0.0.0, ::); then this machine's FQDN when it resolves to an address other than loopback, else
+    the address of its default route's interface (a UDP socket connected to a TEST-NET address: no packet is
+    sent), else the FQDN with a warning (a machine whose name maps to 127.0.0.1 in ``/etc/hosts`` and with
+    no route: set ``metrics_host`` to the address Prometheus should scrape)."""
+    if host not in WILDCARDS:
+        return host
+    name = socket.getfqdn()
+    if not is_loopback(name):
+        return name
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(_ROUTE_PROBE)
+            address = probe.getsockname()[0]
+        if not ipaddress.ip_address(address).is_loopback and not ipaddress.ip_address(address).is_unspecified:
+            return address
+    except (OSError, ValueError):
+        pass
+    logger.warning("file_sd: this machine's name {} resolves to loopback and no other address was found: "
+                   "Prometheus on another host cannot scrape it; set metrics_host to this node's address", name)
+    return name
 
 
 def write_file_sd_target(folder: str, run: str, rank: int, host: str, port: int) -> str:
     """Write ``<folder>/<run>_rank<rank>.json`` for Prometheus ``file_sd_configs`` (``files: [<folder>/*.json]``)
-    and return its path. A wildcard host (0.0.0.0, ::) is advertised as this machine's FQDN."""
-    if host in ("", "0.0.0.0", "::"):
-        host = socket.getfqdn()
+    and return its path. The target is ``host`` as other machines reach it (:func:`advertised_host`)."""
+    host = advertised_host(host)
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
     path = os.path.join(folder, f"{run}_rank{rank}.json")
     target = [{"targets": [f"{host}:{port}"], "labels": {"run": run, "rank": str(rank)}}]
     write_atomic(path, json.dumps(target, indent=1) + "\n")

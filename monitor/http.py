@@ -16,7 +16,9 @@ threads, so held or idle connections cost a socket each, never a thread. The bou
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 import threading
 from dataclasses import dataclass
 
@@ -96,3 +98,12 @@ class Server:
         wasyncore.close_all(self._server._map)
         if self._thread is not None:
             self._thread.join(5)
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` (a name or an address) resolves to loopback addresses only."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)

@@ -11,11 +11,14 @@ Endpoints:
     ``GET /healthz``: 200 ``{"status": "ok"}`` while every sink's sender thread runs, 503 ``{"status":
     "down"}`` when one is dead or stuck; an authenticated caller also gets each sink's counters.
 
-Answers to a POST: 200 ``{"queued": n}``; 400 naming the bad field (nothing of that payload is queued);
-401 without valid credentials; 404 for an unknown sink; 413 for a body over 1 MiB; 503 with
-``Retry-After`` when a queue had no room for some alert, so Alertmanager sends the notification again
-(alerts already queued are not queued twice). Each refusal is logged as a warning with its status and the
-caller's address, nothing of the request's own text (repeats of one status: see :class:`training_monitor.log.Repeats`).
+Answers to a POST: 200 ``{"queued": n}`` (and ``"truncated": k`` for the alerts of a notification beyond
+its first 1000, not forwarded: set ``max_alerts: 1000`` in Alertmanager's ``webhook_configs``); 400 naming the
+bad field (nothing of that payload is queued); 401 without valid credentials; 404 for an unknown sink; 413 for
+a body over 1 MiB; 503 with ``Retry-After`` when a queue had no room for some alert, so Alertmanager sends
+the notification again: the relay remembers, for the last 64 notifications it answered so, which sink took
+which alert, and the notification sent again goes only where it found no place (no sink gets an alert
+twice). Each refusal is logged as a warning with its status and the caller's address, nothing of the
+request's own text (repeats of one status: see :class:`training_monitor.log.Repeats`).
 
 Authentication (what Alertmanager's ``http_config`` sends): a bearer token from ``MONITOR_RELAY_TOKEN``
 (``authorization: {credentials_file: ...}``) and/or basic auth from ``MONITOR_RELAY_USER`` and
@@ -27,19 +30,20 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import ipaddress
 import json
 import os
-import socket
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
 
 from .alerts import Alert, AlertsConfig, AlertSender
-from .http import Limits, Server
+from .http import Limits, Server, is_loopback
 from .log import logger
 
 MAX_BODY = 1 << 20
-MAX_ALERTS = 1000  # alerts in one payload
+MAX_ALERTS = 1000  # alerts of one payload forwarded; the rest are counted as truncated
+MAX_RETRIED = 64  # payloads answered 503 whose alerts' places the relay remembers (see the module docstring)
 LIMITS = Limits(threads=4, connections=256, backlog=1024, idle_s=30.0, max_body=MAX_BODY)
 RETRY_AFTER_S = 30
 MIN_SECRET = 16  # characters of a token or password
@@ -108,15 +112,6 @@ def _not_json(constant: str):
     raise ValueError(f"{constant} is not JSON")
 
 
-def is_loopback(host: str) -> bool:
-    """``host`` (a name or an address) resolves to loopback addresses only."""
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
-
-
 class Relay:
     """The relay server. ``start()`` serves in a background thread, ``serve_forever()`` in this one.
 
@@ -140,6 +135,9 @@ class Relay:
                              f"or {USER_ENV} and {PASSWORD_ENV} (basic auth), or allow it explicitly (monitor relay "
                              "--allow-unauthenticated)")
         self.sender = AlertSender(config)
+        # payload -> sink name -> hashes of the alerts that sink took, for payloads answered 503
+        self._taken: OrderedDict[int, dict[str, set[int]]] = OrderedDict()
+        self._lock = threading.Lock()
         try:
             self.server = Server(self.app, host, port, limits, name="monitor-relay")
         except OSError:
@@ -169,19 +167,37 @@ class Relay:
         items = payload.get("alerts")
         if items is None:
             return HTTPStatus.BAD_REQUEST, {"error": "alerts: missing"}
-        if len(items) > MAX_ALERTS:
-            return HTTPStatus.BAD_REQUEST, {"error": f"alerts: more than {MAX_ALERTS}"}
+        truncated = max(0, len(items) - MAX_ALERTS)
         try:
             alerts = [Alert.from_alertmanager(a, self.config.dashboard_url, self.config.runbook_base, f"alerts[{i}]")
-                      for i, a in enumerate(items)]
+                      for i, a in enumerate(items[:MAX_ALERTS])]
         except ValueError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
-        refused = self.sender.send(alerts, sink)
-        if refused is None:
+        names = list(self.sender.sinks) if sink is None else [sink] if sink in self.sender.sinks else []
+        if not names:
             return HTTPStatus.NOT_FOUND, {"error": f"no sink named {sink!r}"}
+        if truncated:
+            logger.warning("relay: a notification of {} alerts; the {} after the first {} are not forwarded (set "
+                           "max_alerts: {} in Alertmanager's webhook_configs)", len(items), truncated, MAX_ALERTS,
+                           MAX_ALERTS)
+        keys = [hash(a.key()) for a in alerts]
+        payload_key = hash((sink, tuple(keys)))
+        with self._lock:
+            taken = self._taken.pop(payload_key, {})
+        refused = 0
+        for name in names:
+            done = taken.setdefault(name, set())
+            offer = [(a, k) for a, k in zip(alerts, keys) if k not in done]
+            lost = {hash(a.key()) for a in self.sender.sinks[name].put([a for a, _ in offer])}
+            done.update(k for _, k in offer if k not in lost)
+            refused += len(lost)
         if refused:
+            with self._lock:
+                self._taken[payload_key] = taken
+                while len(self._taken) > MAX_RETRIED:
+                    self._taken.popitem(last=False)
             return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "alert queue full; send again later", "refused": refused}
-        return HTTPStatus.OK, {"queued": len(alerts)}
+        return HTTPStatus.OK, {"queued": len(alerts), **({"truncated": truncated} if truncated else {})}
 
     def app(self, environ, start_response):
         """The WSGI application."""

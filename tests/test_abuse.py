@@ -292,15 +292,19 @@ def test_mentions_only_where_the_operator_configures_them(receiver):
 
 
 def test_a_flood_gets_503_and_cannot_push_out_a_real_alert(receiver):
-    """2 x 1000 junk alerts against a rate-limited sink (one post a minute): the queue fills, the second
-    flood is answered 503 (Alertmanager sends it again later), and a real alert still gets a place."""
+    """3 x 1000 junk alerts against a rate-limited sink (one post a minute): the first goes out as one digest,
+    the second fills the queue, the third is answered 503 (Alertmanager sends it again later), and a real alert
+    still gets a place."""
     relay = start_relay(receiver, sinks=[{"name": "w", "type": "wecom", "url": f"{receiver.url}/wecom/x?key=K",
                                           "rate_limits": [[1, 60]]}], queue_size=1000)
     try:
-        junk = [[alert("Junk", f"junk {i}") for i in range(k * 1000, (k + 1) * 1000)] for k in (0, 1)]
+        junk = [[alert("Junk", f"junk {i}") for i in range(k * 1000, (k + 1) * 1000)] for k in (0, 1, 2)]
         assert post(relay, junk[0]) == (200, {"queued": 1000})
-        code, answer = post(relay, junk[1])
-        assert code == 503 and answer["refused"] >= 1000 - MAX_LINES, answer  # the first digest went out
+        [digest] = receiver.wait_for("/wecom/", 1)  # one message, its first lines and the count of the rest
+        assert text_of(digest).count("junk ") == MAX_LINES and f"and {1000 - MAX_LINES} more: " in text_of(digest)
+        assert post(relay, junk[1]) == (200, {"queued": 1000})
+        code, answer = post(relay, junk[2])
+        assert code == 503 and answer["refused"] == 1000, answer
         assert post(relay, [alert("TrainingStalled", "rank 3 has not finished a step for 10 min")]) == \
             (200, {"queued": 1})
         assert post(relay, [alert("TrainingStalled", "rank 3 has not finished a step for 10 min")])[0] == 200
@@ -310,6 +314,37 @@ def test_a_flood_gets_503_and_cannot_push_out_a_real_alert(receiver):
         code, answer = post(relay, [alert(f"Junk{i}", "x") for i in range(1000)])
         assert code == 503 and answer["refused"] > 0
         assert [a.rule for a in relay.sender.sinks["w"].queue].count("TrainingStalled") == 1
+    finally:
+        relay.close(0)
+
+
+def test_a_notification_sent_again_after_503_reaches_no_sink_twice(receiver, log_lines):
+    """A fast sink, and a rate-limited one (a post a minute) whose queue of 8 is full: a notification of 8
+    alerts is taken by the fast sink and refused by the slow one (503). Alertmanager sends it again, twice: the
+    fast sink is not offered it again. A notification over 1000 alerts is forwarded cut, not refused."""
+    relay = start_relay(receiver, queue_size=8, sinks=[
+        {"name": "fast", "type": "webhook", "url": f"{receiver.url}/webhook/fast"},
+        {"name": "slow", "type": "wecom", "url": f"{receiver.url}/wecom/x?key=K", "rate_limits": [[1, 60]]}])
+    try:
+        assert post(relay, [alert("Before", f"b {i}") for i in range(8)], path="/alerts/slow")[0] == 200
+        receiver.wait_for("/wecom/", 1)  # its one post of the minute
+        assert post(relay, [alert("Full", f"f {i}") for i in range(8)], path="/alerts/slow")[0] == 200
+        eight = [alert("Dup", f"dup {i}") for i in range(8)]
+        for _ in range(3):  # (the Dup alerts push out some of the Full ones: the rest find no place)
+            code, answer = post(relay, eight)
+            assert code == 503 and answer["refused"] >= 1, answer
+        wait_until(lambda: sum(len(r["body"]["alerts"]) for r in receiver.delivered("/webhook/fast")) >= 8, 10,
+                   "the fast sink's deliveries")
+        time.sleep(0.3)  # (a duplicate would be posted by now)
+        summaries = [a["summary"] for r in receiver.delivered("/webhook/fast") for a in r["body"]["alerts"]]
+        assert sorted(summaries) == sorted(f"dup {i}" for i in range(8))
+    finally:
+        relay.close(0)
+    relay = start_relay(receiver, sinks=[{"name": "fast", "type": "webhook", "url": f"{receiver.url}/webhook/big"}])
+    try:
+        assert post(relay, [alert("Big", f"rank {i} down") for i in range(1200)]) == \
+            (200, {"queued": 1000, "truncated": 200})
+        assert any("the 200 after the first 1000 are not forwarded" in line for line in log_lines)
     finally:
         relay.close(0)
 

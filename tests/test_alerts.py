@@ -89,6 +89,17 @@ def test_rate_limit_groups_into_a_digest_instead_of_dropping(receiver):
     assert "4 training alerts on r1" in digest and all(f"{r} happened -> {r} handled" in digest for r in rules)
 
 
+def test_a_digest_lists_critical_alerts_first_and_names_every_alert_it_does_not_list():
+    from training_monitor.alerts.platforms import MAX_LINES, PLATFORMS
+
+    down = [Alert("TrainingExporterDown", "warning", f"rank {r} down", run="big", rank=r) for r in range(999)]
+    text = PLATFORMS["slack"].text([*down, Alert("nan_inf", "critical", "loss is NaN", run="big", step=700)])
+    lines = text.splitlines()
+    assert lines[0] == "*1000 training alerts on big*" and "[CRITICAL] nan_inf on big" in lines[1]
+    assert sum("rank " in line and "down" in line for line in lines) == MAX_LINES - 1
+    assert lines[-1] == f"... and {1000 - MAX_LINES} more: [WARNING] TrainingExporterDown on big x{1000 - MAX_LINES}"
+
+
 @pytest.mark.slow
 def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once(receiver, log_lines):
     receiver.fail["/feishu"] = 2

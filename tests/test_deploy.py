@@ -259,3 +259,20 @@ def test_a_file_sd_target_is_readable_by_the_prometheus_user(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r_rank0.json"]  # no temporary file left
+
+
+def test_a_file_sd_target_of_a_wildcard_address_is_one_other_machines_reach(tmp_path):
+    """``metrics_host: 0.0.0.0`` (the deploy guide's advice when Prometheus runs elsewhere) is advertised as
+    this machine's name or default-route address, never a loopback one (a machine whose name maps to
+    127.0.0.1, as this one's does, would otherwise send a remote Prometheus to its own localhost)."""
+    import json
+
+    from training_monitor.file_sd import write_file_sd_target
+    from training_monitor.http import is_loopback
+
+    for wildcard in ("0.0.0.0", "::"):
+        [target] = json.loads(open(write_file_sd_target(str(tmp_path), "r", 0, wildcard, 9400)).read())
+        host = target["targets"][0].rpartition(":")[0].strip("[]")
+        assert host and not is_loopback(host), target
+    [target] = json.loads(open(write_file_sd_target(str(tmp_path), "r", 1, "::1", 9401)).read())
+    assert target["targets"] == ["[::1]:9401"]  # an IPv6 address in brackets

@@ -33,11 +33,13 @@ import hmac
 import re
 import time
 import urllib.parse
+from collections import Counter
 from datetime import UTC, datetime
 
 from .message import Alert
 
-MAX_LINES = 20  # alerts listed in one digest message; the rest are counted
+MAX_LINES = 20  # alerts listed in one digest message (critical first); the rest are counted by alert name
+_SEVERITY_ORDER = {"critical": 0, "warning": 1}  # (info and others after)
 # control characters, line separators and bidirectional formatting (embeddings, overrides, isolates, marks: text
 # shown in another order than sent)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
@@ -108,15 +110,18 @@ class Platform(abc.ABC):
                 lines.append(f"{name}: {shown}")
         else:
             lines = [self.bold.format(e(self.title(alerts)))]
-            for a in alerts[:MAX_LINES]:
+            ordered = sorted(alerts, key=lambda a: _SEVERITY_ORDER.get(a.severity, 2))
+            for a in ordered[:MAX_LINES]:
                 where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
                 action = f" -> {e(a.action)}" if a.action else ""
                 runbook = f" ({self._link(a.runbook, 'runbook')})" if a.runbook else ""
                 lines.append(f"- {e(a.title())} {e(where)}: {e(a.summary)}{action}{runbook}")
-            dashboards = sorted({a.dashboard for a in alerts[:MAX_LINES] if a.dashboard})
+            dashboards = sorted({a.dashboard for a in ordered[:MAX_LINES] if a.dashboard})
             lines += [f"dashboard: {self._link(d, d)}" for d in dashboards]
             if len(alerts) > MAX_LINES:
-                lines.append(f"... and {len(alerts) - MAX_LINES} more")
+                rest = Counter(a.title() for a in ordered[MAX_LINES:])
+                lines.append(f"... and {len(alerts) - MAX_LINES} more: "
+                             + ", ".join(f"{e(title)} x{n}" for title, n in rest.most_common()))
         text = "\n".join(lines)
         tail = "\n" + self.mentions(mentions) if mentions else ""
         if self.max_bytes is not None:

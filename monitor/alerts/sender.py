@@ -11,7 +11,7 @@ a URL or a secret.
 The queue holds each alert once (an alert already queued, such as a webhook Alertmanager sends again, is
 not queued twice). When it is full, a new alert takes the place of the newest queued alert of the rule
 (alert name) that holds the most places, when its own rule holds at least two fewer: a flood of one name
-cannot keep other alerts out. What finds no place is dropped and counted (``put`` returns how many). A failure of
+cannot keep other alerts out. What finds no place is dropped and counted (``put`` returns it). A failure of
 the sender thread on one batch (a bug, a bad value) counts the batch as failed, is logged once per kind,
 and the thread goes on.
 """
@@ -29,7 +29,7 @@ from ..log import logger
 from ..sinks import Sink
 from .config import AlertsConfig, SinkSpec
 from .message import Alert
-from .platforms import MAX_LINES, PLATFORMS
+from .platforms import PLATFORMS
 
 MAX_BACKOFF_S = 60.0
 JSON = {"Content-Type": "application/json; charset=utf-8"}
@@ -63,19 +63,19 @@ class Destination:
         self._thread = threading.Thread(target=self._run, name=f"alert-sink-{spec.name}", daemon=True)
         self._thread.start()
 
-    def put(self, alerts: list[Alert]) -> int:
-        """Queue the alerts this sink wants (see the module docstring); return how many found no place."""
+    def put(self, alerts: list[Alert]) -> list[Alert]:
+        """Queue the alerts this sink wants (see the module docstring); return those that found no place."""
         alerts = [a for a in alerts if self.spec.wants(a.severity)]
         if not alerts:
-            return 0
-        lost = 0
+            return []
+        lost = []
         with self._cond:
             for a in alerts:
                 key = a.key()
                 if key in self._queued:
                     continue
                 if len(self.queue) >= self.capacity and not self._evict_for(a.rule):
-                    lost += 1
+                    lost.append(a)
                     continue
                 self.queue.append(a)
                 self._count(a, 1)
@@ -83,7 +83,7 @@ class Destination:
                 if not self.dropped:
                     logger.error("alert sink {}: queue full ({} alerts); dropping and counting further alerts",
                                  self.spec.name, self.capacity)
-                self.dropped += lost
+                self.dropped += len(lost)
             self._cond.notify()
         return lost
 
@@ -142,7 +142,8 @@ class Destination:
             if not self._sleep(self._budget_wait()):
                 break
             with self._cond:
-                batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_LINES))]
+                batch = list(self.queue)  # everything queued while the rate windows were full: one message
+                self.queue.clear()
                 for a in batch:
                     self._count(a, -1)
                 self.busy, self.sending = True, len(batch)
@@ -271,7 +272,7 @@ class AlertSender(Sink):
         targets = list(self.sinks.values()) if sink is None else [self.sinks[sink]] if sink in self.sinks else []
         if not targets:
             return None
-        return sum(s.put(alerts) for s in targets)
+        return sum(len(s.put(alerts)) for s in targets)
 
     def healthy(self) -> bool:
         """Every sink's sender thread is alive and not stuck (see :meth:`Destination.healthy`)."""
