@@ -133,7 +133,7 @@ def test_every_alert_has_labels_annotations_and_a_runbook_page():
     index = (RUNBOOKS / "README.md").read_text()
     found = alerts()
     assert set(found) == {"TrainingAnomaly", "TrainingStalled", "TrainingExporterDown", "TrainingThroughputDrop",
-                          "TrainingLowMFU", "TrainingOverflowStorm", "TrainingRankStraggler"}
+                          "TrainingLowMFU", "TrainingOverflowStorm", "TrainingRankStraggler", "TrainingAlertsUndelivered"}
     for name, rule in found.items():
         assert rule["labels"]["severity"] in ("warning", "critical") or name == "TrainingAnomaly", name
         notes = rule["annotations"]
