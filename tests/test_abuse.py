@@ -272,6 +272,17 @@ def test_chat_text_cannot_mention_anyone_or_link_anywhere(receiver):
         relay.close(2)
 
 
+def test_a_runbook_link_cannot_climb_out_of_runbook_base():
+    base = "https://git.example.com/ml/monitor/-/blob/main/runbooks"
+    for url in (f"{base}/../../../../evil.md", f"{base}/%2e%2e/%2E%2E/evil.md", f"{base}/x/..\\..\\evil.md",
+                f"{base}s/evil.md", "runbooks/.."):
+        a = Alert.from_alertmanager({"labels": {"alertname": "X"}, "annotations": {"runbook_url": url}}, "", base)
+        assert a.runbook == "", url
+    a = Alert.from_alertmanager({"labels": {"alertname": "X"}, "annotations": {"runbook_url": f"{base}/stall.md"}},
+                                "", base)
+    assert a.runbook == f"{base}/stall.md"
+
+
 def test_mentions_only_where_the_operator_configures_them(receiver):
     sinks = [{"name": "s", "type": "slack", "url": f"{receiver.url}/slack/x", "mentions": ["all"]},
              {"name": "d", "type": "dingtalk", "url": f"{receiver.url}/dingtalk/x", "mentions": ["u123"]}]

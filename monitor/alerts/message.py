@@ -13,6 +13,18 @@ from ..events import json_value
 MAX_TEXT = 1000  # characters kept of a summary from a webhook; other fields keep MAX_FIELD
 MAX_FIELD = 200
 _PAGE = re.compile(r"^[\w./-]+$")  # a relative runbook path (runbooks/stall.md)
+
+
+def _under(url: str, base: str) -> bool:
+    """``url`` is a page under ``base``: it starts with ``base/`` and no path segment after it is ``.`` or ``..``
+    (also percent-encoded, or after a backslash, which browsers read as a slash)."""
+    prefix = base.rstrip("/") + "/"
+    if not url.startswith(prefix):
+        return False
+    rest = urllib.parse.unquote(urllib.parse.urlsplit(url[len(prefix):]).path)
+    return not any(part in (".", "..") for part in re.split(r"[/\\]", rest))
+
+
 AM_FIELDS = {"status": str, "labels": dict, "annotations": dict, "startsAt": str, "endsAt": str,
              "generatorURL": str, "fingerprint": str}  # an Alertmanager webhook alert's fields and their types
 
@@ -70,7 +82,8 @@ class Alert:
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``trainer_step``, ``value``,
         ``action``, ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
         relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
-        ``runbook_base``, any other is kept only when it is under ``runbook_base``; a ``dashboard_url`` or
+        ``runbook_base``, any other is kept only when it is under ``runbook_base`` (no ``..`` segment after
+        it, percent-encoded or not); a ``dashboard_url`` or
         ``generatorURL`` is kept when it has the origin (scheme, host, port) of ``dashboard``, else
         ``dashboard`` itself is the link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
 
@@ -98,7 +111,7 @@ class Alert:
         runbook = notes.get("runbook_url", "")
         if _PAGE.match(runbook):  # a relative page, as the shipped rules name them
             runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
-        elif not (runbook_base and runbook.startswith(runbook_base.rstrip("/") + "/")):
+        if not (_PAGE.match(runbook) if not runbook_base else _under(runbook, runbook_base)):
             runbook = ""
         home = _dashboard(dashboard, run)
         links = [u for u in (notes.get("dashboard_url", ""), alert.get("generatorURL", ""))
