@@ -58,6 +58,18 @@ def did_you_mean(name: str, known) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def _mistyped(value, meta) -> str:
+    """``"'x': did you mean 'y'? "`` for the first string of ``value`` (a value or a list of them) that is none
+    of the field's ``choices`` but close to one, else ``""``."""
+    choices = meta.get("choices")
+    if not choices:
+        return ""
+    for v in value if isinstance(value, (list, tuple)) else (value,):
+        if isinstance(v, str) and v not in choices and (hint := did_you_mean(v, [str(c) for c in choices])):
+            return f"{v!r}: {hint}"
+    return ""
+
+
 _KIND = {bool: "true or false", str: "a string", dict: "a mapping", list: "a list", tuple: "a list"}
 
 
@@ -151,7 +163,8 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
         if key not in known:
             problems.append(f"{at(key)}: unknown {what} ({did_you_mean(key, known)}known: {', '.join(known)})")
         elif not _ok(value, hints[key], meta[key]):
-            problems.append(f"{at(key)}: expected {_expects(hints[key], meta[key])}, got {value!r}")
+            problems.append(f"{at(key)}: {_mistyped(value, meta[key])}expected {_expects(hints[key], meta[key])}, "
+                            f"got {value!r}")
         elif hints[key] is tuple:
             values[key] = tuple(value)
     for key, f in known.items():

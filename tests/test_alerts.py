@@ -185,7 +185,8 @@ def test_bad_alerts_settings_in_a_file_name_the_file_line_and_key(tmp_path):
         MonitorConfig.from_yaml(path)
     relay = tmp_path / "relay.yaml"  # a file of its own (monitor relay --config)
     relay.write_text("alerts:\n  sinks:\n    - {type: slack, url: http://x}\n    - {type: webhok, url: http://y}\n")
-    with pytest.raises(ConfigError, match=rf"^{relay}:4: alerts.sinks\[1\].type: expected one of"):
+    with pytest.raises(ConfigError, match=rf"^{relay}:4: alerts.sinks\[1\].type: 'webhok': did you mean 'webhook'\? "
+                                          "expected one of"):
         AlertsConfig.load(str(relay))
 
 

@@ -48,6 +48,13 @@ def test_errors_name_the_line_and_a_typo_gets_did_you_mean(tmp_path):
         check(Sink, data["sink"], str(path), lines, ("sink",), error=ValueError)
 
 
+def test_a_mistyped_choice_gets_did_you_mean():
+    with pytest.raises(ConfigError, match=r"^s: mode: 'contine': did you mean 'continue'\? expected stop or continue"):
+        check(Sink, {"mode": "contine"}, "s")
+    with pytest.raises(ConfigError, match=r"^s: mode: expected stop or continue, got 'x'$"):  # nothing close
+        check(Sink, {"mode": "x"}, "s")
+
+
 def test_a_key_given_twice_is_an_error_at_its_second_line(tmp_path):
     # PyYAML keeps the last of two equal keys silently: a new user's second `low_mfu:` block undid the first
     path = tmp_path / "rules.yaml"
