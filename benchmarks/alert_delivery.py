@@ -11,7 +11,7 @@ round after round and in a rotating order, so machine noise hits them alike:
 Reported: median and p95 of the training loop's wall time per step (between consecutive ``step_end``
 calls of a timing callback placed after the monitor, so the monitor's own work and any time its sender
 threads take from the training thread are included), each set-up's ratio to ``no sink``, and the sink's
-counters at the end (sent, failed, dropped, retries, and sending: a post still under way). The queue holds
+counters at the end (sent, failed, dropped, retries, and queued and sending: not yet given up). The queue holds
 100 alerts; the rest are dropped and counted. Last, the training thread's own cost per alert:
 ``AlertSender.send`` timed alone.
 
@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-COUNTERS = ("sent", "failed", "dropped", "retries", "sending")
+COUNTERS = ("sent", "failed", "dropped", "retries", "queued", "sending")
 RULES = {"low_mfu": {"floor": 1.0, "min_steps": 1, "warmup_steps": 0, "cooldown_steps": 0}}
 
 

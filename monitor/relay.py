@@ -18,7 +18,8 @@ a body over 1 MiB; 503 with ``Retry-After`` when a queue had no room for some al
 the notification again: the relay remembers, for the last 64 notifications it answered so, which sink took
 which alert, and the notification sent again goes only where it found no place (no sink gets an alert
 twice). Each refusal is logged as a warning with its status and the caller's address, nothing of the
-request's own text (repeats of one status: see :class:`training_monitor.log.Repeats`).
+request's own text (repeats of one status: see :class:`training_monitor.log.Repeats`); the HTTP server's own
+refusals (413, a bad ``Content-Length``), made before the relay reads the request, are not.
 
 Authentication (what Alertmanager's ``http_config`` sends): a bearer token from ``MONITOR_RELAY_TOKEN``
 (``authorization: {credentials_file: ...}``) and/or basic auth from ``MONITOR_RELAY_USER`` and
