@@ -2,7 +2,7 @@
 
 ``AlertSender.send`` only appends to each sink's queue (microseconds) and returns. Each sink's thread
 posts what is queued, waiting for the platform's rate-limit windows; alerts that pile up meanwhile go
-out together as one digest message instead of being dropped. Timeouts, connection errors, HTTP 429 and
+out together as one digest message (up to 1000 a post) instead of being dropped. Timeouts, connection errors, HTTP 429 and
 5xx (and the vendors' "too many requests" codes) are retried with exponential backoff (1 s doubling to
 60 s, or the server's ``Retry-After``); other answers are final failures. A sink that goes down is
 logged once when it goes down and once when it comes back, never per alert. Nothing logged ever contains
@@ -32,6 +32,7 @@ from .message import Alert
 from .platforms import PLATFORMS
 
 MAX_BACKOFF_S = 60.0
+MAX_BATCH = 1000  # alerts of one post (a chat digest lists 20 of them; a webhook's JSON holds them all)
 JSON = {"Content-Type": "application/json; charset=utf-8"}
 
 
@@ -142,8 +143,8 @@ class Destination:
             if not self._sleep(self._budget_wait()):
                 break
             with self._cond:
-                batch = list(self.queue)  # everything queued while the rate windows were full: one message
-                self.queue.clear()
+                # what was queued while the rate windows were full: one message (a digest)
+                batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_BATCH))]
                 for a in batch:
                     self._count(a, -1)
                 self.busy, self.sending = True, len(batch)
