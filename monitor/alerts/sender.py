@@ -2,11 +2,11 @@
 
 ``AlertSender.send`` only appends to each sink's queue (microseconds) and returns. Each sink's thread
 posts what is queued, waiting for the platform's rate-limit windows; alerts that pile up meanwhile go
-out together as one digest message (up to 1000 a post) instead of being dropped. Timeouts, connection errors, HTTP 429 and
-5xx (and the vendors' "too many requests" codes) are retried with exponential backoff (1 s doubling to
-60 s, or the server's ``Retry-After``); other answers are final failures. A sink that goes down is
-logged once when it goes down and once when it comes back, never per alert. Nothing logged ever contains
-a URL or a secret.
+out together as one digest message (up to 1000 a post) instead of being dropped. Timeouts, connection
+errors, HTTP 429 and 5xx (and the vendors' "too many requests" codes) are retried with exponential backoff
+(1 s doubling to 60 s, or the server's ``Retry-After``); other answers are final failures. A sink that goes
+down is logged once when it goes down and once when it comes back, never per alert. Nothing logged ever
+contains a URL or a secret.
 
 The queue holds each alert once (an alert already queued, such as a webhook Alertmanager sends again, is
 not queued twice). When it is full, a new alert takes the place of the newest queued alert of the rule
