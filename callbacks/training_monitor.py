@@ -498,7 +498,7 @@ class TrainingMonitor(Callback):
             except ResumeError as exc:
                 self._not_resumed(run_context, exc)
             self._resume_from = None
-            if self.resumed:  # this process's first step follows the checkpoint's (healthy: checked finite)
+            if self.resumed:  # this process's first step follows the checkpoint's
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
                 self._carry_lr_scale(cb.train_network)
@@ -509,8 +509,8 @@ class TrainingMonitor(Callback):
                         "resume_from the file the trainer loads", self._batches_before, self.resumed.entry.step,
                         self.resumed.path)
                 self.engine.offset = self._batches - self.resumed.entry.step
-                self._finite_at = self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
+                self._check_resumed_weights(run_context, cb.train_network, self.resumed)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
             logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
                            "resume_from to it, or the detectors start empty and no checkpoint from before the "
@@ -728,6 +728,21 @@ class TrainingMonitor(Callback):
             action = f"run stopped: {self.stop_reason}"
         for on_action in self._on_action:
             on_action(events, action)
+
+    def _check_resumed_weights(self, run_context, network, resumed) -> None:
+        """The weights the trainer loaded to resume must be finite (on every rank): a checkpoint written after
+        the weights went bad (the trainer's own save at the end of a run the monitor stopped, one the ledger
+        quarantined) would have training go on over them. Not finite: the run stops, naming the last healthy
+        checkpoint to resume from."""
+        bad = nonfinite_parameters(network)
+        if not bad if self._consensus is None else self._consensus.all_ok(not bad):
+            self._finite_at = resumed.entry.step
+            return
+        where = f" ({bad[0]}{f' and {len(bad) - 1} more' if len(bad) > 1 else ''})" if bad else " (on another rank)"
+        healthy = self.ledger.last_healthy_step
+        self._stop(run_context, f"the weights resumed from {resumed.path} (step {resumed.entry.step}) are "
+                                f"not finite{where}: resume from an earlier checkpoint"
+                                + (f" (the last healthy one is of step {healthy})" if healthy is not None else ""))
 
     def _weights_finite(self, cb, step: int) -> list:
         """Before a checkpoint is promoted to healthy: the weights must be finite (on every rank). A NaN that

@@ -399,3 +399,33 @@ def test_another_run_in_the_same_output_folder_is_told_it_shares_the_logs(tmp_pa
     train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="second", checkpoint_every=2)], steps=3)
     assert any(f"{tmp_path} holds run 'first' (its ledger); run 'second' appends its records and events to the "
                "same logs" in line for line in log_lines)
+
+
+def test_a_resume_onto_weights_that_are_not_finite_stops_the_run(tmp_path, log_lines):
+    # the weights go NaN at step 15 (rollback off); ModelCheckpoint's later files hold them, the last one still
+    # pending in the ledger. Resuming from it must not train on: the monitor checks the weights the trainer loaded
+    from mindspore.train import CheckpointConfig, ModelCheckpoint
+
+    def poison(cb):
+        if cb.cur_step_num == 15:
+            p = cb.train_network.trainable_params()[0]
+            p.set_data(ms.Tensor(np.full(p.shape, np.nan, np.float32)))
+
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, run="bad", rollback=False)
+    first = TrainingMonitor(**settings)
+    saver = ModelCheckpoint("net", str(tmp_path / "ckpt"), CheckpointConfig(save_checkpoint_steps=10))
+    train([first, AtStep(poison), saver], steps=30)
+    assert first.ledger.wait(60)
+    last = first.ledger.entries[-1]
+    assert (last.step, last.status) == (30, "pending")
+
+    def cell(net, opt):
+        step_cell = ms.nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(step_cell, ms.load_checkpoint(last.path))
+        return step_cell
+
+    second = TrainingMonitor(resume_from=last.path, **settings)
+    with pytest.raises(SystemExit, match=rf"the weights resumed from {last.path} \(step 30\) are not finite"):
+        train([second], steps=10, cell=cell)
+    assert second.trainer_step == 1  # the step under way when the stop was asked
+    assert not any("finite at step 30" in line for line in log_lines)
