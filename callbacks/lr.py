@@ -11,11 +11,35 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 
 
+class PerStepLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
+    """A list of per-step learning rates (``nn.cosine_decay_lr(..)``, ``nn.piecewise_constant_lr(..)``, what
+    MindSpore's tutorials give an optimizer) as a schedule cell: the value at ``global_step``, the last one
+    past the end (an optimizer given the list reads it the same way, without the clamp).
+
+    Args:
+        values: the learning rate of each step, a sequence of floats (at least one).
+    Raises:
+        ValueError: an empty sequence.
+    """
+
+    def __init__(self, values):
+        super().__init__()
+        values = [float(v) for v in values]
+        if not values:
+            raise ValueError("PerStepLearningRate: no learning rate given")
+        self.values = Tensor(values, ms.float32)
+        self.last = len(values) - 1
+
+    def construct(self, global_step):
+        return self.values[ops.minimum(global_step, self.last)]
+
+
 class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
     """``schedule(step) * scale``, with ``scale`` a non-trainable float32 ``Parameter``.
 
     Args:
-        schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers'), or a MindFormers LR config
+        schedule: a ``LearningRateSchedule`` cell (MindSpore's or MindFormers'), a list of per-step learning
+            rates (``nn.cosine_decay_lr(..)``: :class:`PerStepLearningRate`), or a MindFormers LR config
             mapping (``{"type": "CosineWithWarmUpLR", ...}``), built with MindFormers' ``build_lr``; so a
             MindFormers YAML can say ``lr_schedule: {type: ScaledLearningRate, schedule: {type: ...}}``
             (after ``training_monitor.callbacks.register_mindformers()``).
@@ -37,6 +61,8 @@ class ScaledLearningRate(nn.learning_rate_schedule.LearningRateSchedule):
             schedule = dict(schedule)
             schedule.update({k: v for k, v in settings.items() if schedule.get(k) in (None, -1)})
             schedule = build_lr(schedule)
+        elif isinstance(schedule, (list, tuple)) and not settings:
+            schedule = PerStepLearningRate(schedule)
         elif settings:
             raise TypeError(f"ScaledLearningRate: {', '.join(settings)} cannot be given to a schedule that is "
                             f"already built ({type(schedule).__name__}); give the schedule as a mapping")
@@ -65,9 +91,10 @@ def lr_scale_parameters(train_network, optimizer) -> list:
         return scales
     if isinstance(optimizer.learning_rate, Parameter) and not optimizer.dynamic_lr:
         return [optimizer.learning_rate]
-    raise TypeError(f"cannot scale a {type(optimizer.learning_rate).__name__} learning rate in place: wrap it "
-                    "in training_monitor.callbacks.ScaledLearningRate (a MindFormers YAML: `lr_schedule: {type: "
-                    "ScaledLearningRate, schedule: {type: ..}}`) or use a fixed (Parameter) learning rate")
+    raise TypeError(f"cannot scale a {type(optimizer.learning_rate).__name__} learning rate in place: wrap the "
+                    "schedule, or the list of per-step rates, in training_monitor.callbacks.ScaledLearningRate (a "
+                    "MindFormers YAML: `lr_schedule: {type: ScaledLearningRate, schedule: {type: ..}}`) or use a "
+                    "fixed (Parameter) learning rate")
 
 
 def set_lr_scale(params: list, value: float) -> None:

@@ -90,13 +90,17 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     assert len(at) == 1 and log[at[0] + 1]["action"] == "rollback"  # the event, then what was done about it
 
 
-def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path):
-    """Checkpoints written by MindSpore's ModelCheckpoint are used; a ScaledLearningRate schedule is halved."""
+@pytest.mark.parametrize("lr", ["schedule cell", "list of per-step rates"])
+def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path, lr):
+    """Checkpoints written by MindSpore's ModelCheckpoint are used; a ScaledLearningRate schedule is halved,
+    whether a schedule cell or the list of per-step rates MindSpore's tutorials build
+    (``nn.piecewise_constant_lr``, ``nn.cosine_decay_lr``), in a GRAPH-mode step cell."""
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, healthy_after=10)
     saver = ModelCheckpoint("tiny", str(tmp_path / "mc"), CheckpointConfig(save_checkpoint_steps=10,
                                                                         keep_checkpoint_max=10))
     seen = {}
-    schedule = ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.05, 100, 1.0))
+    schedule = ScaledLearningRate(nn.PolynomialDecayLR(0.05, 0.05, 100, 1.0) if lr == "schedule cell"
+                                  else nn.piecewise_constant_lr([100], [0.05]))
     def cell(net, opt):
         return nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=schedule))
 
