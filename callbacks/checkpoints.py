@@ -37,11 +37,23 @@ class ModelCheckpointFiles:
         return bool(self._watch)
 
     def follow(self, callbacks: list, judged_at: int) -> None:
-        """Follow the ``ModelCheckpoint`` callbacks in ``callbacks`` (``cb_params.list_callback``). One after
-        index ``judged_at`` (where the monitor judges a step) saves after the judging: its file is seen one
-        step later (lag 1), the others' at once (lag 0)."""
+        """Follow the ``ModelCheckpoint`` callbacks in ``callbacks`` (``cb_params.list_callback``) of a
+        ``Model.train`` call starting. One after index ``judged_at`` (where the monitor judges a step) saves
+        after the judging: its file is seen one step later (lag 1), the others' at once (lag 0). A callback
+        that saved in an earlier call saves nothing in this one before its step ``last save + interval``
+        (``ModelCheckpoint`` compares the call's step, which MindSpore counts from 1 again, with the step of
+        its last save): a warning says so."""
         self._watch = [(c, 1 if i > judged_at else 0, c.latest_ckpt_file_name)
                        for i, c in enumerate(callbacks) if isinstance(c, ModelCheckpoint)]
+        for mc, _, _ in self._watch:
+            last = getattr(mc, "_last_triggered_step", 0) or 0
+            steps = getattr(getattr(mc, "_config", None), "save_checkpoint_steps", None)
+            if last > 0 and steps:
+                logger.warning("ModelCheckpoint {!r} saved its last file at step {} of an earlier Model.train call, "
+                               "and MindSpore counts each call's steps from 1 again: it saves nothing in this call "
+                               "before the call's step {} (no new rollback target, no weights check at its saves); "
+                               "give each call a new ModelCheckpoint, or set checkpoint_every for the monitor's "
+                               "own checkpoints", getattr(mc, "_prefix", "?"), last, last + steps)
 
     def ledger_new(self, step: int, batches: int, lag: int | None = None) -> bool:
         """Ledger the new files of the callbacks of ``lag`` (None: all) as the state after monitor step

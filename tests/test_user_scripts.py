@@ -438,3 +438,22 @@ def test_a_noisy_toy_regression_is_not_stopped_by_a_start_up_excursion(tmp_path)
     assert early and all(actions == ["alert"] for _, actions in early)
     assert all("at the run's start (its first 10 steps): no rollback" in e.message
                for e in mon.kept.events if e.step <= 10)
+
+
+def test_a_model_checkpoint_reused_by_the_next_train_call_is_said_to_save_nothing_there(tmp_path, log_lines):
+    # a tutorial's epoch loop with one ModelCheckpoint for all calls: MindSpore counts each call's steps from 1
+    # and the callback compares them with its last save (step 30 of the first call), so the second call saves
+    # nothing (no rollback target, no weights check): the monitor says so at the second call's start
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(0)
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, watchdog=False)
+    saver = ModelCheckpoint("net", str(tmp_path / "ckpt"), CheckpointConfig(save_checkpoint_steps=10))
+    net = tiny_net()
+    source = Served(CORPUS, SEQ, BATCH, 30, 0)
+    model = Model(nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05)))
+    for _ in range(2):
+        model.train(1, make_dataset(source), callbacks=[mon, saver], dataset_sink_mode=False)
+    mon.close()
+    assert [e.step for e in mon.ledger.entries] == [10, 20, 30]  # nothing from the second call
+    warned = [line for line in log_lines if "saved its last file at step 30 of an earlier Model.train call" in line]
+    assert len(warned) == 1 and "before the call's step 40" in warned[0], warned
