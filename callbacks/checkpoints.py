@@ -111,7 +111,8 @@ class ModelCheckpointFiles:
                 if id(e) in pins:
                     self.ledger.moved(e, pins[id(e)])
                 else:
-                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
+                    self.ledger.quarantine(e, "file deleted (checkpoint retention)" if not e.path.startswith(
+                        str(self.own_dir)) else "file deleted (not by the monitor, which keeps its own)", DELETED)
             elif id(e) not in pins and (e.status == PENDING or e.step == newest):
                 self._pin(e)
 

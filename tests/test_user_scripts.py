@@ -110,6 +110,20 @@ def test_no_loadable_checkpoint_stops_the_run(tmp_path):
     assert {e.status for e in mon.ledger.entries if e.step < 40} == {"quarantined"}
 
 
+def test_the_monitor_s_own_checkpoints_deleted_by_hand_are_said_to_be(tmp_path):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=5)
+
+    def delete_all(cb):
+        if cb.cur_step_num == 44:
+            for e in mon.ledger.entries:
+                os.remove(e.path)
+
+    with pytest.raises(SystemExit, match="rollback failed at step 45: no loadable healthy checkpoint"):
+        train([mon, AtStep(delete_all)], steps=60, poison={44})
+    assert {e.reason for e in mon.ledger.entries if e.step < 40} == {
+        "file deleted (not by the monitor, which keeps its own)"}
+
+
 SCRIPT = """
 import sys
 import mindspore as ms
