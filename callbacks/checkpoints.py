@@ -14,6 +14,14 @@ from training_monitor.ledger import DELETED, HEALTHY, PENDING, QUARANTINED, Chec
 from training_monitor.log import logger
 
 
+def _saving(mc: ModelCheckpoint) -> tuple:
+    """``(save_checkpoint_steps, save_checkpoint_seconds, step of its last save)`` of a ``ModelCheckpoint``, each
+    None when it has none (MindSpore keeps them in private attributes)."""
+    config = getattr(mc, "_config", None)
+    return (getattr(config, "save_checkpoint_steps", None), getattr(config, "save_checkpoint_seconds", None),
+            getattr(mc, "_last_triggered_step", None))
+
+
 class ModelCheckpointFiles:
     """Follows the ``ModelCheckpoint`` callbacks of a ``Model.train`` call for one rank.
 
@@ -46,9 +54,8 @@ class ModelCheckpointFiles:
         self._watch = [(c, 1 if i > judged_at else 0, c.latest_ckpt_file_name)
                        for i, c in enumerate(callbacks) if isinstance(c, ModelCheckpoint)]
         for mc, _, _ in self._watch:
-            last = getattr(mc, "_last_triggered_step", 0) or 0
-            steps = getattr(getattr(mc, "_config", None), "save_checkpoint_steps", None)
-            if last > 0 and steps:
+            steps, _, last = _saving(mc)
+            if last and steps:
                 logger.warning("ModelCheckpoint {!r} saved its last file at step {} of an earlier Model.train call, "
                                "and MindSpore counts each call's steps from 1 again: it saves nothing in this call "
                                "before the call's step {} (no new rollback target, no weights check at its saves); "
@@ -74,10 +81,7 @@ class ModelCheckpointFiles:
         for mc, after, _ in self._watch:
             if after != 1:
                 continue
-            config = getattr(mc, "_config", None)
-            steps = getattr(config, "save_checkpoint_steps", None)
-            seconds = getattr(config, "save_checkpoint_seconds", None)
-            last = getattr(mc, "_last_triggered_step", None)
+            steps, seconds, last = _saving(mc)
             if steps and (cb_params.cur_step_num >= last + steps if last is not None
                           else cb_params.cur_step_num % steps == 0):
                 return True
@@ -110,9 +114,10 @@ class ModelCheckpointFiles:
             if not os.path.exists(e.path):
                 if id(e) in pins:
                     self.ledger.moved(e, pins[id(e)])
+                elif e.path.startswith(str(self.own_dir)):
+                    self.ledger.quarantine(e, "file deleted (not by the monitor, which keeps its own)", DELETED)
                 else:
-                    self.ledger.quarantine(e, "file deleted (checkpoint retention)" if not e.path.startswith(
-                        str(self.own_dir)) else "file deleted (not by the monitor, which keeps its own)", DELETED)
+                    self.ledger.quarantine(e, "file deleted (checkpoint retention)", DELETED)
             elif id(e) not in pins and (e.status == PENDING or e.step == newest):
                 self._pin(e)
 

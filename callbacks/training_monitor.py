@@ -734,15 +734,22 @@ class TrainingMonitor(Callback):
         the weights went bad (the trainer's own save at the end of a run the monitor stopped, one the ledger
         quarantined) would have training go on over them. Not finite: the run stops, naming the last healthy
         checkpoint to resume from."""
-        bad = nonfinite_parameters(network)
-        if not bad if self._consensus is None else self._consensus.all_ok(not bad):
+        where = self._nonfinite(network)
+        if where is None:
             self._finite_at = resumed.entry.step
             return
-        where = f" ({bad[0]}{f' and {len(bad) - 1} more' if len(bad) > 1 else ''})" if bad else " (on another rank)"
         healthy = self.ledger.last_healthy_step
         self._stop(run_context, f"the weights resumed from {resumed.path} (step {resumed.entry.step}) are "
-                                f"not finite{where}: resume from an earlier checkpoint"
+                                f"not finite ({where}): resume from an earlier checkpoint"
                                 + (f" (the last healthy one is of step {healthy})" if healthy is not None else ""))
+
+    def _nonfinite(self, network) -> str | None:
+        """Where ``network``'s trainable parameters are not finite on some rank (``d1.weight and 2 more``, ``on
+        another rank``), None when they are finite on every rank (a collective with consensus)."""
+        bad = nonfinite_parameters(network)
+        if not bad if self._consensus is None else self._consensus.all_ok(not bad):
+            return None
+        return f"{bad[0]} and {len(bad) - 1} more" if len(bad) > 1 else bad[0] if bad else "on another rank"
 
     def _weights_finite(self, cb, step: int) -> list:
         """Before a checkpoint is promoted to healthy: the weights must be finite (on every rank). A NaN that
@@ -750,12 +757,10 @@ class TrainingMonitor(Callback):
         into 0, and the model predicts a constant): a checkpoint saved since the last check may hold them.
         Returns the ``nan_inf`` event when they are not (onset: the step after the last check that passed), or
         nothing."""
-        bad = nonfinite_parameters(cb.train_network)
-        ok = not bad if self._consensus is None else self._consensus.all_ok(not bad)
-        if ok:
+        where = self._nonfinite(cb.train_network)
+        if where is None:
             self._finite_at = step
             return []
-        where = f"{bad[0]} and {len(bad) - 1} more" if len(bad) > 1 else bad[0] if bad else "on another rank"
         return [self.engine.report("nan_inf", step, math.nan, f"weights not finite at step {step} ({where}); "
                                    f"finite at step {self._finite_at}", source="monitor",
                                    rank=self.rank, onset=self._finite_at + 1)]

@@ -30,7 +30,8 @@ def advertised_host(host: str) -> str:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect(_ROUTE_PROBE)
             address = probe.getsockname()[0]
-        if not ipaddress.ip_address(address).is_loopback and not ipaddress.ip_address(address).is_unspecified:
+        ip = ipaddress.ip_address(address)
+        if not ip.is_loopback and not ip.is_unspecified:
             return address
     except (OSError, ValueError):
         pass

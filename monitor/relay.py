@@ -174,8 +174,8 @@ class Relay:
                       for i, a in enumerate(items[:MAX_ALERTS])]
         except ValueError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
-        names = list(self.sender.sinks) if sink is None else [sink] if sink in self.sender.sinks else []
-        if not names:
+        targets = self.sender.targets(sink)
+        if not targets:
             return HTTPStatus.NOT_FOUND, {"error": f"no sink named {sink!r}"}
         if truncated:
             logger.warning("relay: a notification of {} alerts; the {} after the first {} are not forwarded (set "
@@ -186,10 +186,10 @@ class Relay:
         with self._lock:
             taken = self._taken.pop(payload_key, {})
         refused = 0
-        for name in names:
-            done = taken.setdefault(name, set())
+        for target in targets:
+            done = taken.setdefault(target.spec.name, set())
             offer = [(a, k) for a, k in zip(alerts, keys) if k not in done]
-            lost = {hash(a.key()) for a in self.sender.sinks[name].put([a for a, _ in offer])}
+            lost = {hash(a.key()) for a in target.put([a for a, _ in offer])}
             done.update(k for _, k in offer if k not in lost)
             refused += len(lost)
         if refused:

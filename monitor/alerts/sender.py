@@ -270,10 +270,14 @@ class AlertSender(Sink):
         """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; return how many
         alert places were refused (a full queue, 0 when all were queued), None when there is no sink of
         that name."""
-        targets = list(self.sinks.values()) if sink is None else [self.sinks[sink]] if sink in self.sinks else []
+        targets = self.targets(sink)
         if not targets:
             return None
         return sum(len(s.put(alerts)) for s in targets)
+
+    def targets(self, sink: str | None = None) -> list[Destination]:
+        """Every sink, or only the one named ``sink`` (none when there is no sink of that name)."""
+        return list(self.sinks.values()) if sink is None else [self.sinks[sink]] if sink in self.sinks else []
 
     def healthy(self) -> bool:
         """Every sink's sender thread is alive and not stuck (see :meth:`Destination.healthy`)."""
