@@ -65,7 +65,8 @@ class Metrics(Collector, Sink):
     Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a counter,
     so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is the TPS of
     the last step (tokens of the step / its wall time). ``train_anomalies_total`` has a series per rule,
-    starting at 0.
+    starting at 0; ``train_anomaly_last_step`` and ``train_anomaly_last_value`` give the step and the offending
+    value of each fired rule's last event (the alert rules' annotations read them).
 
     Args:
         run, rank: label values. world_size: devices in the job (TPS per device). rules: rule ids.
@@ -77,6 +78,7 @@ class Metrics(Collector, Sink):
         self.values: dict[str, float] = {"train_stalled": 0}
         self.tokens = self.overflow_steps = self.rollbacks = 0
         self.anomalies = {rule: 0 for rule in rules}
+        self.last_anomaly: dict[str, tuple[int, float]] = {}  # rule -> (step, value) of its last event
         self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
         self.created = time.time()  # exported as the counters' _created: lets alert rules tell a young process
         self.alert_stats = None  # callable giving AlertSender.stats(), when alerts are configured
@@ -140,6 +142,7 @@ class Metrics(Collector, Sink):
 
     def on_event(self, event: Event) -> None:
         self.anomalies[event.rule] = self.anomalies.get(event.rule, 0) + 1
+        self.last_anomaly[event.rule] = (event.step, math.nan if event.value is None else event.value)
         if event.rule == "stall":
             self.values["train_stalled"] = 1
 
@@ -169,6 +172,15 @@ class Metrics(Collector, Sink):
         for rule, n in sorted(self.anomalies.items()):
             c.add_metric(values + [rule], n, created=self.created)
         yield c
+        last = sorted(self.last_anomaly.items())
+        for i, (name, doc) in enumerate((("train_anomaly_last_step", "Step of the rule's last event."),
+                                         ("train_anomaly_last_value", "Offending value of the rule's last event "
+                                                                      "(NaN when it has none)."))):
+            g = GaugeMetricFamily(name, doc, labels=names + ["rule"])
+            for rule, sv in last:
+                g.add_metric(values + [rule], sv[i])
+            if last:
+                yield g
         if self.alert_stats is not None:
             c = CounterMetricFamily("train_alerts", "Alerts handed to each sink, by outcome (sent, failed, "
                                     "dropped because the queue was full).", labels=names + ["sink", "outcome"])

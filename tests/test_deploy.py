@@ -241,6 +241,7 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     assert alert["labels"]["rank"] == "3"
     assert alert["annotations"]["runbook_url"] == f"{base}/loss_spike.md"
     assert alert["annotations"]["summary"] == "Run deploy-test rank 3: engine rule loss_spike fired"
+    assert (alert["annotations"]["step"], alert["annotations"]["value"]) == ("151", "4.2")  # the last event's
 
 
 def test_a_file_sd_target_is_readable_by_the_prometheus_user(tmp_path):
