@@ -200,6 +200,7 @@ cdef class LossDegenerate(Detector):
     cdef double last
     cdef double high
     cdef double before
+    cdef double band
     cdef long long same_since
     cdef long long same_n
     cdef bint rounded

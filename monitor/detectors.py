@@ -1322,8 +1322,8 @@ class LossScaleCollapse(LossScaleWatch):
 
 @dataclass(frozen=True)
 class LossDegenerateSettings(RuleSettings):
-    """Loss exactly zero (|loss| < zero_below), the same value (within `same_ratio`) in `frozen_steps` records in a
-    row, or for
+    """Loss exactly zero (|loss| < zero_below), the same value (within `same_ratio`, or one unit of the last decimal
+    place of a value printed with `frozen_digits` significant digits) in `frozen_steps` records in a row, or for
     `frozen_records` records in a row when the value is printed with `frozen_digits` significant digits (and
     no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
     collapsed to under `collapse_ratio` x the run's highest loss or, one unit of the print's last decimal place
@@ -1338,8 +1338,8 @@ class LossDegenerateSettings(RuleSettings):
     frozen_records: int = setting(3, "records in a row with the same loss that fire when it is precise or "
                                      "collapsed (below)", min=2)
     frozen_digits: int = setting(5, "...precise: printed with at least this many significant digits", min=1)
-    same_ratio: float = setting(1.0e-6, "a loss within this x the one before is the same value (a float32 loss "
-                                        "moving in its last digits)", min=0)
+    same_ratio: float = setting(1.0e-6, "a loss within this x the first of its run is the same value (a float32 "
+                                        "loss moving in its last digits)", min=0)
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
     floor_below: float = setting(0.01, "...or at most this, a digit at the print's last decimal place (0.0001 at 4 "
                                        "decimals: the print's floor)", min=0)
@@ -1370,8 +1370,10 @@ def decimals(x):
 class LossDegenerate(Detector):
     """Loss exactly zero (below ``zero_below``), or the same value in ``frozen_steps`` records in a row (a dead
     graph, a constant batch, a loss that no longer depends on the weights; the same within ``same_ratio`` of the
-    one before, as a float32 loss printed in full moves in its last digits: DINO's ``11.090327262878418`` to
-    ``11.090332984924316`` over 11 epochs, ln 65536, the uniform distribution over its prototypes; records, not
+    run's first value, as a float32 loss printed in full moves in its last digits: DINO's ``11.090327262878418`` to
+    ``11.090332984924316`` over 11 epochs, ln 65536, the uniform distribution over its prototypes; or, for a value
+    printed with ``frozen_digits`` significant digits, within one unit of its last decimal place: a Keras
+    classifier's ``4.6061``, ``4.6061``, ``4.6060`` at ln 100, chance over its 100 classes; records, not
     the steps they span: two
     prints of a 2-digit loss 200 steps apart say nothing of the steps between, DeepLabCut's ``loss: 0.0058``), or
     for ``frozen_records`` records in a row (a log printing every N steps) when that cannot be chance: the value
@@ -1407,6 +1409,7 @@ class LossDegenerate(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
+        self.band = 0.0  # how far from the run's first value (last) a loss is the same value
         self.before = math.nan  # the value before the last one (its print's decimal places)
         self.repeated = False  # an earlier value was printed twice in a row or more
         self.rounded = False  # the zeros since same_since follow a value at the print's floor: its rounding
@@ -1420,18 +1423,21 @@ class LossDegenerate(Detector):
                 self.rounded = self.floor(abs(self.last), self.before)
             if not self.has_last or not self.rounded:
                 return x, r.step, f"loss is {x:g} at step {r.step}"
-        if not self.has_last or abs(x - self.last) > self.same_ratio * abs(self.last):
+        if not self.has_last or abs(x - self.last) > self.band:
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
             self.high = max(self.high, x)
+            # a precise print moving by one unit of its last decimal place is the same value
+            self.band = max(self.same_ratio * abs(x),
+                            10.0 ** -decimals(x) if significant_digits(x) >= self.frozen_digits else 0.0)
             return None
         self.same_n += 1
         if self.same_n >= self.frozen_steps:
             return x, self.same_since, f"loss frozen at {x:g} since step {self.same_since}"
         if self.same_n < self.frozen_records:
             return None
-        digits = significant_digits(x)
+        digits = significant_digits(self.last)
         # a value printed twice in a row before: repeats are the print's resolution's doing, unless they go on
         chance = self.repeated and r.step - self.same_since + 1 < self.frozen_steps
         if abs(x) < self.collapse_ratio * self.high and not chance:

@@ -167,8 +167,6 @@ KNOWN_FAILING = frozenset({
     # goes back from 10850 to 9886); the abandoned steps' records are forgotten, as after a rollback, so the 1.58
     # at 9900 is judged against the one record before it (0.50), not the 0.3-0.5 level before the restart
     "custom_rishabh_moe_3b_pretrain_steps_10300_10850_restart_9886_10300_loss_jump_9900_vedantjadhav.log",
-    # heldout57, first replay (not studied)
-    "keras_top5_epochs_1_6_loss_stuck_at_4_606_ln100_chance_accuracy_pastebin_chjjj9lt.log",
 })
 
 

@@ -477,7 +477,14 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     # slowly: 2.0213 twice, later 2.0212 three times) shows it before: only frozen_steps in a row are degenerate
     chance = [2.0219, 2.0213, 2.0213, 2.0215, 2.0211, 2.0212, 2.0212, 2.0212, 2.0214]
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(chance)], "loss_degenerate") == []
-    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(chance[3:])], "loss_degenerate") == [(5, 3)]
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(chance[3:])], "loss_degenerate") == [(4, 2)]
+    # a precise value moving by one unit of its last printed place is the same value: a Keras classifier's loss
+    # at ln 100, chance over its 100 classes (pastebin cHJjj9Lt, tests/data/reallogs/tune/keras_top5_..); moving
+    # by more, it is a loss still converging
+    top5 = [4.7011, 4.6061, 4.6064, 4.6061, 4.6061, 4.606]
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(top5)], "loss_degenerate") == [(6, 4)]
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate([4.4408, 4.4406, 4.4409, 4.4405, 4.4407])],
+                 "loss_degenerate") == []
     assert significant_digits(6.90776) == 6 and significant_digits(1e-05) == 1 and significant_digits(100.0) == 0
     # a bf16 loss repeats by rounding: tinygrad's `11.8750 loss` at warm-up (tinygrad/tinygrad PR #13803)
     assert significant_digits(11.875) == 0
