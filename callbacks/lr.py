@@ -7,6 +7,8 @@ without recompiling. A fixed LR is already a ``Parameter`` in MindSpore optimize
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 
@@ -104,3 +106,46 @@ def set_lr_scale(params: list, value: float) -> None:
     """
     for p in params:
         ops.assign(p, Tensor(value, p.dtype))
+
+
+def lr_reader(optimizer) -> Callable[[], float | None] | None:
+    """A host-side reader of the LR of the optimizer's last update, for train-step cells that do not output it
+    (``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``).
+
+    A fixed (``Parameter``) LR is read once. A per-step table (the list or 1-D tensor of ``nn.cosine_decay_lr(..)``
+    given to the optimizer, or a :class:`ScaledLearningRate` over one) is copied to the host once and indexed by
+    the optimizer's ``global_step`` (updates applied: an update skipped on overflow does not move it), read after
+    each step as the loss is (a 4-byte copy of a finished step's parameter), times the current scale. Past the
+    end of the table: the last value when the schedule clamps (:class:`PerStepLearningRate`), else None (the
+    optimizer's own gather reads out of range). None for a schedule computed in the graph (``nn.CosineDecayLR``, a
+    MindFormers schedule: only the graph's outputs hold its value) and for group LRs: no LR is recorded.
+    """
+    lr = getattr(optimizer, "learning_rate", None)
+    if isinstance(lr, Parameter) and not optimizer.dynamic_lr:
+        value = float(lr.asnumpy())
+        return lambda: value
+    if not getattr(optimizer, "dynamic_lr", False) or getattr(optimizer, "is_group_lr", False):
+        return None
+    scales = []
+    while isinstance(lr, ScaledLearningRate):
+        scales.append(lr.scale)
+        lr = lr.schedule
+    if isinstance(lr, PerStepLearningRate):
+        table, clamp = lr.values.asnumpy(), True
+    else:
+        values = getattr(lr, "learning_rate", None)  # MindSpore's own wrapper of a per-step tensor
+        if not isinstance(values, Parameter) or values.ndim != 1:
+            return None
+        table, clamp = values.asnumpy(), False
+    step, last = optimizer.global_step, len(table) - 1
+
+    def read() -> float | None:
+        i = int(step.item()) - 1
+        if i < 0 or (i > last and not clamp):
+            return None
+        value = float(table[min(i, last)])
+        for scale in scales:
+            value *= float(scale.item())
+        return value
+
+    return read

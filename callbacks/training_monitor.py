@@ -39,7 +39,7 @@ from training_monitor.watchdog import Watchdog
 from .checkpoints import ModelCheckpointFiles
 from .consensus import RankConsensus, communication_ready, rank_own_rules
 from .data import SkippableSource, find_skippable
-from .lr import lr_scale_parameters, schedule_scales, set_lr_scale
+from .lr import lr_reader, lr_scale_parameters, schedule_scales, set_lr_scale
 from .outputs import read_step_outputs
 from .peers import evaluators, hook_eval, hook_lr_function, hook_step_end, nan_checks, schedulers, unhook
 from .rollback import global_step, nonfinite_parameters, restore_train_state, save_train_state, train_optimizer
@@ -243,7 +243,7 @@ class TrainingMonitor(Callback):
         self._finite_at = 0  # the last step whose weights were checked finite (_weights_finite)
         self._hooked: list = []  # other callbacks whose step end the monitor wraps (training_monitor.callbacks.peers)
         self._recovery_checked = False
-        self._fixed_lr: float | None = None
+        self._read_lr: Callable[[], float | None] | None = None  # lr_reader(..): for cells not outputting it
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -520,7 +520,7 @@ class TrainingMonitor(Callback):
         # the monitor judges a step at its place in the list or at a NaN check before it
         mine = min((i for i, c in enumerate(cb.list_callback) if c is self or c in checks), default=0)
         self.model_checkpoints.follow(cb.list_callback, mine)
-        self._fixed_lr = self._optimizer_lr(cb)
+        self._read_lr = self._optimizer_lr(cb)
         self._check_recovery(cb)
         if not self._model_checked:
             self._model_checked = True
@@ -628,7 +628,7 @@ class TrainingMonitor(Callback):
         return [peer for peer, _, _ in checks]
 
     def _lr_applied(self, lr: float) -> None:
-        self._fixed_lr = lr
+        self._read_lr = lambda: lr
 
     def _check_recovery(self, cb) -> None:
         """Once, at the first train begin: warn (strict: raise) when a rollback could not be done."""
@@ -652,19 +652,17 @@ class TrainingMonitor(Callback):
             logger.warning(message)
 
     @staticmethod
-    def _optimizer_lr(cb) -> float | None:
-        """A fixed (``Parameter``) LR read from the optimizer, for train-step cells that do not output it."""
+    def _optimizer_lr(cb):
+        """:func:`~.lr.lr_reader` of the run's optimizer (None without one)."""
         opt = cb.get("optimizer") or getattr(cb.train_network, "optimizer", None)
-        lr = getattr(opt, "learning_rate", None)
-        if isinstance(lr, ms.Parameter) and not getattr(opt, "dynamic_lr", True):
-            return float(lr.asnumpy())
-        return None
+        return lr_reader(opt) if opt is not None else None
 
     def _step_end(self, run_context):
         cb = run_context.original_args()
         loss, overflow, scale, lr, norm = read_step_outputs(cb.net_outputs)
         now = time.perf_counter()  # the outputs are on the host: the step's compute is over
-        lr = self._fixed_lr if lr is None else lr
+        if lr is None and self._read_lr is not None:
+            lr = self._read_lr()
         if self._consensus is not None:
             self._own = (loss, norm)
             loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
@@ -820,7 +818,7 @@ class TrainingMonitor(Callback):
             rb["skipped_batches"] = [target.batches_consumed + 1, self._batches]
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
-        self._fixed_lr = self._optimizer_lr(cb)
+        self._read_lr = self._optimizer_lr(cb)
         logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), "
                                          "LR x{}", self.rank, step, target.step, target.path, self.cfg.lr_factor)
         return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "

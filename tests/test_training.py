@@ -113,6 +113,27 @@ def test_model_checkpoint_files_and_a_scaled_schedule(tmp_path, lr):
     assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+def test_the_lr_of_a_per_step_table_is_recorded_and_an_overflowed_step_does_not_move_it(tmp_path, scaled):
+    """MindSpore's tutorials give the optimizer the list ``nn.cosine_decay_lr(..)`` returns (the model zoo a 1-D
+    tensor): its train-step cell does not output the LR, the monitor reads the step's value from the table at the
+    optimizer's global step; a step whose update the loss scaler skipped (a NaN batch) leaves it where it was."""
+    table = nn.cosine_decay_lr(0.001, 0.1, 40, 20, 2)
+    lrs = {}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, rollback=False)
+
+    def cell(net, opt):
+        opt = nn.Momentum(net.trainable_params(), ScaledLearningRate(table, scale=0.5) if scaled else table, 0.9)
+        return LossScaleTrainStep(net, opt, scale_sense=ms.nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
+
+    train([mon, AtStep(lambda cb: lrs.__setitem__(cb.cur_step_num, mon.last_record.lr))], steps=30, poison={12},
+          cell=cell)
+    f = 0.5 if scaled else 1.0
+    assert [lrs[s] for s in (1, 2, 12)] == pytest.approx([table[0] * f, table[1] * f, table[11] * f])
+    assert lrs[13] == pytest.approx(table[11] * f)  # step 13 skipped its update: global step still 12
+    assert lrs[30] == pytest.approx(table[28] * f) and table[28] != table[11]
+
+
 def test_a_learning_rate_scheduler_keeps_a_rollback_s_lr_cut_and_the_lr_it_sets_is_recorded(tmp_path):
     """MindSpore's LearningRateScheduler listed after the monitor (a new user's script): it writes its function
     of the step into the optimizer's LR Parameter at every step end, which undid the rollback's cut, and the
