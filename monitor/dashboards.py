@@ -85,8 +85,8 @@ JOB_MEDIAN_STEP = f"quantile by (run) (0.5, {_mean(STEP, RUN)})"
 VS_MEDIAN = f"({_mean(STEP, RANK)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
 VS_MEDIAN_ALL = f"({_mean(STEP, RUN)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
 SLOWEST = f"topk by (run) (20, {_mean(STEP, RANK)})"
-STEPS_SINCE_HEALTHY = (f"max by (run, rank) (train_step{{{RUN}}}) - "
-                       f"max by (run, rank) (train_last_healthy_checkpoint_step{{{RUN}}})")
+STEPS_SINCE_HEALTHY = (f"max by (run, rank) (train_step{{{RANK}}}) - "
+                       f"max by (run, rank) (train_last_healthy_checkpoint_step{{{RANK}}})")
 
 
 def _among_slowest(expr: str) -> str:
@@ -140,34 +140,34 @@ def _runbooks_markdown() -> str:
 # Every panel of every dashboard, by key: the one place where panels are defined.
 PANELS: dict[str, PanelDef] = {
     # optimisation
-    "loss": PanelDef("Loss", queries=(_q(f"train_loss{{{RUN}}}"),)),
-    "grad_norm": PanelDef("Grad norm (pre-clip)", queries=(_q(f"train_grad_norm{{{RUN}}}"),)),
-    "learning_rate": PanelDef("Learning rate", queries=(_q(f"train_learning_rate{{{RUN}}}"),),
+    "loss": PanelDef("Loss", queries=(_q(f"train_loss{{{RANK}}}"),)),
+    "grad_norm": PanelDef("Grad norm (pre-clip)", queries=(_q(f"train_grad_norm{{{RANK}}}"),)),
+    "learning_rate": PanelDef("Learning rate", queries=(_q(f"train_learning_rate{{{RANK}}}"),),
                               description="Each rollback multiplies the LR by lr_factor (0.5 by default): "
                                           "a step down here."),
-    "loss_scale": PanelDef("Loss scale", queries=(_q(f"train_loss_scale{{{RUN}}}"),),
+    "loss_scale": PanelDef("Loss scale", queries=(_q(f"train_loss_scale{{{RANK}}}"),),
                            description="Halved at each fp16 overflow; a run of halvings to the floor is a "
                                        "loss-scale collapse."),
     "overflows": PanelDef("Overflowed steps per minute",
-                          queries=(_q(f"60 * rate(train_overflow_steps_total{{{RUN}}}[5m])"),),
+                          queries=(_q(f"60 * rate(train_overflow_steps_total{{{RANK}}}[5m])"),),
                           description="Steps whose gradients overflowed (update skipped), 5-minute rate."),
     # throughput
     "tps": PanelDef("Tokens per second (TPS)", queries=(
         _q(f"max by (run) (rate(train_tokens_total{{{RUN}}}[1m]))", "{{run}}"),
-        _q(f"train_tokens_per_second{{{RUN}}}", "last step, rank {{rank}}"))),
-    "tps_per_device": PanelDef("TPS per device", queries=(_q(f"train_tokens_per_second_per_device{{{RUN}}}"),)),
-    "mfu": PanelDef("MFU", "percentunit", (_q(f"train_mfu_ratio{{{RUN}}}"),),
+        _q(f"train_tokens_per_second{{{RANK}}}", "last step, rank {{rank}}"))),
+    "tps_per_device": PanelDef("TPS per device", queries=(_q(f"train_tokens_per_second_per_device{{{RANK}}}"),)),
+    "mfu": PanelDef("MFU", "percentunit", (_q(f"train_mfu_ratio{{{RANK}}}"),),
                     description="Model FLOPs utilisation: 6N + 12LHS FLOPs per token x TPS / peak FLOP/s."),
     "step_time": PanelDef("Step time p50 / p95", "s", (
-        _q(_quantile(0.5, STEP, RUN), "p50 {{run}} rank {{rank}}"),
-        _q(_quantile(0.95, STEP, RUN), "p95 {{run}} rank {{rank}}"))),
+        _q(_quantile(0.5, STEP, RANK), "p50 {{run}} rank {{rank}}"),
+        _q(_quantile(0.95, STEP, RANK), "p95 {{run}} rank {{rank}}"))),
     "data_wait_share": PanelDef("Data wait share of the step", "percentunit", (
-        _q(f"rate({WAIT}_sum{{{RUN}}}[5m]) / (rate({WAIT}_sum{{{RUN}}}[5m]) + rate({STEP}_sum{{{RUN}}}[5m]))",
+        _q(f"rate({WAIT}_sum{{{RANK}}}[5m]) / (rate({WAIT}_sum{{{RANK}}}[5m]) + rate({STEP}_sum{{{RANK}}}[5m]))",
            "5m, rank {{rank}}"),
-        _q(f"train_data_wait_ratio{{{RUN}}}", "last step, rank {{rank}}"))),
-    "data_wait": PanelDef("Data wait of the last step", "s", (_q(f"train_data_wait_seconds{{{RUN}}}"),)),
+        _q(f"train_data_wait_ratio{{{RANK}}}", "last step, rank {{rank}}"))),
+    "data_wait": PanelDef("Data wait of the last step", "s", (_q(f"train_data_wait_seconds{{{RANK}}}"),)),
     "since_last_step": PanelDef("Seconds since the last step", "s",
-                                (_q(f"time() - train_last_step_timestamp_seconds{{{RUN}}}"),),
+                                (_q(f"time() - train_last_step_timestamp_seconds{{{RANK}}}"),),
                                 description="Climbs without bound when a rank hangs."),
     # stability
     "anomalies": PanelDef(
@@ -192,8 +192,8 @@ PANELS: dict[str, PanelDef] = {
         thresholds=((1, "orange"), (3, "red")), decimals=0,
         description="After max_rollbacks (3 by default) the next request stops the run."),
     "checkpoint_step": PanelDef("Last healthy checkpoint step", queries=(
-        _q(f"train_last_healthy_checkpoint_step{{{RUN}}}"),
-        _q(f"train_step{{{RUN}}}", "current step, rank {{rank}}"))),
+        _q(f"train_last_healthy_checkpoint_step{{{RANK}}}"),
+        _q(f"train_step{{{RANK}}}", "current step, rank {{rank}}"))),
     "steps_since_healthy": PanelDef(
         "Steps since the last healthy checkpoint", queries=(_q(STEPS_SINCE_HEALTHY),),
         description="How much training a rollback would lose now. It should saw-tooth at checkpoint_every + "
