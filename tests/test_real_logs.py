@@ -174,8 +174,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout58 after scoring: four DeepSpeed overflows at steps 16-19 (65536 -> 4096), within the 24
     # start-up steps whose overflows may be calibration
     "deepspeed_llamafactory_baichuan13b_finetune_steps_16_19_overflow_every_step_scale_65536_to_4096_lf918.log",
-    # heldout59, first replay (not studied)
-    "custom_t5_distill_batches_6963_7045_nan_grad_skip_after_7013_restart_loss_8_77_at_7015_scalingdown.log",
 })
 
 

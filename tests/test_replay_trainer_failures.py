@@ -392,6 +392,18 @@ def test_pytorch_s_non_finite_norm_warning_is_a_nan_report_after_the_last_step()
     assert [r.rule for r in reports(lines[:1] + [raised])] == ["nan_inf"]
 
 
+def test_a_loop_s_own_check_of_its_gradients_is_a_nan_report_after_the_last_step():
+    # AdityaAshvin/ScalingDown's T5 distillation loop (tests/data/reallogs/tune/custom_t5_distill_batches_6963_..):
+    # `NaN detected in gradients of shared.weight. Skipping update.` after Global Batch 7013, no step on the line
+    res = replay_file("tests/data/reallogs/tune/custom_t5_distill_batches_6963_7045_nan_grad_skip_after_7013_restart_"
+                      "loss_8_77_at_7015_scalingdown.log")
+    assert ("nan_inf", 7013) in [(e.rule, e.step) for e in res.events]
+    step = ["step 10 | loss 2.5012 | lr 1e-4"]
+    for said in ("Detected NaN in gradients, stopping", "WARNING: Inf found in the grads of layer 3"):
+        assert [(r.rule, r.step) for r in reports(step + [said])] == [("nan_inf", 10)], said
+    assert reports(step + ["clipping in gradient space found no NaN issues"]) == []
+
+
 def test_paddleocr_s_nan_padded_to_its_width_is_a_nan():
     # PaddlePaddle/PaddleOCR issue #7057 (tests/data/reallogs/tune/paddleocr_pgnet_..): its logger formats values
     # `{:x<6f}`, a NaN as `nanxxx`

@@ -152,6 +152,11 @@ step line of their own.
       AssertionError: Rank 0: found NaN in local grad norm in backward pass before data-parallel communication collective. ..
           assert not norm.isnan(), (
 
+  A loop's own check of its gradients, saying so in words (``NaN``/``Inf`` detected or found in the gradients,
+  either order), whether it stops or skips the update (a loss scaler's skip says ``overflow``: above)::
+
+      WARNING - NaN detected in gradients of shared.weight. Skipping update.
+
   (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
   reads it as that step's ``nan_inf``.) A check that names its iteration is a ``nan_inf`` at that iteration:
   detectron2's ``SimpleTrainer._detect_anomaly`` (``detectron2/engine/train_loop.py``; the losses it found follow
@@ -271,7 +276,9 @@ _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during t
                         r"|Function '(\w+)' returned (nan|inf) values in its"
                         r"|found (?:NaN|Inf) in local grad norm|^\s*assert\b.*\bis(?:nan|inf|finite)\("
                         r"|(Non-finite norm encountered in torch\.nn\.utils\.clip_grad_norm_"
-                        r"|for gradients from `parameters` is non-finite)")
+                        r"|for gradients from `parameters` is non-finite)"
+                        r"|((?:NaN|Inf)s? (?:detected|found) in (?:the )?grad(?:ient)?s?\b"
+                        r"|(?:[Dd]etected|[Ff]ound) (?:NaN|Inf)s? in (?:the )?grad(?:ient)?s?\b)")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
@@ -297,7 +304,8 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "already at minimum", "Minimum loss scale", "scale is small", "scale is too small", "no valid values", "Watchdog caught", "EI000",
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
-         "infinite or NaN at iteration", "Unexpected result", "in local grad norm", "isnan(", "isinf(", "isfinite(",
+         "infinite or NaN at iteration", "Unexpected result", "in local grad norm", " in grad", " in the grad",
+         "isnan(", "isinf(", "isfinite(",
          "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
          "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ")
@@ -488,10 +496,12 @@ def _failure(line: str, parser):
         return parser.once(Report("nan_inf", step, math.nan, f"trainer: the loss or its gradients are not finite at "
                                   f"iteration {step} (its NaN check stopped training)", parser.rank))
     m = _NONFINITE.search(line) if ("Model diverged" in line or "NaN loss" in line or "values in its" in line
-                                    or "local grad norm" in line or "assert" in line or "on-finite" in line) else None
+                                    or "local grad norm" in line or "assert" in line or "on-finite" in line
+                                    or " in grad" in line or " in the grad" in line) else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
                 "the gradients' norm is not finite (PyTorch's clip_grad_norm_)" if m.group(4) else
+                "the gradients are not finite (its own check)" if m.group(5) else
                 "the loss or its gradients are not finite (its NaN check stopped training)")
         return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
                                   parser.rank))
