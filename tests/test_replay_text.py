@@ -607,6 +607,12 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tm
         return [(e.rule, e.step) for e in replay_file(str(path), Rules({"stall": {"startup_steps": 1,
                                                                                    "startup_seconds": 600.0}})).events]
     assert events(save) == [] and events(save[:3] + save[4:]) == [("stall", 3500)]
+    # an evaluation's line (a word for one, or a metric evaluations report) gets the same allowance: arcface_torch's
+    # 3.6 minutes of `[lfw][26000]Accuracy-Flip: ..` lines after 16 s steps (tune/arcface_torch_r100_fp16_..)
+    evaluating = "[titan] 2026-05-10 17:29:52,298 - root - INFO - Evaluating the validation set"
+    assert events(save[:3] + [evaluating] + save[4:]) == []
+    arcface = "arcface_torch_r100_fp16_steps_25000_26950_3100_to_2000_samples_s_after_eval_arcfacelog.log"
+    assert "stall" not in [e.rule for e in replay_file(str(DATA / "reallogs" / "tune" / arcface)).events]
 
 
 def test_a_line_led_by_bare_counts_numbers_its_step():

@@ -26,6 +26,9 @@ from ..watchdog import allowance
 # global_step100 is about to be saved!``); ``Saved ..``, ``Finished saving ..`` say it is done
 SAVING = re.compile(r"(?i)(?<!finished )(?<!done )\bsav(?:e|es|ing)\b\W+(?:\w+\W+){0,3}?"
                     r"(?:checkpoint|ckpt|model|weights)\b|checkpoint\b.{0,60}\bis about to be saved")
+# a line of an evaluation (a word for one, or a metric evaluations report: EFNet's ``Validation debug, # psnr: ..``,
+# arcface_torch's ``[lfw][26000]Accuracy-Flip: ..``, ``Test 00001088: 100%|..``)
+EVALUATING = re.compile(r"(?i)\b(?:eval\w*|valid\w*|test(?:ing)?|accuracy|top-?[15]|psnr|bleu)\b")
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # the last (date, hour) converted and its Unix time: lines come in order
 _last: tuple[tuple[str, str] | None, float] = (None, 0.0)

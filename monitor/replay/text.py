@@ -682,11 +682,14 @@ class Parser(base.Parser):
                 silence.record(item.step, line)
             elif clock.SAVING.search(line) is not None:
                 silence.busy()
-            elif (item is None or item.__class__ is Evaluation) and (idle := silence.idle(line)) is not None:
-                if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
-                    self.after.append(item)
-                return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
-                              f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+            elif item is None or item.__class__ is Evaluation:
+                if (idle := silence.idle(line)) is not None:
+                    if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
+                        self.after.append(item)
+                    return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
+                                  f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+                if item is not None or clock.EVALUATING.search(line) is not None:
+                    silence.busy()  # an evaluation runs: as long as a save may take
         return item
 
     def _silence(self) -> Silence:
