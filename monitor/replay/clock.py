@@ -61,7 +61,8 @@ class Silence:
     17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
     after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
     of silence once they pass the allowance (once per silence), else None; after a line saying a checkpoint save
-    begins (:meth:`busy`, :data:`SAVING`), the allowance is at least the start-up one until the next step record,
+    begins (:meth:`busy`, :data:`SAVING`) or a line of an evaluation within the allowance (:data:`EVALUATING`), the
+    allowance is at least the start-up one until the next step record,
     as the live watchdog's during a save (:meth:`~training_monitor.watchdog.Watchdog.busy`). Times are read only
     when needed (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
     """
@@ -89,7 +90,7 @@ class Silence:
         self.step, self.line, self.since, self.fired, self.slow = step, line, None, False, False
 
     def busy(self) -> None:
-        """A line says a checkpoint save begins."""
+        """A line says a checkpoint save begins, or an evaluation runs."""
         self.slow = True
 
     def took(self, count: int, step: int, line) -> None:
