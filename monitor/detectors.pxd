@@ -200,7 +200,7 @@ cdef class LossDegenerate(Detector):
     cdef double last
     cdef double high
     cdef double before
-    cdef double band
+    cdef double unit_bound
     cdef long long same_since
     cdef long long same_n
     cdef bint rounded
@@ -208,6 +208,7 @@ cdef class LossDegenerate(Detector):
     @cython.locals(x=double)
     cdef object update(self, Rec r)
     cdef bint floor(self, double x, double before)
+    cdef bint same(self, double d, double m)
     cdef void forget(self, long long step) noexcept
 
 

@@ -1410,7 +1410,7 @@ class LossDegenerate(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
-        self.band = 0.0  # how far from the run's first value (last) a loss is the same value
+        self.unit_bound = 10.0 ** (1 - self.frozen_digits)  # the most a print's last unit is of a precise value
         self.before = math.nan  # the value before the last one (its print's decimal places)
         self.repeated = False  # an earlier value was printed twice in a row or more
         self.rounded = False  # the zeros since same_since follow a value at the print's floor: its rounding
@@ -1424,14 +1424,11 @@ class LossDegenerate(Detector):
                 self.rounded = self.floor(abs(self.last), self.before)
             if not self.has_last or not self.rounded:
                 return x, r.step, f"loss is {x:g} at step {r.step}"
-        if not self.has_last or abs(x - self.last) > self.band:
+        if not self.has_last or not self.same(abs(x - self.last), abs(self.last)):
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
             self.high = max(self.high, x)
-            # a precise print moving by one unit of its last decimal place is the same value
-            self.band = max(self.same_ratio * abs(x),
-                            10.0 ** -decimals(x) if significant_digits(x) >= self.frozen_digits else 0.0)
             return None
         self.same_n += 1
         if self.same_n >= self.frozen_steps:
@@ -1451,6 +1448,15 @@ class LossDegenerate(Detector):
             return None
         return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "
                                     f"({why})")
+
+    def same(self, d, m):
+        """A loss ``d`` from the run's first value, of magnitude ``m``, is that value: within ``same_ratio`` of it
+        or, when it is printed with ``frozen_digits`` significant digits, one unit of its last decimal place (at
+        most ``unit_bound`` x ``m``: the print is read only then)."""
+        if d <= self.same_ratio * m:
+            return True
+        return (d <= self.unit_bound * m and significant_digits(self.last) >= self.frozen_digits
+                and d <= 10.0 ** -decimals(self.last))
 
     def floor(self, x, before):
         """``x`` (a magnitude) is at most ``floor_below`` and a single digit at the last decimal place of its print
