@@ -208,7 +208,8 @@ cdef class LossDegenerate(Detector):
     @cython.locals(x=double)
     cdef object update(self, Rec r)
     cdef bint floor(self, double x, double before)
-    cdef bint same(self, double d, double m)
+    @cython.locals(d=double, m=double)
+    cdef bint same(self, double x)
     cdef void forget(self, long long step) noexcept
 
 

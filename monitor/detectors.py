@@ -1424,7 +1424,7 @@ class LossDegenerate(Detector):
                 self.rounded = self.floor(abs(self.last), self.before)
             if not self.has_last or not self.rounded:
                 return x, r.step, f"loss is {x:g} at step {r.step}"
-        if not self.has_last or not self.same(abs(x - self.last), abs(self.last)):
+        if not self.has_last or not self.same(x):
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
             self.same_since, self.last, self.has_last, self.same_n = r.step, x, True, 1
@@ -1449,10 +1449,11 @@ class LossDegenerate(Detector):
         return x, self.same_since, (f"loss frozen at {x:g} for {self.same_n} records since step {self.same_since} "
                                     f"({why})")
 
-    def same(self, d, m):
-        """A loss ``d`` from the run's first value, of magnitude ``m``, is that value: within ``same_ratio`` of it
-        or, when it is printed with ``frozen_digits`` significant digits, one unit of its last decimal place (at
-        most ``unit_bound`` x ``m``: the print is read only then)."""
+    def same(self, x):
+        """The loss ``x`` is the run's first value (``last``): within ``same_ratio`` of it or, when that is printed
+        with ``frozen_digits`` significant digits, one unit of its last decimal place (at most ``unit_bound`` x
+        its magnitude: the print is read only then)."""
+        d, m = abs(x - self.last), abs(self.last)
         if d <= self.same_ratio * m:
             return True
         return (d <= self.unit_bound * m and significant_digits(self.last) >= self.frozen_digits

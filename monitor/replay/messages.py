@@ -277,8 +277,8 @@ _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during t
                         r"|found (?:NaN|Inf) in local grad norm|^\s*assert\b.*\bis(?:nan|inf|finite)\("
                         r"|(Non-finite norm encountered in torch\.nn\.utils\.clip_grad_norm_"
                         r"|for gradients from `parameters` is non-finite)"
-                        r"|((?:NaN|Inf)s? (?:detected|found) in (?:the )?grad(?:ient)?s?\b"
-                        r"|(?:[Dd]etected|[Ff]ound) (?:NaN|Inf)s? in (?:the )?grad(?:ient)?s?\b)")
+                        r"|((?:(?:NaN|Inf)s? (?:detected|found)|(?:[Dd]etected|[Ff]ound) (?:NaN|Inf)s?)"
+                        r" in (?:the )?grad(?:ient)?s?\b)")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
