@@ -141,8 +141,10 @@ class Metrics(Collector, Sink):
             v["train_last_step_timestamp_seconds"] = rec.timestamp
 
     def on_event(self, event: Event) -> None:
-        self.anomalies[event.rule] = self.anomalies.get(event.rule, 0) + 1
+        # the step and value first: a scrape (another thread) that sees the new count sees them too (collect
+        # reads the counts first)
         self.last_anomaly[event.rule] = (event.step, math.nan if event.value is None else event.value)
+        self.anomalies[event.rule] = self.anomalies.get(event.rule, 0) + 1
         if event.rule == "stall":
             self.values["train_stalled"] = 1
 
