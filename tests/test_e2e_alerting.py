@@ -117,6 +117,8 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
     for req in relayed_fs[:1] + relayed_dt[:1]:  # the same event, through Prometheus and Alertmanager
         text = text_of(req)
         assert "nan_inf on e2e" in text and "rank: 0" in text and "runbooks/nan_inf.md" in text, text
+        # the event's step and value from the rank's gauges, read even when the run has ended by then
+        assert f"step: {event.step}" in text and "value: nan" in text, text
     # the relay forwards only authenticated requests, so Alertmanager sent the token; the relay never logs it
     assert RELAY_TOKEN not in relay.output()
     # every message that reached the receiver was accepted, i.e. correctly signed
