@@ -84,6 +84,7 @@ cdef class Detector:
     cdef public long long skipped_run
     cdef object update(self, Rec r)
     cdef void forget(self, long long step) noexcept
+    cdef void resume(self, long long step) noexcept
 
 
 cdef class NanInf(Detector):
@@ -107,6 +108,7 @@ cdef class RobustSpike(Detector):
     cdef public double threshold, min_sigma_ratio, min_ratio, log_threshold, excursion_ratio, excursion_spread
     cdef public double excursion_min
     cdef Window history
+    cdef list levels
     cdef double ratio, least
     cdef object pending  # the event of a value over the bound awaiting confirmation
     cdef double pending_bound  # ... and the soft bound the next value must exceed
@@ -123,6 +125,8 @@ cdef class RobustSpike(Detector):
     cdef object event(self, long long step, double x, double m, double s)
     cdef bint corroborated(self, Rec r)
     cdef void forget(self, long long step) noexcept
+    @cython.locals(w=Window)
+    cdef void resume(self, long long step) noexcept
 
 
 cdef class LossSpike(RobustSpike):
@@ -293,6 +297,7 @@ cdef class Judge:
     cdef bint has_last
     cdef long long last
     cdef readonly bint went_back
+    cdef public long long raised_at
     cdef bint positional
     cdef Rec rec  # observe's
     cdef long long skipped_since, skipped_n
@@ -300,4 +305,4 @@ cdef class Judge:
     @cython.locals(det=Detector, i=Py_ssize_t)
     cdef object judge(self, Rec r)
     @cython.locals(det=Detector)
-    cdef void forget(self, long long step) noexcept
+    cdef void forget(self, long long step, bint resume=*) noexcept

@@ -486,6 +486,11 @@ class Detector:
     def forget(self, step):
         pass
 
+    def resume(self, step):
+        """The run went back to ``step`` after steps that raised nothing (:class:`Judge`): by default, forget
+        what was seen after it."""
+        self.forget(step)
+
     def rewind(self, step):
         self.forget(step)
 
@@ -664,6 +669,7 @@ class RobustSpike(Detector):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.history = Window(self.window)
+        self.levels = [self.history]  # the windows of values that say the level (resume keeps them)
         self.pending, self.pending_bound = None, 0.0
         self.label = ""  # the field's name in messages (the subclass's)
         self.ratio, self.least = 1.0 + self.min_ratio, self.threshold * self.min_sigma_ratio
@@ -754,6 +760,14 @@ class RobustSpike(Detector):
         self.history.rewind(step)
         self.pending = None
 
+    def resume(self, step):
+        """Past the warm-up, the values of the steps gone back over raised nothing and say the level the run
+        resumes at: they are kept, numbered ``step``; into the warm-up (a run started again), forgotten."""
+        if step > self.warmup_steps:
+            for w in self.levels:
+                w.renumber(step)
+        self.forget(step)
+
 
 @dataclass(frozen=True)
 class LossSpikeSettings(RobustSpikeSettings):
@@ -816,6 +830,7 @@ class LossSpike(RobustSpike):
         super().__init__(cfg)
         self.label = "loss"
         self.recent = Window(max(self.shift_steps, 1))  # the last shift_steps losses
+        self.levels.append(self.recent)
 
     def rise(self, step):
         """The sustained-rise test (see the class docstring) of the losses held, the newest at ``step``."""
@@ -957,6 +972,7 @@ class GradNormSpike(RobustSpike):
         super().__init__(cfg)
         self.label = "grad norm"
         self.losses = Window(self.window, lazy=True)  # read only when the grad norm is up
+        self.levels.append(self.losses)
         self.climb_every = max(self.climb_window // 2, 1)
         self.joint_since = NONE
         self.level_since = self.growth_since = NONE  # the first record of the run at the level, of the growth
@@ -1079,15 +1095,14 @@ class LossScaleSettings(RuleSettings):
 class LossScaleWatch(Detector):
     """Base of the loss-scale rules: the previous record's scale and the start-up calibration.
 
-    Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value
-    (2^32 in DeepSpeed and Megatron-LM): a record is calibration while no step known to be clean came before
-    it, its step is at most ``calibration_steps`` (the trainer's step: a log or a process that starts at
-    step 17060 is not at start-up) and it overflowed, or it does not say and its loss scale fell from the
-    previous record's (a trainer that prints no overflow flag: a dynamic scaler lowers the scale only on an
-    overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
-    clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and
-    so does the first record past ``calibration_steps``: a start-up that keeps overflowing past them is
-    trouble.
+    Calibration is the start of a fresh run, while a dynamic loss scale halves down from its initial value (2^32 in
+    Megatron-LM and many DeepSpeed configs, 2^16 by DeepSpeed's default): a record is calibration while no step
+    known to be clean came before it, its step is at most ``calibration_steps`` (the trainer's step: a log or a
+    process that starts at step 17060 is not at start-up) and it overflowed, or it does not say and its loss scale
+    fell from the previous record's (a trainer that prints no overflow flag: a dynamic scaler lowers the scale only
+    on an overflow), or it is the first record and does not say. The first clean step ends it (a record flagged
+    clean, or one without a flag whose scale did not fall; the fall into it is still calibration's), and so does the
+    first record past ``calibration_steps``: a start-up that keeps overflowing past them is trouble.
 
     Calibration is a fall from the scaler's initial scale (2^16 in apex, DeepSpeed and torch.amp's
     ``GradScaler``, 2^32 in Megatron-LM, 2^24 in MindSpore's ``DynamicLossScaleManager`` examples) to no lower
@@ -1960,6 +1975,12 @@ class Judge:
     :data:`EVALUATORS`' instances), over its evaluation losses. A record whose step is not after the previous
     one means the run went back (rollback, resume from a checkpoint): the detectors (evaluators included)
     first forget what they saw after the step before it, and :attr:`went_back` is True until the next record.
+    When the step is before the previous one and none of the steps gone back over raised anything
+    (:attr:`raised_at`: the step of the last record that did, or of an event reported otherwise), the run was
+    restarted, not rolled back from trouble (a crash, a preempted job resumed from its last checkpoint and
+    appended to the same log): the detectors ``resume``, and the spike rules keep those steps' values as the
+    level the resumed steps are judged against. (A record at the previous one's step is another rank's or
+    another phase's line of the same step: what came after the step before it is forgotten.)
 
     ``observe(rec)`` / ``judge(r)`` / ``evaluate(step, loss)`` return None (nothing fired) or a list of
     ``(rule_id, (value, onset_step, message))``, one per detector that fired, in rule order.
@@ -1982,6 +2003,7 @@ class Judge:
     def __init__(self, detectors, evaluators=()):
         self.detectors, self.evaluators = list(detectors), list(evaluators)
         self.has_last, self.went_back, self.last = False, False, 0
+        self.raised_at = NONE
         self.positional = False  # the next record's step is a position (by_position)
         self.rec = Rec()  # observe's
         self.skipped_since, self.skipped_n = NONE, 0  # the run of steps whose update was skipped, up to this one
@@ -2002,7 +2024,7 @@ class Judge:
         r.positional, self.positional = self.positional, False
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
-            self.forget(r.step - 1)
+            self.forget(r.step - 1, r.step < self.last and self.raised_at < r.step)
         self.has_last, self.last = True, r.step
         if r.overflow == 1 and not r.applied:
             if not self.skipped_n:
@@ -2025,6 +2047,8 @@ class Judge:
                     hit = (hit[0], hit[1], f"{hit[2]}; at the run's start (its first {self.warm[i]} steps): no "
                                            f"rollback", AT_START)
                 hits.append((det.cfg.id, hit))
+        if hits is not None:
+            self.raised_at = r.step
         return hits
 
     def observe(self, rec):
@@ -2043,10 +2067,14 @@ class Judge:
                 hits.append((det.cfg.id, hit))
         return hits
 
-    def forget(self, step):
+    def forget(self, step, resume=False):
+        """Forget what was seen after ``step``; ``resume``: the steps after it raised nothing (``Detector.resume``)."""
         self.skipped_n = 0
         for det in self.detectors:
-            det.forget(step)
+            if resume:
+                det.resume(step)
+            else:
+                det.forget(step)
         for det in self.evaluators:
             det.forget(step)
 

@@ -18,7 +18,8 @@ class Engine:
 
     Feeding the same records in the same order gives the same events: the engine has no clock and no
     randomness. A record whose step is not after the previous one means the run went back (rollback,
-    resume from a checkpoint): the detectors forget what they saw after that step.
+    resume from a checkpoint): the detectors forget what they saw after that step, unless none of the steps
+    gone back over raised anything (:class:`~training_monitor.detectors.Judge`).
 
     Args:
         rules: the rule set (``Rules.load()`` for the defaults).
@@ -92,6 +93,7 @@ class Engine:
         ``spared``: actions of the rule it does not ask for; ``trainer_step``: the trainer's number of the step
         when known otherwise (a replayed event log's; else from :attr:`offset`). Safe to call from another
         thread."""
+        self.judge.raised_at = step  # (a later go-back over it is no clean restart)
         return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details,
                              spared, trainer_step)
 

@@ -253,6 +253,22 @@ def test_same_records_same_events_and_rewind_forgets_the_future():
     assert [e.step for e in kept.events] == [81, 81]
 
 
+def test_a_restart_that_goes_back_over_healthy_steps_keeps_their_level():
+    # an excerpt of steps 500-690 at a loss of ~0.4, then the job is restarted from a checkpoint of step 300 and
+    # appended to the same log: its 1.6 at step 301 is judged against the level the abandoned steps said (none
+    # of them raised anything), not against the one record since the restart (0.5: a margin under
+    # excursion_min x 2 against one value)
+    level = [StepRecord(500 + 10 * i, loss=0.4 * (1 + 0.1 * ((-1) ** i))) for i in range(20)]
+    restart = [StepRecord(300, loss=0.5), StepRecord(301, loss=1.6)]
+    assert [(e.rule, e.step) for e in run(level + restart)] == [("loss_spike", 301)]
+    assert run(restart) == []
+    # the same records from a fresh start (the go-back is into the loss rule's warm-up, 10 steps): a new run
+    assert run(level + [StepRecord(1, loss=0.5), StepRecord(2, loss=1.6)]) == []
+    # another rank's line of the same step is no restart (seven ranks' step 18 of an mpirun log,
+    # tests/data/reallogs/heldout9/mindaudio_deepspeech2_..): no rank's loss is judged against the others'
+    assert run([StepRecord(18, loss=x) for x in (870.0, 911.5, 1010.1, 1261.9, 847.7, 1045.4, 870.5)]) == []
+
+
 def test_an_excursion_after_a_start_up_burst_is_judged_against_the_values_mad_not_their_range():
     # a DeepSpeed Ulysses fine-tune (tests/data/reallogs/tune/deepspeed_ulysses_..bigyang.log, iterations 0-13):
     # a start-up burst to 20.8, a level of 7.9-8.7, then 24.7; the burst stretches the range of the 13 losses
