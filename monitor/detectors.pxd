@@ -12,6 +12,7 @@ cdef class Rec:
     cdef long long step
     cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, callbacks, span, next_scale
     cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied, has_next_scale
+    cdef bint rolled_back
     cdef int overflow, unit
     cdef long long overflows
 
@@ -297,7 +298,7 @@ cdef class Judge:
     cdef bint has_last
     cdef long long last
     cdef readonly bint went_back
-    cdef public long long raised_at
+    cdef readonly long long raised_at
     cdef bint positional
     cdef Rec rec  # observe's
     cdef long long skipped_since, skipped_n

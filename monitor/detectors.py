@@ -33,7 +33,8 @@ class Rec:
     overflowed since the previous record (StepRecord.overflows), -1 unknown; ``applied``: the overflowed step's
     update was applied (StepRecord.overflow_applied); ``next_scale``: the scale the trainer set for the next step
     (StepRecord.loss_scale_next). ``positional``: the step is the record's position in a log
-    that numbers no steps (:meth:`Judge.by_position`). One is filled per record (:func:`rec_from`, or the
+    that numbers no steps (:meth:`Judge.by_position`). ``rolled_back``: the record is the first after the monitor
+    restored a checkpoint (StepRecord.slow_reason ``rollback``). One is filled per record (:func:`rec_from`, or the
     compiled reader)."""
 
     def __init__(self):
@@ -42,7 +43,7 @@ class Rec:
         self.period = self.wait = self.span = self.next_scale = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
         self.has_lr = self.has_next_scale = False
-        self.positional = self.applied = False
+        self.positional = self.applied = self.rolled_back = False
         self.overflow = self.overflows = -1
         self.unit = 0
 
@@ -90,6 +91,7 @@ def rec_from(r, rec):
     r.applied = rec.overflow_applied is True
     # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
     known_slow = rec.slow_reason is not None
+    r.rolled_back = rec.slow_reason == "rollback"
     v = rec.mfu
     r.has_mfu = v is not None and not known_slow
     if r.has_mfu:
@@ -1975,12 +1977,14 @@ class Judge:
     :data:`EVALUATORS`' instances), over its evaluation losses. A record whose step is not after the previous
     one means the run went back (rollback, resume from a checkpoint): the detectors (evaluators included)
     first forget what they saw after the step before it, and :attr:`went_back` is True until the next record.
-    When the step is before the previous one and none of the steps gone back over raised anything
-    (:attr:`raised_at`: the step of the last record that did, or of an event reported otherwise), the run was
-    restarted, not rolled back from trouble (a crash, a preempted job resumed from its last checkpoint and
-    appended to the same log): the detectors ``resume``, and the spike rules keep those steps' values as the
-    level the resumed steps are judged against. (A record at the previous one's step is another rank's or
-    another phase's line of the same step: what came after the step before it is forgotten.)
+    When the step is before the previous one, none of the records gone back over raised anything (:attr:`raised_at`:
+    the step of the last one that did; the records alone decide, so a record log fed again on a resume decides as
+    the live engine did) and the record is not the first after one of the monitor's rollbacks (``Rec.rolled_back``:
+    the live engine was rewound there, whatever asked for the rollback), the run was restarted, not rolled back from
+    trouble (a crash, a preempted job resumed from its last checkpoint and appended to the same log): the detectors
+    ``resume``, and the spike rules keep those steps' values as the level the resumed steps are judged against. (A
+    record at the previous one's step is another rank's or another phase's line of the same step: what came after
+    the step before it is forgotten.)
 
     ``observe(rec)`` / ``judge(r)`` / ``evaluate(step, loss)`` return None (nothing fired) or a list of
     ``(rule_id, (value, onset_step, message))``, one per detector that fired, in rule order.
@@ -2024,7 +2028,7 @@ class Judge:
         r.positional, self.positional = self.positional, False
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
-            self.forget(r.step - 1, r.step < self.last and self.raised_at < r.step)
+            self.forget(r.step - 1, r.step < self.last and self.raised_at < r.step and not r.rolled_back)
         self.has_last, self.last = True, r.step
         if r.overflow == 1 and not r.applied:
             if not self.skipped_n:

@@ -93,7 +93,6 @@ class Engine:
         ``spared``: actions of the rule it does not ask for; ``trainer_step``: the trainer's number of the step
         when known otherwise (a replayed event log's; else from :attr:`offset`). Safe to call from another
         thread."""
-        self.judge.raised_at = step  # (a later go-back over it is no clean restart)
         return self._publish(rule, step, step if onset is None else onset, value, message, source, rank, details,
                              spared, trainer_step)
 
