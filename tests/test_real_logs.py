@@ -175,8 +175,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout58 after scoring: four DeepSpeed overflows at steps 16-19 (65536 -> 4096), within the 24
     # start-up steps whose overflows may be calibration
     "deepspeed_llamafactory_baichuan13b_finetune_steps_16_19_overflow_every_step_scale_65536_to_4096_lf918.log",
-    # heldout62, first replay (not studied)
-    "custom_vse_updates_510_550_cost_308_to_11_7_then_nan_detected_ryankiros_vse10.log",
 })
 
 

@@ -153,9 +153,13 @@ step line of their own.
           assert not norm.isnan(), (
 
   A loop's own check of its gradients, saying so in words (``NaN``/``Inf`` detected or found in the gradients,
-  either order), whether it stops or skips the update (a loss scaler's skip says ``overflow``: above)::
+  either order), whether it stops or skips the update (a loss scaler's skip says ``overflow``: above), and a loop's
+  own check of its loss or any value, ``NaN detected`` or ``NaN loss detected`` (not ``No NaN detected``; a line
+  that names its value's finite number, ``detected nan/inf/spiky gradient (norm=2.18)``, or TensorBoard's ``NaN or
+  Inf found in input tensor``, a logged value, is none)::
 
       WARNING - NaN detected in gradients of shared.weight. Skipping update.
+      NaN detected
 
   (Keras' ``TerminateOnNaN``, ``Batch 38: Invalid loss, terminating training``, names its batch: the text reader
   reads it as that step's ``nan_inf``.) A check that names its iteration is a ``nan_inf`` at that iteration:
@@ -278,7 +282,8 @@ _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during t
                         r"|(Non-finite norm encountered in torch\.nn\.utils\.clip_grad_norm_"
                         r"|for gradients from `parameters` is non-finite)"
                         r"|((?:(?:NaN|Inf)s? (?:detected|found)|(?:[Dd]etected|[Ff]ound) (?:NaN|Inf)s?)"
-                        r" in (?:the )?grad(?:ient)?s?\b)")
+                        r" in (?:the )?grad(?:ient)?s?\b)"
+                        r"|((?<![Nn]o )\b(?:NaN|nan|Inf|inf)(?: loss)? detected\b)")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
@@ -305,6 +310,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", " in grad", " in the grad",
+         "NaN detected", "nan detected", "Inf detected", "inf detected", "NaN loss detected", "nan loss detected",
          "isnan(", "isinf(", "isfinite(",
          "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
@@ -497,11 +503,12 @@ def _failure(line: str, parser):
                                   f"iteration {step} (its NaN check stopped training)", parser.rank))
     m = _NONFINITE.search(line) if ("Model diverged" in line or "NaN loss" in line or "values in its" in line
                                     or "local grad norm" in line or "assert" in line or "on-finite" in line
-                                    or " in grad" in line or " in the grad" in line) else None
+                                    or " in grad" in line or " in the grad" in line or "detected" in line) else None
     if m is not None:
         what = (f"{m.group(2)} returned {m.group(3)} gradients (anomaly detection)" if m.group(2) else
                 "the gradients' norm is not finite (PyTorch's clip_grad_norm_)" if m.group(4) else
                 "the gradients are not finite (its own check)" if m.group(5) else
+                "a value is not finite (its own check)" if m.group(6) else
                 "the loss or its gradients are not finite (its NaN check stopped training)")
         return parser.hold(Report("nan_inf", parser.done, math.nan, f"trainer: {what} after step {parser.done}",
                                   parser.rank))
