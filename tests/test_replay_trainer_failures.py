@@ -408,10 +408,11 @@ def test_a_loop_s_own_bare_nan_check_is_a_nan_report_after_the_last_step():
     # ryankiros/visual-semantic-embedding issue #10 (tests/data/reallogs/tune/custom_vse_updates_510_550_..): the loop
     # prints `NaN detected` alone after its last `Epoch 2 Update 550 Cost 25.91058` line and stops
     step = ["step 10 | loss 2.5012 | lr 1e-4"]
-    for said in ("NaN detected", "2024-05-01 WARNING - NaN loss detected! Skipping batch.", "inf detected"):
+    for said in ("NaN detected", "2024-05-01 WARNING - NaN loss detected! Skipping batch.", "inf detected",
+                 "NaN detected in the loss, stopping"):
         assert [(r.rule, r.step) for r in reports(step + [said])] == [("nan_inf", 10)], said
     # a check that found nothing, a line naming its value's finite number, TensorBoard's warning on a logged value
-    for said in ("No NaN detected in the first 100 batches",
+    for said in ("No NaN detected in the first 100 batches", "NaN detected in input data: dropping 3 samples",
                  "WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.196656942367)",
                  "Warning: NaN or Inf found in input tensor."):
         assert [r.rule for r in reports(step + [said]) if r.rule == "nan_inf"] == [], said

@@ -154,9 +154,10 @@ step line of their own.
 
   A loop's own check of its gradients, saying so in words (``NaN``/``Inf`` detected or found in the gradients,
   either order), whether it stops or skips the update (a loss scaler's skip says ``overflow``: above), and a loop's
-  own check of its loss or any value, ``NaN detected`` or ``NaN loss detected`` (not ``No NaN detected``; a line
-  that names its value's finite number, ``detected nan/inf/spiky gradient (norm=2.18)``, or TensorBoard's ``NaN or
-  Inf found in input tensor``, a logged value, is none)::
+  own check of its loss, ``NaN detected``, ``NaN loss detected`` or ``NaN detected in the loss`` (not ``No NaN
+  detected``, nor ``NaN detected in the input data``: a data check; a line that names its value's finite number,
+  ``detected nan/inf/spiky gradient (norm=2.18)``, or TensorBoard's ``NaN or Inf found in input tensor``, a logged
+  value, is none)::
 
       WARNING - NaN detected in gradients of shared.weight. Skipping update.
       NaN detected
@@ -283,7 +284,7 @@ _NONFINITE = re.compile(r"Model diverged with loss = (NaN|Inf)|NaN loss during t
                         r"|for gradients from `parameters` is non-finite)"
                         r"|((?:(?:NaN|Inf)s? (?:detected|found)|(?:[Dd]etected|[Ff]ound) (?:NaN|Inf)s?)"
                         r" in (?:the )?grad(?:ient)?s?\b)"
-                        r"|((?<![Nn]o )\b(?:NaN|nan|Inf|inf)(?: loss)? detected\b)")
+                        r"|((?<![Nn]o )\b(?:NaN|nan|Inf|inf)(?: loss)? detected\b(?! in (?!(?:the )?loss\b)))")
 # ... naming the iteration whose loss or gradients were not finite: detectron2's ``_detect_anomaly``, Megatron-core's
 # rerun state machine (the RuntimeError it raises, and its log line; iteration -1 when it was not told the iteration)
 _NONFINITE_AT = re.compile(r"Loss became infinite or NaN at iteration=(-?\d+)"
