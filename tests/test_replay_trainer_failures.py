@@ -409,7 +409,7 @@ def test_a_loop_s_own_bare_nan_check_is_a_nan_report_after_the_last_step():
     # prints `NaN detected` alone after its last `Epoch 2 Update 550 Cost 25.91058` line and stops
     step = ["step 10 | loss 2.5012 | lr 1e-4"]
     for said in ("NaN detected", "2024-05-01 WARNING - NaN loss detected! Skipping batch.", "inf detected",
-                 "NaN detected in the loss, stopping"):
+                 "NaN detected in the loss, stopping", "Inf loss detected at rank 3"):
         assert [(r.rule, r.step) for r in reports(step + [said])] == [("nan_inf", 10)], said
     # a check that found nothing, a line naming its value's finite number, TensorBoard's warning on a logged value
     for said in ("No NaN detected in the first 100 batches", "NaN detected in input data: dropping 3 samples",

@@ -311,7 +311,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", " in grad", " in the grad",
-         "NaN detected", "nan detected", "Inf detected", "inf detected", "NaN loss detected", "nan loss detected",
+         "NaN detected", "nan detected", "Inf detected", "inf detected", "loss detected",
          "isnan(", "isinf(", "isfinite(",
          "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
