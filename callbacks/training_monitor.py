@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import threading
 import time
 import traceback
@@ -281,7 +282,7 @@ class TrainingMonitor(Callback):
         ledger's checksums, the event log closed) but the file_sd target stays: a post-mortem finds the step it
         died at and why, and Prometheus sees the exporter go down with the process (``TrainingExporterDown``)."""
         step = self.last_record.step if self.last_record is not None else 0
-        first = (str(exc).splitlines() or [""])[0][:300]
+        first = next((line.strip() for line in str(exc).splitlines() if _SAYS.match(line)), "")[:300]
         text = "".join(traceback.format_exception(type(exc), exc, tb))[-8000:]
         event = self.engine.report("trainer_crash", step, None, f"training raised {type(exc).__name__} after step "
                                    f"{step}: {first}", self.rank, "monitor", text)
@@ -900,7 +901,15 @@ class TrainingMonitor(Callback):
             if self.alerts is not None:
                 self.alerts.flush(5.0)
             self.event_log.close()
+            if self.record_log is not None:  # the rows of the steps before the stall
+                self.record_log.close()
             os._exit(3)
+
+
+# a line of an exception's message that says something: not blank, not a rule (`-----`), not a section heading as
+# MindSpore's RuntimeErrors put them between rules (`- C++ Call Stack: (For framework developers)`), which begin
+# the message with an empty line
+_SAYS = re.compile(r"\s*(?![-=*_\s]*$)(?!- [^:]*:(?: \(.*\))?\s*$)")
 
 
 def _seq_length(network) -> int | None:

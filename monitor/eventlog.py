@@ -17,13 +17,15 @@ class EventLog(Sink):
 
     Each event is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line is never
     interleaved with another writer's or left half-written by this process. Failures (disk full,
-    permissions) are logged once and the event is kept in memory (:attr:`unwritten`), never raised.
+    permissions) are logged once and the event is kept in memory (:attr:`unwritten`), never raised. A write
+    after :meth:`close` (an evaluation reported after the training call returned) opens the file for that write.
     """
 
     def __init__(self, path: str):
         self.path = path
         self.unwritten: list[dict] = []
         self._fd: int | None = None
+        self._failed = False  # opening or writing failed: events are kept in memory until the next open()
         self.open()
 
     def open(self) -> None:
@@ -31,8 +33,9 @@ class EventLog(Sink):
         if self._fd is not None:
             return
         try:
-            self._fd = open_append(self.path)
+            self._fd, self._failed = open_append(self.path), False
         except OSError as exc:
+            self._failed = True
             logger.error("event log {} cannot be opened ({}); events are kept in memory", self.path, exc)
 
     def on_event(self, event: Event) -> None:
@@ -40,14 +43,20 @@ class EventLog(Sink):
 
     def write(self, record: dict) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        once = self._fd is None and not self._failed  # closed: open for this write alone
+        if once:
+            self.open()
         if self._fd is not None:
             try:
                 os.write(self._fd, line)
                 return
             except OSError as exc:
                 logger.error("event log {} write failed ({}); events are kept in memory", self.path, exc)
-                os.close(self._fd)
-                self._fd = None
+                self._failed = True
+                self.close()
+            finally:
+                if once:
+                    self.close()
         self.unwritten.append(record)
 
     def close(self) -> None:

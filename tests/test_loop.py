@@ -1,6 +1,8 @@
 """The monitor in a functional training loop, written the way MindSpore's quick start (``value_and_grad``,
 ``train_step``) and its msrun tutorial (``epoch: 0, step: N, loss is X`` printed) write it: real MindSpore
 training on CPU, PyNative mode (MindSpore's default)."""
+import io
+import json
 import math
 import threading
 
@@ -15,7 +17,7 @@ from test_training import scrape
 from training_monitor.callbacks import LoopMonitor, ScaledLearningRate, TrainingMonitor
 from training_monitor.detectors import DETECTORS
 from training_monitor.log import logger
-from training_monitor.replay import replay_file
+from training_monitor.replay import replay_file, replay_paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -207,17 +209,26 @@ def test_the_monitor_stops_the_loop_and_its_failures_are_survived(tmp_path, log_
     assert len(losses) == 5 and sum("training monitor failed" in line for line in log_lines) == 5
 
 
-def test_an_exception_in_the_loop_is_a_trainer_crash(tmp_path):
+# MindSpore's RuntimeErrors put their text in sections between rules, the first one opening the message (the layout
+# of tests/data/reallogs/heldout3/mindspore_hccl_ei0006_socket_timeout.log)
+SECTIONED = ("\n----------------------------------------------------\n- Framework Error Message: (For framework "
+             "developers)\n----------------------------------------------------\nDistribute Task Failed,\nerror msg: "
+             "davinci_model : load task fail, return ret: 1343225860\n")
+
+
+@pytest.mark.parametrize("exc, said", [(ValueError("batch 7: labels out of range"), "batch 7: labels out of range"),
+                                       (RuntimeError(SECTIONED), "Distribute Task Failed,")])
+def test_an_exception_in_the_loop_is_a_trainer_crash(tmp_path, exc, said):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
 
     def boom(model, step):
         if step == 7:
-            raise ValueError("batch 7: labels out of range")
+            raise exc
 
-    with pytest.raises(ValueError):
+    with pytest.raises(type(exc)):
         train(mon, 20, each_step=boom)
     assert [(e.rule, e.step, e.message) for e in mon.kept.events] == [
-        ("trainer_crash", 7, "training raised ValueError after step 7: batch 7: labels out of range")]
+        ("trainer_crash", 7, f"training raised {type(exc).__name__} after step 7: {said}")]
     assert (tmp_path / "records_rank0.csv").read_text().splitlines()[-1].startswith("7,")
 
 
@@ -279,7 +290,6 @@ def test_an_overflowed_amp_step_alerts_without_a_rollback_and_the_schedule_s_lr_
     assert recorded[:41] == pytest.approx(lrs[:41], rel=1e-6) and recorded[20] < recorded[0]
     assert mon.last_record.lr == pytest.approx(lrs[-1], rel=1e-6) and lrs[-1] < 0.5 * lrs[0]
     # one engine, two feeds: the record log replayed gives the same events, actions and rollback
-    from training_monitor.replay import replay_paths
     from training_monitor.replay.runner import ReplayOptions
 
     (res,) = replay_paths([str(tmp_path)], options=ReplayOptions(checkpoint_every=5, healthy_after=5))
@@ -324,3 +334,56 @@ def test_the_quick_start_s_train_loop_called_each_epoch_is_one_run(tmp_path):
     steps = [int(line.split(",")[0]) for line in open(tmp_path / "records_rank0.csv").read().splitlines()[1:]]
     assert steps == [*range(1, 35), 31, 32]  # 36 steps; after going back to 30, the epoch's last 2
     assert '"action": "rollback"' in (tmp_path / "events_rank0.jsonl").read_text()
+
+
+def test_the_quick_start_s_printed_test_loop_and_its_evaluation_after_the_loop_decide_as_live(tmp_path):
+    # the quick start's train_loop (under the monitor) and test_loop, printing as it prints (`loss: 0.58  [  0/12]`,
+    # `Test: ` then ` Accuracy: 12.5%, Avg loss:      nan `), the test loss given to the monitor after the `with` block
+    # ended: the third test set carries a NaN. The event is in the event log; the printed log replays to the same
+    # evaluation event (no training step was NaN), and so does the monitor's output folder
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_seed(0)
+    mon = TrainingMonitor(output_dir=str(tmp_path / "out"), metrics_port=None)
+    model, loss_fn = Network(), nn.CrossEntropyLoss()
+    optimizer = nn.SGD(model.trainable_params(), 0.05)
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(model(x), y), None, optimizer.parameters)
+    printed = io.StringIO()
+
+    def train_loop(data_set):
+        size = data_set.get_dataset_size()
+        with LoopMonitor(mon, model, optimizer) as loop:
+            for batch, (data, label) in enumerate(loop.batches(data_set.create_tuple_iterator())):
+                loss, grads = grad_fn(data, label)
+                optimizer(grads)
+                loop.step(loss)
+                print(f"loss: {loss.asnumpy():>7f}  [{batch:>3d}/{size:>3d}]", file=printed)
+
+    def test_loop(data_set):
+        num_batches, total, test_loss, correct = data_set.get_dataset_size(), 0, 0, 0
+        for data, label in data_set.create_tuple_iterator():
+            pred = model(data)
+            total += len(data)
+            test_loss += loss_fn(pred, label).asnumpy()
+            correct += (pred.argmax(1) == label).asnumpy().sum()
+        test_loss /= num_batches
+        correct /= total
+        print(f"Test: \n Accuracy: {(100 * correct):>0.1f}%, Avg loss: {test_loss:>8f} \n", file=printed)
+        return float(test_loss)
+
+    for t in range(3):
+        print(f"Epoch {t + 1}\n-------------------------------", file=printed)
+        train_loop(ds.NumpySlicesDataset(arrays(12), column_names=["image", "label"], shuffle=False).batch(BATCH))
+        test = ds.NumpySlicesDataset(arrays(2, poison={0} if t == 2 else ()), column_names=["image", "label"])
+        mon.evaluated({"loss": test_loop(test.batch(BATCH))})
+    mon.close()
+    live = [(e.rule, e.step) for e in mon.kept.events]
+    assert live == [("eval_nan", 36)]
+    logged = [json.loads(line) for line in (tmp_path / "out" / "events_rank0.jsonl").read_text().splitlines()]
+    assert [(e["rule"], e["step"]) for e in logged] == live
+    (tmp_path / "out.log").write_text(printed.getvalue())
+    assert "Test: \n Accuracy: " in printed.getvalue() and "Avg loss:      nan \n" in printed.getvalue()
+    replayed = replay_file(str(tmp_path / "out.log"))
+    assert [(e.rule, e.step) for e in replayed.events] == [("eval_nan", 35)]  # the printed counts are 0-based
+    assert replayed.evaluations == 3
+    (res,) = replay_paths([str(tmp_path / "out")])
+    assert [(e.rule, e.step) for e in res.events] == live

@@ -327,6 +327,34 @@ def test_the_console_log_of_a_run_that_raised_replays_to_the_crash_after_its_las
     assert (crash.rule, crash.step, crash.source) == ("trainer_crash", 12, "monitor" if monitored else "trainer")
     assert "RuntimeError" in crash.message and "'Gather'" in crash.message
 
+STALLING = """
+import sys, time
+from mindspore.train import LossMonitor
+sys.path.insert(0, {tests!r})
+from train_helpers import AtStep, train
+from training_monitor.callbacks import TrainingMonitor
+
+def hang(cb):
+    if cb.cur_step_num == 25:
+        time.sleep(60)  # a collective that never returns
+
+rules = {{"stall": {{"min_seconds": 2, "factor": 1.0, "actions": ["alert", "stop"]}}}}
+train([TrainingMonitor(output_dir={out!r}, metrics_port=None, rules=rules), LossMonitor(), AtStep(hang)], steps=40)
+"""
+
+
+def test_the_stall_rule_s_stop_exits_with_status_3_after_writing_out_the_steps_before_the_stall(tmp_path):
+    # the watchdog thread ends the process (os._exit, the main thread being stuck): the record log's buffered rows,
+    # the steps just before the hang, are written out first, and the stall is in the event log
+    script, out = tmp_path / "train.py", tmp_path / "out"
+    script.write_text(STALLING.format(tests=os.path.join(ROOT, "tests"), out=str(out)))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 3, run.stderr[-3000:]
+    steps = [int(line.split(",")[0]) for line in (out / "records_rank0.csv").read_text().splitlines()[1:]]
+    assert steps == list(range(1, 26))
+    assert [(e["rule"], e["step"], e["source"]) for e in events(out) if "rule" in e] == [("stall", 25, "watchdog")]
+
+
 def test_model_train_called_for_each_epoch_with_an_evaluation_between_is_one_run(tmp_path, capsys):
     # a tutorial's epoch loop: `for epoch in range(n): model.train(1, ds, callbacks=..); evaluate(..)`, one monitor:
     # the trainer counts each call's steps from 1 again; the monitor numbers them on, writes every call's records

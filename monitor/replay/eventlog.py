@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from ..detectors import ACTIONS
+from ..detectors import ACTIONS, EVALUATORS
 from ..sinks import MAX_EVENTS
 from . import base
 from .base import ACTION, NOT_JSON, NUMBER, Report
@@ -46,16 +46,18 @@ def _value(v) -> float | None:
 
 def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Report]]:
     """The events of the event log ``path`` that the live monitor found outside the step records (source other
-    than ``rule``: the weights check's, the watchdog's), each with its time (Unix seconds), in the file's order,
-    the first ``limit`` of them (memory stays bounded). Lines that are no such event (rules' events, actions,
-    broken lines) are left out; a file that cannot be read raises OSError."""
+    than ``rule``: the weights check's, the watchdog's; the evaluation rules' events, :data:`EVALUATORS`: a record
+    log holds no evaluation), each with its time (Unix seconds), in the file's order, the first ``limit`` of them
+    (memory stays bounded). Lines that are no such event (the step rules' events, actions, broken lines) are left
+    out; a file that cannot be read raises OSError."""
     found: list[tuple[float, Report]] = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if len(found) >= limit:
                 break
             obj = json_object(line) if '"onset_step"' in line else None
-            if obj is None or obj.get("source", "rule") == "rule" or not isinstance(obj.get("time"), (int, float)):
+            if obj is None or obj.get("source", "rule") == "rule" and obj.get("rule") not in EVALUATORS or (
+                    not isinstance(obj.get("time"), (int, float))):
                 continue
             rep = _report(obj, 0)
             if isinstance(rep, Report):

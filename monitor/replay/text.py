@@ -284,6 +284,10 @@ _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+
 _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
 _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)
+# a line that only announces an evaluation, its values on the next line (the MindSpore quick start's ``Test: ``, then
+# `` Accuracy: 91.5%, Avg loss: 0.281200 ``)
+_EVAL_HEADING = re.compile(r"\s*(?:eval|evaluation|evaluating|validation|validating|valid|val|test|testing)"
+                           r"(?: (?:set|results?|metrics))?\s*[:.]*\s*", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # the step between a training loss's name and its value, as NVIDIA's Tacotron 2 and its kin print it (``Train loss
 # 12001 0.166141``; their evaluation's is ``Validation loss 8416:  0.71``): read as ``step 12001 Train loss ..``
@@ -900,6 +904,9 @@ class Parser(base.Parser):
         if step is None and "loss" in values and counter is not None and counter[0] == prev and (
                 self.last is None or counter[1] > self.last.step):
             return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
+        if step is None and "loss" in values and _EVAL_HEADING.fullmatch(prev, _prefix_end(prev)) and (
+                not _EVAL_START.match(text, _prefix_end(text))):
+            return self._line(prev.rstrip() + " " + text.lstrip(), bar, prev, joiner, prev_part)  # under its heading
         if step is None and "span_s" in values:
             self.ended = True  # an epoch's time
         if step is None and values.keys() == {"epoch"}:
