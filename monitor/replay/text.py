@@ -116,11 +116,13 @@ What a line becomes:
   before its step (insightface's ``.. Loss nan   LearningRate 0.001000`` / ``Epoch: 0   Global Step: 20 ..``):
   the record, now at that step;
 * a line with an evaluation value (``val loss``, ``eval_loss``, ``valid_loss``) or that begins with an
-  evaluation word, once the log has had step lines without one (until then such lines are its step lines: some
-  loops print the validation loss on every step line; their evaluation loss comes after their record, at their
-  step): an :class:`~.base.Evaluation` when it names an evaluation loss (:meth:`Parser._evaluation`), which the
-  runner hands to the engine's evaluation rules, else a summary; a bar with nothing else: a step record of its
-  count while the log has shown no step line (:meth:`Parser._counted`), else a progress bar;
+  evaluation word (or comes right after a line that only announces an evaluation: the quick start's ``Test: ``,
+  then `` Accuracy: 91.5%, Avg loss: 0.281200 ``), once the log has had step lines without one (until then
+  such lines are its step lines: some loops print the validation loss on every step line; their evaluation loss
+  comes after their record, at their step): an :class:`~.base.Evaluation` when it names an evaluation loss
+  (:meth:`Parser._evaluation`), which the runner hands to the engine's evaluation rules, else a summary; a bar
+  with nothing else: a step record of its count while the log has shown no step line (:meth:`Parser._counted`),
+  else a progress bar;
 * a line that is not a step line, with a time, after a silence of step lines longer than the ``stall`` rule
   allows (:class:`.clock.Silence`, as the live watchdog judges the clock): a ``stall`` report after the last
   step;
