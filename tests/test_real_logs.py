@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 65)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 66)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -178,6 +178,9 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout64 after scoring: a grad norm of 35.9 after 6.0 and 5.8, 47.0 three records before: under
     # the tenfold excursion the few-records test asks of a grad norm
     "megatron_lm_gpt3_7b_fp16_8gpu_iters_10_100_overflow_scale_262144_to_131072_grad_norm_35_9_at_50_fixstars_mdk.log",
+    # heldout65, first replay (not studied)
+    "cyclegan_pix2pix_horse2zebra_epoch1_iters_100_700_all_losses_nan_from_first_1220.log",
+    "llamacpp_finetune_llama3_8b_q8_lora_iters_0_52_loss_15_2_to_1_99_ckpt_saves_healthy_neoneye.log",
 })
 
 
