@@ -503,11 +503,14 @@ class TrainingMonitor(Callback):
                 self.engine = self.resumed.engine
                 self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
                 self._carry_lr_scale(cb.train_network)
-                if 0 < self._batches_before != self.resumed.entry.step:
+                entry = self.resumed.entry  # the trainer counts the batches consumed, rolled-back steps' too
+                saved = entry.step if entry.batches_consumed is None else entry.batches_consumed
+                if 0 < self._batches_before != saved:
                     logger.bind(report=True).error(
-                        "the trainer resumed at step {} but resume_from is the checkpoint of step {} ({}): the "
+                        "the trainer resumed at step {} but resume_from is the checkpoint of step {}{} ({}): the "
                         "detectors and the rollback targets are that step's, not the weights loaded; give "
-                        "resume_from the file the trainer loads", self._batches_before, self.resumed.entry.step,
+                        "resume_from the file the trainer loads", self._batches_before, saved,
+                        "" if saved == entry.step else f" (the monitor's step {entry.step}, after a rollback)",
                         self.resumed.path)
                 self.engine.offset = self._batches - self.resumed.entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)

@@ -114,6 +114,31 @@ def test_a_resume_from_another_step_than_the_trainer_s_is_an_error(tmp_path, log
                    for line in said)
 
 
+def test_a_resume_after_a_rollback_is_checked_against_the_batches_the_checkpoint_was_saved_after(tmp_path, log_lines):
+    # after a rollback the monitor's steps go back while the trainer's count of batches goes on: MindFormers resumes at
+    # the batches its checkpoint was saved after (its meta.json's step), which the ledger holds beside the monitor's
+    # step; resuming there is no error, resuming at the monitor's step is one (each from a run of its own: a resume
+    # carries the run's ledger on)
+    from mindformers.core.callback import MFLossMonitor
+    for initial, wrong in ((38, False), (30, True)):
+        settings = dict(output_dir=str(tmp_path / str(initial)), metrics_port=None, checkpoint_every=10,
+                        healthy_after=5)
+        first = TrainingMonitor(**settings)
+        train([first], steps=50, poison={27})
+        assert [(rb["at_step"], rb["to_step"]) for rb in first.rollbacks] == [(28, 20)]
+        assert first.ledger.wait(60)
+        entry = next(e for e in first.ledger.entries if e.step == 30)
+        assert entry.batches_consumed == 38  # 28 batches, back to 20, 10 more
+        log_lines.clear()
+        mf = MFLossMonitor(learning_rate=0.05, origin_epochs=1, dataset_size=50, initial_step=initial,
+                           global_batch_size=4)
+        train([mf, TrainingMonitor(resume_from=entry.path, **settings)], steps=2)
+        said = [line for line in log_lines if "the trainer resumed at step" in line]
+        assert len(said) == wrong
+        assert all("the trainer resumed at step 30 but resume_from is the checkpoint of step 38 (the monitor's step "
+                   "30, after a rollback)" in line for line in said)
+
+
 def test_scaled_learning_rate_from_a_mindformers_yaml_lr_config():
     import mindspore as ms
     import yaml
