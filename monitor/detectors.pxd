@@ -187,7 +187,7 @@ cdef class LossScaleCollapse(LossScaleWatch):
     cdef public double floor
     cdef public long long window, max_halvings
     cdef double highest
-    cdef bint floored
+    cdef bint floored, fixed
     cdef Steps drops
     @cython.locals(scale=double, prev=double, had=bint, n=Py_ssize_t, low=double, floored=bint)
     cdef object update(self, Rec r)

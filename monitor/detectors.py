@@ -1265,7 +1265,8 @@ class LossScaleCollapseSettings(LossScaleSettings):
     start-up: no calibration then, or kept for the next step on an overflow, or overflowing again after an
     overflow that left it there: the scaler at its minimum), or
     halved `max_halvings` times within `window` steps, after calibration
-    (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken."""
+    (as for overflow_storm). Healthy fp16 runs halve now and then; a collapse means the gradients are broken.
+    A scale held at `floor` from a run's start is no scaler's (bf16, a fixed scale of 1): not judged."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1288,12 +1289,13 @@ class LossScaleCollapse(LossScaleWatch):
     its scale of 1 follows a clean record): it is at its minimum. So does a
     scale of 0 (a dynamic scale fallen below the trainer's print precision, e.g. fairseq's ``loss_scale
     0.000``: no scaler runs at 0). A scale that never moved (static scaling, or bf16 with a scale of 1, a
-    skipped step among clean ones, past start-up) is not judged, nor is one that stays at ``floor`` after its
-    fall was reported (once per fall: the scale rises above ``floor`` before a next fall to it is one). A fall
-    counts :func:`halvings` halvings. A
-    record that says the scale the trainer set for the next step (``Rec.next_scale``: DeepSpeed's ``Attempted
-    loss scale: 2, reducing to 1``) is judged at the floor by the lower of the two: the log may end there.
-    Onset: the first halving of the fall."""
+    skipped step among clean ones, past start-up) is not judged, nor, whatever its overflows, one held at ``floor``
+    since a run's first record at start-up, no record naming the scale set next (no scaler: MindFormers'
+    ``scale_sense: 1.0``, Megatron's bf16 ``loss scale: 1.0``; its NaN steps are ``nan_inf``'s), nor is one
+    that stays at ``floor`` after its fall was reported (once per fall: the scale rises above ``floor`` before a
+    next fall to it is one). A fall counts :func:`halvings` halvings. A record that says the scale the trainer
+    set for the next step (``Rec.next_scale``: DeepSpeed's ``Attempted loss scale: 2, reducing to 1``) is judged
+    at the floor by the lower of the two: the log may end there. Onset: the first halving of the fall."""
 
     settings = LossScaleCollapseSettings
     rule = "loss_scale_collapse"
@@ -1309,6 +1311,7 @@ class LossScaleCollapse(LossScaleWatch):
         super().__init__(cfg)
         self.highest = 0.0
         self.floored = False  # the last record with a scale overflowed, its scale left at or below floor
+        self.fixed = False  # the scale has not moved since the run's first record, at start-up at or below floor
         self.drops = Steps(self.window)
 
     def update(self, r):
@@ -1316,11 +1319,15 @@ class LossScaleCollapse(LossScaleWatch):
         had = self.has_prev
         if not r.has_loss_scale:
             return None
+        if not had:
+            self.fixed = r.step <= self.calibration_steps and scale == self.floor
+        if had and scale != prev or r.has_next_scale:  # moved, or a scaler said what it sets next
+            self.fixed = False
         if scale > self.highest:
             self.highest = scale
         low = r.next_scale if r.has_next_scale and r.next_scale < scale else scale
         floored, self.floored = self.floored, r.overflow == 1 and low <= self.floor
-        if self.calibrating(r) and (r.overflow != 1 or low > self.floor):
+        if self.calibrating(r) and (r.overflow != 1 or low > self.floor) or self.fixed:
             return None
         n = self.drops.add(r.step, halvings(prev, scale) if had else 0)
         if (low <= self.floor < self.highest or low == 0.0

@@ -859,8 +859,23 @@ def test_start_up_overflows_at_a_low_first_scale_are_no_calibration():
     assert [e.rule for e in run(recs, lower)] == ["nan_inf"]  # from a first scale of 32 it is calibration
     # a scaler at its minimum from its first record (huggingface/transformers issue #14531: "Attempted loss scale:
     # 1, reducing to 1" on every step the excerpt shows, bar 98-101/24128): no calibration, a collapse
-    at_min = [StepRecord(1 + i, overflow=True, loss_scale=1.0) for i in range(3)]
+    at_min = [StepRecord(1 + i, overflow=True, loss_scale=1.0, loss_scale_next=1.0) for i in range(3)]
     assert fired(at_min, "loss_scale_collapse") == [(1, 1)]
+
+
+def test_a_scale_held_at_1_from_the_run_s_start_is_no_scaler_s():
+    # a bf16 run, or MindFormers' `scale_sense: 1.0` (a new user's trial): a fixed scale of 1 from step 1, and two
+    # steps whose gradients are NaN (overflow: the update skipped): a nan_inf, no loss-scale collapse
+    loss = noisy_losses(60)
+    recs = [StepRecord(i + 1, loss=math.nan if i in (49, 50) else loss[i], overflow=i in (49, 50), loss_scale=1.0)
+            for i in range(60)]
+    assert [(e.rule, e.step) for e in run(recs)] == [("nan_inf", 50), ("nan_inf", 51)]
+    # a scale that fell to 1 (a dynamic scaler) is a collapse at its fall; overflows at 1 in an excerpt that starts
+    # there past start-up (the fall came before it) are one
+    fell = [StepRecord(i + 1, loss=loss[i], overflow=i == 4, loss_scale=2.0 if i < 5 else 1.0) for i in range(6)]
+    assert fired(fell + recs[6:], "loss_scale_collapse") == [(6, 6)]
+    late = [StepRecord(r.step + 17000, loss=r.loss, overflow=r.overflow, loss_scale=1.0) for r in recs]
+    assert fired(late, "loss_scale_collapse") == [(17051, 17051)]
 
 
 def test_an_overflow_at_the_floor_after_one_that_left_the_scale_there_is_a_collapse():
@@ -926,7 +941,7 @@ def test_a_start_up_overflowing_at_the_floor_is_no_calibration():
     # deepspeedai/DeepSpeed PR #1593: a run's first overflow message "Attempted loss scale: 1, reducing to 1"
     # (the scaler at its minimum); issue #697: the fused optimizer's overflows at 1 on iteration 8
     for first in (1, 8):
-        recs = [StepRecord(first, overflow=True, loss_scale=1.0), StepRecord(first + 1, overflow=True, loss_scale=1.0)]
+        recs = [StepRecord(first + i, overflow=True, loss_scale=1.0, loss_scale_next=1.0) for i in range(2)]
         assert fired(recs, "loss_scale_collapse") == [(first, first)]
     # a calibration from 2^16 that overflows down to 1: its fall reaches the floor, a collapse there
     fall = [StepRecord(i + 1, overflow=True, loss_scale=2.0 ** (16 - i)) for i in range(17)]
