@@ -1311,7 +1311,7 @@ class LossScaleCollapse(LossScaleWatch):
         super().__init__(cfg)
         self.highest = 0.0
         self.floored = False  # the last record with a scale overflowed, its scale left at or below floor
-        self.fixed = False  # the scale has not moved since the run's first record, at start-up at or below floor
+        self.fixed = False  # the scale has not moved since the run's first record, at start-up at floor
         self.drops = Steps(self.window)
 
     def update(self, r):
