@@ -512,7 +512,7 @@ class TrainingMonitor(Callback):
                         "resume_from the file the trainer loads", self._batches_before, saved,
                         "" if saved == entry.step else f" (the monitor's step {entry.step}, after a rollback)",
                         self.resumed.path)
-                self.engine.offset = self._batches - self.resumed.entry.step
+                self.engine.offset = self._batches - entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
                 self._check_resumed_weights(run_context, cb.train_network, self.resumed)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):

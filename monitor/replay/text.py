@@ -278,18 +278,19 @@ _BARE_SHARE = re.compile(r"\s*(?:\d+m \d+s\s+(?:\(-\s*\d+m \d+s\)\s+)?\()?(\d{1,
                          r"\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?:\s+\D*)?$")
 # a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
 _WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
-_EVAL_WORD = re.compile(r"\b(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)  # (Caffe's `Test net`)
+_EVAL_NAMES = "eval|evaluation|validation|valid|val|test"  # the words that name an evaluation
+_EVAL_WORD = re.compile(rf"\b(?:{_EVAL_NAMES})\b", re.IGNORECASE)  # (Caffe's `Test net`)
 # a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
 _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
                        r"\(\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s*\)")
 # (lookup's hits) judged by nan_inf
 _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
 _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
-_EVAL_START = re.compile(r"\s*(?:eval|evaluation|validation|valid|val|test)\b", re.IGNORECASE)
+_EVAL_START = re.compile(rf"\s*(?:{_EVAL_NAMES})\b", re.IGNORECASE)
 # a line that only announces an evaluation, its values on the next line (the MindSpore quick start's ``Test: ``, then
 # `` Accuracy: 91.5%, Avg loss: 0.281200 ``)
-_EVAL_HEADING = re.compile(r"\s*(?:eval|evaluation|evaluating|validation|validating|valid|val|test|testing)"
-                           r"(?: (?:set|results?|metrics))?\s*[:.]*\s*", re.IGNORECASE)
+_EVAL_HEADING = re.compile(rf"\s*(?:{_EVAL_NAMES}|evaluating|validating|testing)(?: (?:set|results?|metrics))?"
+                           r"\s*[:.]*\s*", re.IGNORECASE)
 WRAPPED = 60  # characters of a line that may be the start of a hard-wrapped trainer message (see Parser._message)
 # the step between a training loss's name and its value, as NVIDIA's Tacotron 2 and its kin print it (``Train loss
 # 12001 0.166141``; their evaluation's is ``Validation loss 8416:  0.71``): read as ``step 12001 Train loss ..``
