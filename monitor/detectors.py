@@ -500,20 +500,23 @@ class Detector:
 @dataclass(frozen=True)
 class NanInfSettings(RuleSettings):
     """Loss not finite, or grad norm not finite on a step that was not flagged as a loss-scale overflow
-    (an overflow step is skipped by the trainer and handled by the loss scale)."""
+    (an overflow step is skipped by the trainer and handled by the loss scale), or the learning rate the
+    trainer logs not finite (its update writes NaN into the weights)."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     actions: tuple = override(RuleSettings, "actions", ('alert', 'rollback'))
 
 
 class NanInf(Detector):
-    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow. Onset: the first
-    of the records in a row that are so (one excursion: a logged run that did not roll back is asked for one
-    rollback, not one per NaN step); a record with a finite loss or grad norm ends the run."""
+    """Loss not finite; or grad norm not finite on a step not flagged as a loss-scale overflow; or the logged
+    learning rate not finite (a schedule dividing by zero, an LR restored as NaN: the step's update writes NaN
+    into every weight it touches, so the loss goes NaN a step later). Onset: the first of the records in a row
+    that are so (one excursion: a logged run that did not roll back is asked for one rollback, not one per NaN
+    step); a record with a finite loss or grad norm and no non-finite LR ends the run."""
 
     settings = NanInfSettings
     rule = "nan_inf"
-    reads = ('loss', 'grad_norm', 'overflow')
+    reads = ('loss', 'grad_norm', 'overflow', 'lr')
     plots = "loss"
 
     def __init__(self, cfg):
@@ -525,6 +528,8 @@ class NanInf(Detector):
             value, what = r.loss, f"loss is {r.loss} at step {r.step}"
         elif r.has_grad_norm and not finite(r.grad_norm) and r.overflow != 1:
             value, what = r.grad_norm, f"grad norm is {r.grad_norm} at step {r.step} without an overflow"
+        elif r.has_lr and not finite(r.lr):
+            value, what = r.lr, f"learning rate is {r.lr} at step {r.step}"
         else:
             if r.has_loss or r.has_grad_norm:
                 self.since = -1

@@ -47,6 +47,20 @@ def test_nan_loss_fires_at_its_step():
     assert "rollback" in ev.actions and ev.to_dict()["value"] == "nan"
 
 
+def test_a_learning_rate_not_finite_is_nan_inf_at_its_step_and_the_nan_loss_after_it_the_same_excursion():
+    # a schedule that divides by zero: the step's update writes NaN into the weights, the loss is NaN a step later
+    recs = [StepRecord(i + 1, loss=x, lr=1e-4) for i, x in enumerate(noisy_losses(50))]
+    recs += [StepRecord(51, loss=3.0, lr=math.nan), StepRecord(52, loss=math.nan, lr=math.nan),
+             StepRecord(53, loss=math.inf, lr=math.inf)]
+    events = run(recs)
+    assert [(e.rule, e.step, e.onset_step) for e in events] == [("nan_inf", 51, 51), ("nan_inf", 52, 51),
+                                                                 ("nan_inf", 53, 51)]
+    assert events[0].message.startswith("learning rate is nan at step 51") and "rollback" in events[0].actions
+    # a finite LR again with a finite loss ends the excursion: a later NaN LR is a new onset
+    recs += [StepRecord(54, loss=3.0, lr=1e-4), StepRecord(55, loss=3.0, lr=math.nan)]
+    assert [(e.step, e.onset_step) for e in run(recs)][-1] == (55, 55)
+
+
 def test_inf_grad_norm_on_an_overflow_step_is_the_loss_scale_s_job():
     recs = [StepRecord(1, loss=3.0, grad_norm=math.inf, overflow=True, loss_scale=65536.0)]
     assert run(recs) == []

@@ -164,6 +164,25 @@ def test_a_learning_rate_scheduler_keeps_a_rollback_s_lr_cut_and_the_lr_it_sets_
     assert mon.last_record.lr == pytest.approx(lrs[59])  # the LR trainer step 60 ran with
 
 
+def test_a_nan_in_the_lr_table_is_caught_at_its_step_and_a_rollback_that_cannot_cure_it_stops_the_run(tmp_path):
+    """A per-step LR table with a NaN (a schedule dividing by zero at one step): the step's update writes NaN into
+    the weights while its own loss is still finite. The monitor flags the LR at that step, before any NaN loss;
+    the rollback's LR cut cannot cure a NaN rate, so the same step fails again and the budget stops the run."""
+    table = nn.cosine_decay_lr(0.001, 0.05, 60, 60, 1)
+    table[20] = float("nan")  # trainer step 21 runs with it
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5,
+                          max_rollbacks=1)
+
+    def cell(net, opt):
+        return nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=ScaledLearningRate(table)))
+
+    with pytest.raises(SystemExit, match="rollback budget exhausted"):
+        train([mon], steps=60, cell=cell)
+    first = next(e for e in mon.kept.events if e.rule == "nan_inf")
+    assert (first.step, first.onset_step) == (21, 21) and first.message.startswith("learning rate is nan at step 21")
+    assert mon.rollbacks[0]["at_step"] == 21 and len(mon.rollbacks) == 1
+
+
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5,
                           max_rollbacks=1)
