@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 66)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 68)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -184,6 +184,14 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout65 after scoring: llama.cpp's `iter= 0 .. loss=0.000000`, printed before any loss is
     # computed, is a zero loss (which fires at once: a run whose loss is 0 from its first step is caught there)
     "llamacpp_finetune_llama3_8b_q8_lora_iters_0_52_loss_15_2_to_1_99_ckpt_saves_healthy_neoneye.log",
+    # heldout66, first replay (not studied)
+    "custom_gsmn_vse_eit_12400_13100_loss_le_frozen_25_6000_degenerate_gsmn10.log",
+    "keras_yolov4_batches_699_701_loss_718_6_then_nan_with_debug_prints_yolov4keras56.log",
+    "lightningdit_xl_imagenet_steps_5600_9600_steps_per_sec_5_3_to_0_66_throughput_drop_7500_hustvl.log",
+    # heldout67, first replay (not studied)
+    "gluoncv_ssd_epochs_0_19_speed_0_93_to_0_06_samples_per_sec_throughput_decay_sparkszs.log",
+    "yolov5_transformer_tqdm_epochs_36_38_of_299_box_obj_cls_nan_map_zero_ultralytics8421.log",
+    "yolov7_results_rows_epochs_0_7_of_149_all_losses_nan_from_epoch_6_wongkinyiu2139.log",
 })
 
 
