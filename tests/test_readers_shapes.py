@@ -242,6 +242,21 @@ def test_a_markdown_table_of_a_notebook_trainer_run_with_its_validation_column(t
     assert res.steps == 3 and res.events == []  # (a step line naming an evaluation loss counts as a step)
 
 
+def test_a_table_row_whose_bar_was_cut_short_is_a_row_at_its_epoch():
+    # ultralytics/yolov5 issue #8421, description: each epoch's bar cut after `100%|███` (the count and timing lost);
+    # tests/data/reallogs/tune/yolov5_transformer_tqdm_epochs_36_38_of_299_box_obj_cls_nan_map_zero_ultralytics8421.log
+    lines = [" Epoch   gpu_mem       box       obj       cls    labels  img_size",
+             "    36/299     11.7G       nan       nan       nan       180       640: 100%|███",
+             "               Class     Images     Labels          P          R     mAP@.5 mAP@",
+             "                 all         73          0          0          0          0          0"]
+    recs = _steps(lines)
+    assert [r.step for r in recs] == [36] and math.isnan(recs[0].loss)
+    # in a `|`-separated table a cell's `50%|` is no bar
+    from training_monitor.replay import tables
+    columns = tables.header("Step | Training Loss | Accuracy")
+    assert tables.row(columns, "10 | 0.6984 | 50%|") is None
+
+
 def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     from training_monitor.replay import tables
     assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None

@@ -9,7 +9,9 @@ notebook table ``Step | Training Loss | Validation Loss``, else two spaces apart
 among them a counter (a name the alias table, :mod:`.fields`, reads as the step or the epoch) and a loss
 (``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells as
 its header has columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number
-(``nan`` too); the other cells (``9.95G``, ``640``) are left as they are. Other lines, the validation tables between
+(``nan`` too); the other cells (``9.95G``, ``640``) are left as they are. The row ends where its bar starts, a whole
+one or one cut short (``640: 100%|███``, the count and timing lost to a terminal's width or a poster's cut; in a
+table not ``|``-separated). Other lines, the validation tables between
 the rows (``Class Images Instances Box(P R mAP50 mAP50-95)``, whose rows count nothing), are no rows of it. A row's
 named values are the line's: its losses one line's (:func:`.fields.resolve`: several named parts are summed, a NaN
 in any one is the sum's), its step found as any step line's (:mod:`.text`: the epoch from the counter, the bar's
@@ -26,6 +28,9 @@ _COUNT = re.compile(r"(\d+)(?:/(\d+))?")
 _COUNTERS = frozenset(("step", "epoch"))
 _LOSSES = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))
 _APART = re.compile(r"\s{2,}")
+# a tqdm bar cut short at the line's end, its count and timing lost (a terminal's width, a poster's cut):
+# ``640: 100%|███``
+_CUT_BAR = re.compile(r"\s*\d{1,3}%\|[^|]*$")
 
 
 def _cells(line: str, sep: str | None) -> list[str]:
@@ -55,7 +60,7 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
     :func:`.text.pairs` gives a line's); ``evaluations`` the evaluation columns' values by name
     (``Validation Loss``)."""
     sep, columns = table
-    cells = _cells(line.rstrip().rstrip(":"), sep)
+    cells = _cells((line if sep == "|" else _CUT_BAR.sub("", line)).rstrip().rstrip(":"), sep)
     if len(cells) != len(columns):
         return None
     found, evaluations = [], {}
