@@ -139,6 +139,7 @@ class Relay:
         # payload -> sink name -> hashes of the alerts that sink took, for payloads answered 503
         self._taken: OrderedDict[int, dict[str, set[int]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._runbook_said = False  # a runbook link outside alerts.runbook_base was logged as left out
         try:
             self.server = Server(self.app, host, port, limits, name="monitor-relay")
         except OSError:
@@ -174,6 +175,12 @@ class Relay:
                       for i, a in enumerate(items[:MAX_ALERTS])]
         except ValueError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+        if not self._runbook_said and any(a.get("annotations", {}).get("runbook_url") and not b.runbook
+                                          for a, b in zip(items, alerts)):
+            self._runbook_said = True
+            logger.warning("relay: a runbook_url outside alerts.runbook_base ({}) is left out of the messages (set "
+                           "alerts.runbook_base to the base the alert rules' links use); logged once",
+                           self.config.runbook_base or "not set")
         targets = self.sender.targets(sink)
         if not targets:
             return HTTPStatus.NOT_FOUND, {"error": f"no sink named {sink!r}"}

@@ -257,23 +257,35 @@ def test_relay_forwards_an_alertmanager_notification_and_rejects_bad_requests(re
 
 
 def test_a_digest_of_long_chinese_summaries_fits_every_vendor_s_size_bound(receiver):
-    # 12 alerts whose summaries are 1000 Chinese characters (the relay's cap per summary): the message text is
-    # cut to each vendor's bound in bytes of UTF-8 (the receivers refuse a larger one, as the vendors do), and
-    # the JSON body is sent as UTF-8 (escaped as \uXXXX it would be twice as large)
+    # 12 alerts whose summaries are 1000 Chinese characters (the relay's cap per summary): the message fits each
+    # vendor's bound in bytes of UTF-8 (the receivers refuse a larger one, as the vendors do) by listing fewer
+    # alerts, whole lines, and counting the rest, the dashboard link kept; the JSON body is sent as UTF-8 (escaped
+    # as \uXXXX it would be twice as large). One alert alone has its summary cut, its links kept.
     import dataclasses
+    import re
 
     u = receiver.url
     s = sender(receiver, {"name": "f", "type": "feishu", "url": f"{u}/feishu/hook", "secret_env": "FEISHU_SECRET"},
                {"name": "d", "type": "dingtalk", "url": f"{u}/dingtalk/robot/send?access_token=T0K",
                 "secret_env": "DINGTALK_SECRET"},
-               {"name": "w", "type": "wecom", "url": f"{u}/wecom/send?key=K3Y"})
+               {"name": "w", "type": "wecom", "url": f"{u}/wecom/send?key=K3Y"},
+               {"name": "s", "type": "slack", "url": f"{u}/slack/T/B/X"})
     base = nan_alert()
     s.send([dataclasses.replace(base, rank=r, summary="损失值为非数" * 200) for r in range(12)])
-    for prefix in ("/feishu", "/dingtalk", "/wecom"):
+    for prefix in ("/feishu", "/dingtalk", "/wecom", "/slack"):
         (req,) = receiver.wait_for(prefix)
-        assert "损失值为非数" in text_of(req) and text_of(req).rstrip().endswith("…"), prefix
-    stats = s.close(2)
-    assert all(st["sent"] == 12 and st["failed"] == 0 for st in stats.values()), stats
+        text = text_of(req)
+        listed = len(re.findall(r"^- \S+ nan_inf on llama-7b rank ", text, re.M))
+        more = re.search(r"\.\.\. and (\d+) more: \S+ nan_inf on llama-7b x(\d+)", text)
+        assert 0 < listed < 12 and more and int(more[1]) == int(more[2]) == 12 - listed, (prefix, listed, text[-300:])
+        assert text.count("损失值为非数" * 200) == listed - (prefix == "/slack"), prefix  # (Slack's one line: cut)
+        assert "grafana.example/d/overview" in text, prefix
+    assert all(st["sent"] == 12 and st["failed"] == 0 for st in s.close(2).values())
+    s = sender(receiver, {"name": "w", "type": "wecom", "url": f"{u}/wecom/send?key=K3Y"})
+    s.send([dataclasses.replace(base, summary="损失值为非数" * 400)])
+    text = text_of(receiver.wait_for("/wecom", 2)[1])
+    assert "…" in text and "git.example/runbooks/nan_inf.md" in text and "grafana.example" in text
+    assert s.close(2)["w"]["sent"] == 1
 
 
 def test_an_alert_only_event_says_the_step_s_rollback_was_another_rule_s(receiver):
@@ -291,3 +303,95 @@ def test_an_alert_only_event_says_the_step_s_rollback_was_another_rule_s(receive
     assert actions == {"loss_spike": "rolled back to the healthy checkpoint at step 125",
                        "grad_norm_spike": "alert only; at this step: rolled back to the healthy checkpoint at step 125"}
     s.close(2)
+
+
+def test_one_alert_per_excursion_a_new_onset_or_another_action_alerts_again(receiver):
+    # a run that does not roll back: its NaN loss is an event at every step (event log, metrics), one alert in chat
+    engine = Engine()
+    s = sender(receiver, {"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in"})
+    for step in range(1, 61):
+        events = engine.observe(StepRecord(step, loss=math.nan if 31 <= step <= 40 or step >= 50 else 3.0 + 0.01 * (step % 7)))
+        if events:
+            s.on_action(events, "rollback is off")
+    assert s.flush(10)
+    sent = [a for r in receiver.delivered("/webhook") for a in r["body"]["alerts"]]
+    assert [(a["rule"], a["step"], a["onset_step"]) for a in sent] == [("nan_inf", 31, 31), ("nan_inf", 50, 50)]
+    assert s.close(2)["g"]["sent"] == 2
+
+
+@pytest.mark.slow
+def test_a_sink_waiting_between_retries_is_healthy_and_a_post_hanging_at_close_is_counted_failed(receiver, log_lines):
+    from services import free_port
+
+    # down (nothing listens): retried with backoff 1, 2, 4 s... past 3 timeouts + 5 s; the thread is not stuck
+    s = sender(receiver, {"name": "down", "type": "webhook", "url": f"http://127.0.0.1:{free_port()}/in",
+                          "timeout_s": 0.2})
+    s.send([Alert("nan_inf", "critical", "loss is nan", step=1)])
+    time.sleep(3 * 0.2 + 5 + 1.5)
+    st = s.stats()["down"]
+    assert st["retries"] >= 3 and st["sender"] == "ok" and s.healthy(), st
+    assert s.close(0.2)["down"]["failed"] == 1
+    # a post hanging when training ends: it and what waits behind it are counted as failed, and logged
+    receiver.hang["/webhook"] = 6.0
+    s = sender(receiver, {"name": "slow", "type": "webhook", "url": f"{receiver.url}/webhook/in", "timeout_s": 10})
+    s.send([Alert("nan_inf", "critical", "loss is nan", step=1)])
+    wait_until(lambda: receiver.arrived, 5, "the post to reach the hung endpoint")
+    s.send([Alert("loss_spike", "warning", f"spike {i}", step=i) for i in (2, 3)])
+    st = s.close(0.2)["slow"]
+    assert (st["sent"], st["failed"], st["queued"], st["sending"]) == (0, 3, 0, 0), st
+    assert any("slow: 3 alerts not delivered before shutdown (a post still hanging)" in x for x in log_lines)
+
+
+def test_a_chat_vendor_s_2xx_without_its_json_reply_is_a_failure_and_a_resolved_alert_ends_in_alertmanager():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class LoginPage(BaseHTTPRequestHandler):  # a proxy answering 200 with a page of its own
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>sign in</html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoginPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        cfg, _ = AlertsConfig.load({"sinks": [{"name": "f", "type": "feishu", "url": url},
+                                              {"name": "g", "type": "webhook", "url": url}]})
+        s = AlertSender(cfg)
+        s.send([nan_alert()])
+        st = s.close(5)
+        assert (st["f"]["sent"], st["f"]["failed"], st["g"]["sent"]) == (0, 1, 1)  # (a plain webhook: any 2xx)
+    finally:
+        server.shutdown()
+    from training_monitor.alerts.platforms import PLATFORMS
+    resolved = Alert.from_alertmanager({"status": "resolved", "labels": {"alertname": "TrainingStalled"},
+                                        "startsAt": "2026-11-30T14:00:00Z", "endsAt": "2026-11-30T14:05:00Z"})
+    (item,) = PLATFORMS["alertmanager"].request("http://am:9093", None, [resolved])[1]
+    assert item["endsAt"].startswith("2026-11-30T14:05:00")
+    (item,) = PLATFORMS["alertmanager"].request("http://am:9093", None, [nan_alert()])[1]
+    assert "endsAt" not in item
+
+
+def test_the_relay_says_once_that_it_left_a_runbook_link_outside_its_base_out(receiver, log_lines):
+    from training_monitor.relay import Relay
+
+    cfg, _ = AlertsConfig.load({"runbook_base": "https://git.example/runbooks",
+                                "sinks": [{"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in"}]})
+    relay = Relay(cfg, port=0)
+    alert = {"labels": {"alertname": "TrainingStalled"}, "annotations": {
+        "summary": "no step for 10 min", "runbook_url": "https://wiki.internal/ml/runbooks/stall.md"}}
+    try:
+        for n in (1, 2):
+            relay.forward({"alerts": [dict(alert, startsAt=f"2026-11-30T14:0{n}:00Z")]}, None)
+        sent = [a for r in receiver.wait_for("/webhook") for a in r["body"]["alerts"]]
+        assert sent and all(a["runbook"] == "" for a in sent)
+        said = [x for x in log_lines if "runbook_url outside alerts.runbook_base" in x]
+        assert len(said) == 1 and "https://git.example/runbooks" in said[0]
+    finally:
+        relay.close(2)

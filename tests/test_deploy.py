@@ -277,3 +277,17 @@ def test_a_file_sd_target_of_a_wildcard_address_is_one_other_machines_reach(tmp_
         assert host and not is_loopback(host), target
     [target] = json.loads(open(write_file_sd_target(str(tmp_path), "r", 1, "::1", 9401)).read())
     assert target["targets"] == ["[::1]:9401"]  # an IPv6 address in brackets
+
+
+def test_the_shipped_relay_config_loads_its_sinks_from_the_environment():
+    from training_monitor.alerts import AlertsConfig
+
+    env = {"FEISHU_WEBHOOK": "https://open.feishu.cn/open-apis/bot/v2/hook/x", "FEISHU_SECRET": "s",
+           "DINGTALK_WEBHOOK": "https://oapi.dingtalk.com/robot/send?access_token=x", "DINGTALK_SECRET": "s",
+           "WECOM_WEBHOOK": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=x",
+           "SLACK_WEBHOOK": "https://hooks.slack.com/services/T/B/x"}
+    config, problems = AlertsConfig.load(str(ROOT / "deploy" / "relay.yaml"), environ=env)
+    assert not problems and [s.type for s in config.sinks] == ["feishu", "dingtalk", "wecom", "slack"]
+    assert config.runbook_base.startswith("https://")  # (the shipped rules' relative links go under it)
+    config, problems = AlertsConfig.load(str(ROOT / "deploy" / "relay.yaml"), environ={})
+    assert not config.sinks and len(problems) == 4  # each sink disabled with its own error line

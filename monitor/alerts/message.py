@@ -46,6 +46,7 @@ class Alert:
         dashboard: link to the Grafana dashboard of the run, or empty.
         status: ``firing`` or ``resolved``.
         starts_at: Unix time at which it fired.
+        ends_at: Unix time at which a resolved alert ended (0: unknown).
     """
 
     rule: str
@@ -62,6 +63,7 @@ class Alert:
     dashboard: str = ""
     status: str = "firing"
     starts_at: float = 0.0
+    ends_at: float = 0.0
 
     @classmethod
     def from_event(cls, event, run: str, action: str = "", runbook_base: str = "", dashboard: str = "",
@@ -124,7 +126,8 @@ class Alert:
                    action=notes.get("action", "")[:MAX_FIELD],
                    value=_float(notes.get("value")), runbook=runbook[:MAX_TEXT],
                    dashboard=(links[0] if links else home)[:MAX_TEXT],
-                   status=status, starts_at=_unix(alert.get("startsAt")))
+                   status=status, starts_at=_unix(alert.get("startsAt")),
+                   ends_at=_unix(alert.get("endsAt")) if status == "resolved" else 0.0)
 
     def key(self) -> tuple:
         """What makes two alerts the same one (a retried webhook, a repeated notification)."""

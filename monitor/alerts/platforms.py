@@ -14,8 +14,8 @@ held back by the rate limit) into one HTTP POST. Formats and limits, as each ven
   20 per minute. Replies ``{"errcode": 0}``.
 * ``webhook``: any endpoint, ``{"alerts": [Alert fields...]}``; success is any 2xx.
 * ``alertmanager``: Alertmanager's v2 API, ``POST {url}/api/v2/alerts`` with a list of
-  ``{"labels", "annotations", "startsAt"}``; labels are ``alertname`` (the rule), ``rule``,
-  ``severity``, ``run``, ``rank`` and ``source``; steps and values go in annotations (never labels).
+  ``{"labels", "annotations", "startsAt"}`` (and ``endsAt`` for a resolved alert); labels are ``alertname`` (the
+  rule), ``rule``, ``severity``, ``run``, ``rank`` and ``source``; steps and values go in annotations (never labels).
 
 Every text that comes from an alert is escaped for the platform's markup (:meth:`Platform.escape`), so a
 label or annotation can neither mention anyone (Slack ``<!channel>``, Feishu ``<at user_id="all">``,
@@ -88,10 +88,13 @@ class Platform(abc.ABC):
         """The configured mentions, as the text writes them ("" for none)."""
         return " ".join(self.mention_all if i == "all" else self.mention.format(i) for i in ids)
 
+    json_reply = False  # the vendor answers success with a JSON object: a 2xx without one (a proxy's page) failed
+
     def verdict(self, status: int, body: dict | None) -> tuple[str, str]:
-        """``("ok"|"retry"|"fail", reason)`` for a 2xx reply whose JSON body is ``body``."""
+        """``("ok"|"retry"|"fail", reason)`` for a 2xx reply whose JSON body is ``body`` (None: not a JSON
+        object)."""
         if body is None:
-            return "ok", ""
+            return ("fail", f"HTTP {status} without the vendor's JSON reply") if self.json_reply else ("ok", "")
         code = body.get("errcode", body.get("code", body.get("StatusCode")))
         if code in (None, 0):
             return "ok", ""
@@ -100,33 +103,50 @@ class Platform(abc.ABC):
 
     def text(self, alerts: list[Alert], mentions=()) -> str:
         """The message body: one alert's facts, or a digest with one line per alert; every alert text
-        escaped, then the configured mentions."""
+        escaped, then the configured mentions. Within the vendor's bound (:attr:`max_bytes`) the links and a
+        digest's count of what it does not list are kept: one alert's summary is cut, a digest lists fewer
+        alerts (whole lines) and counts the rest."""
         e = self.escape
+        tail = "\n" + self.mentions(mentions) if mentions else ""
+        room = None if self.max_bytes is None else self.max_bytes - len(tail.encode())
         if len(alerts) == 1:
             a = alerts[0]
-            lines = [self.bold.format(e(a.title())), e(a.summary)]
-            for name, value in a.facts():
-                shown = self._link(value, name) if name in ("runbook", "dashboard") else e(value)
-                lines.append(f"{name}: {shown}")
+            facts = [f"{n}: {self._link(v, n) if n in ('runbook', 'dashboard') else e(v)}" for n, v in a.facts()]
+            head, summary = self.bold.format(e(a.title())), e(a.summary)
+            if room is not None:
+                summary = cut(summary, room - len("\n".join([head, "", *facts]).encode()))
+            text = "\n".join([head, summary, *facts])
         else:
-            lines = [self.bold.format(e(self.title(alerts)))]
             ordered = sorted(alerts, key=lambda a: _SEVERITY_ORDER.get(a.severity, 2))
-            for a in ordered[:MAX_LINES]:
-                where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
-                action = f" -> {e(a.action)}" if a.action else ""
-                runbook = f" ({self._link(a.runbook, 'runbook')})" if a.runbook else ""
-                lines.append(f"- {e(a.title())} {e(where)}: {e(a.summary)}{action}{runbook}")
-            dashboards = sorted({a.dashboard for a in ordered[:MAX_LINES] if a.dashboard})
-            lines += [f"dashboard: {self._link(d, d)}" for d in dashboards]
-            if len(alerts) > MAX_LINES:
-                rest = Counter(a.title() for a in ordered[MAX_LINES:])
-                lines.append(f"... and {len(alerts) - MAX_LINES} more: "
-                             + ", ".join(f"{e(title)} x{n}" for title, n in rest.most_common()))
-        text = "\n".join(lines)
-        tail = "\n" + self.mentions(mentions) if mentions else ""
-        if self.max_bytes is not None:
-            text = cut(text, self.max_bytes - len(tail.encode()))
+            dashboards = [f"dashboard: {self._link(d, d)}"
+                          for d in sorted({a.dashboard for a in ordered[:MAX_LINES] if a.dashboard})]
+            shown = min(len(ordered), MAX_LINES)
+            while True:
+                lines = [self._line(a, e(a.summary)) for a in ordered[:shown]]
+                rest = Counter(a.title() for a in ordered[shown:])
+                more = [f"... and {len(ordered) - shown} more: "
+                        + ", ".join(f"{e(title)} x{n}" for title, n in rest.most_common())] if rest else []
+                frame = [self.bold.format(e(self.title(alerts))), *dashboards, *more]
+                text = "\n".join(frame[:1] + lines + frame[1:])
+                over = 0 if room is None else len(text.encode()) - room
+                if over <= 0:
+                    break
+                if shown == 1:  # one line left: its summary is cut
+                    summary = e(ordered[0].summary)
+                    line = self._line(ordered[0], cut(summary, len(summary.encode()) - over))
+                    text = "\n".join(frame[:1] + [line] + frame[1:])
+                    break
+                shown -= 1
+        if room is not None:
+            text = cut(text, room)
         return text + tail
+
+    def _line(self, a: Alert, summary: str) -> str:
+        """``a``'s line in a digest, with ``summary`` (escaped) as its summary."""
+        where = " ".join(f"{k} {v}" for k, v in a.facts() if k in ("rank", "step", "value"))
+        action = f" -> {self.escape(a.action)}" if a.action else ""
+        runbook = f" ({self._link(a.runbook, 'runbook')})" if a.runbook else ""
+        return f"- {self.escape(a.title())} {self.escape(where)}: {summary}{action}{runbook}"
 
     def title(self, alerts: list[Alert]) -> str:
         """The message title, escaped."""
@@ -138,6 +158,7 @@ class Platform(abc.ABC):
 
 class Slack(Platform):
     limits = ((1, 1.0),)
+    max_bytes = 3000  # a section block's text of at most 3000 characters
     bold, link = "*{}*", "<{url}|{text}>"
     mention, mention_all = "<@{}>", "<!channel>"
 
@@ -148,12 +169,13 @@ class Slack(Platform):
     def request(self, url, secret, alerts, mentions=()):
         text = self.text(alerts, mentions)
         return url, {"text": self.title(alerts), "blocks": [{"type": "section", "text": {"type": "mrkdwn",
-                                                                                        "text": text[:3000]}}]}
+                                                                                        "text": text}}]}
 
 
 class Feishu(Platform):
     limits = ((5, 1.0), (100, 60.0))
     max_bytes = 18000  # a request body of at most 20 KB
+    json_reply = True
     busy_codes = frozenset({9499, 11232})
     mention, mention_all = '<at user_id="{}"></at>', '<at user_id="all"></at>'
 
@@ -170,6 +192,7 @@ class Feishu(Platform):
 class DingTalk(Platform):
     limits = ((20, 60.0),)
     max_bytes = 18000  # a message of at most 20000 bytes (its line breaks doubled for markdown)
+    json_reply = True
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({130101})
 
@@ -189,6 +212,7 @@ class DingTalk(Platform):
 class WeCom(Platform):
     limits = ((20, 60.0),)
     max_bytes = 4096  # markdown content of at most 4096 bytes
+    json_reply = True
     bold, link = "**{}**", "[{text}]({url})"
     busy_codes = frozenset({45009})
     mention, mention_all = "<@{}>", "<@all>"
@@ -222,6 +246,8 @@ class Alertmanager(Platform):
             item: dict[str, object] = {"labels": labels, "annotations": {k: str(v) for k, v in notes.items()}}
             if a.starts_at:
                 item["startsAt"] = datetime.fromtimestamp(a.starts_at, UTC).isoformat()
+            if a.status == "resolved":  # (an Alertmanager notification relayed): ended, not firing again
+                item["endsAt"] = datetime.fromtimestamp(a.ends_at or time.time(), UTC).isoformat()
             out.append(item)
         return f"{url.rstrip('/')}/api/v2/alerts", out
 

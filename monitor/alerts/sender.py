@@ -53,13 +53,14 @@ class Destination:
         self._per_rule: dict[str, int] = {}  # queued alerts by rule
         self.sent = self.failed = self.dropped = self.retries = self.sending = 0
         self.down_since: float | None = None
-        self.busy = False  # a batch taken off the queue is being posted
-        self.post_started = 0.0  # monotonic time the current post began
+        self.busy = False  # a batch taken off the queue is being posted (or waits to be retried)
+        self.posting_since: float | None = None  # monotonic time the HTTP request under way began (None: none)
         self._cond = threading.Condition()
         self._posts: deque[float] = deque()  # times of recent posts, for the rate windows
         self._closing = threading.Event()
         self._deadline = float("inf")
         self._refusals: set[str] = set()
+        self._abandoned = False  # closed while a post hung: what the thread does after is not counted
         self._session = requests.Session()
         self._thread = threading.Thread(target=self._run, name=f"alert-sink-{spec.name}", daemon=True)
         self._thread.start()
@@ -118,12 +119,28 @@ class Destination:
             self._cond.notify()
 
     def join(self) -> None:
+        """Wait for the sender thread until the close deadline (+1 s); a post still hanging then is given up:
+        its alerts and the queued ones are counted as failed."""
         self._thread.join(max(self._deadline - time.monotonic(), 0) + 1)
+        if not self._thread.is_alive():
+            return
+        with self._cond:
+            self._abandoned = True
+            unsent = len(self.queue) + self.sending
+            self.failed += unsent
+            self.queue.clear()
+            self._queued.clear()
+            self._per_rule.clear()
+            self.sending = 0
+        if unsent:
+            logger.error("alert sink {}: {} alerts not delivered before shutdown (a post still hanging)",
+                         self.spec.name, unsent)
 
     def healthy(self) -> bool:
-        """The sender thread is alive (or was closed) and not stuck in one post for longer than 3 client
-        timeouts + 5 s."""
-        stuck = self.busy and time.monotonic() - self.post_started > 3 * self.spec.timeout_s + 5
+        """The sender thread is alive (or was closed) and not stuck in one HTTP request for longer than 3 client
+        timeouts + 5 s (a sink waiting between retries of a platform that is down is not stuck)."""
+        since = self.posting_since
+        stuck = since is not None and time.monotonic() - since > 3 * self.spec.timeout_s + 5
         return (self._thread.is_alive() or self._closing.is_set()) and not stuck
 
     def stats(self) -> dict:
@@ -161,6 +178,8 @@ class Destination:
                 self.busy, self.sending = False, 0
             if not delivered:
                 break
+        if self._abandoned:
+            return
         with self._cond:  # closed before everything went out
             unsent = len(self.queue)
             self.failed += unsent
@@ -196,9 +215,14 @@ class Destination:
         """Post ``batch`` as one message until it is delivered or refused; False if the deadline passed."""
         delay = 1.0
         while True:
-            self.post_started = time.monotonic()
-            self._posts.append(self.post_started)
-            verdict, reason, retry_after = self._post(batch)
+            self.posting_since = time.monotonic()
+            self._posts.append(self.posting_since)
+            try:
+                verdict, reason, retry_after = self._post(batch)
+            finally:
+                self.posting_since = None
+            if self._abandoned:  # counted as failed by join
+                return False
             if verdict == "ok":
                 self.sent += len(batch)
                 if self.down_since is not None:
@@ -255,16 +279,26 @@ class AlertSender(Sink):
     def __init__(self, config: AlertsConfig, run: str = ""):
         self.config, self.run = config, run
         self.sinks = {spec.name: Destination(spec, config.queue_size) for spec in config.sinks}
+        self._said: dict[tuple, tuple] = {}  # (rule, rank) -> (onset step, action) of the last alert made
 
     def on_action(self, events: list[Event], action: str) -> None:
         """Queue ``events`` as alerts (one message, or a digest) saying ``action``, what was done at their step
         (an event whose rule asks for nothing but an alert says so, then that: the step's rollback is another
         rule's doing), with the configured runbook and dashboard links (returns at once; delivery is in the
-        background)."""
-        c, now = self.config, time.time()
-        self.send([Alert.from_event(e, self.run, action if action == "alerted" or set(e.actions) - {"alert"}
-                                    else f"alert only; at this step: {action}", c.runbook_base, c.dashboard_url, now)
-                   for e in events])
+        background). One alert per excursion: an event of the rule and rank of the last alert, from the same
+        onset and saying the same action (a NaN loss on every step of a run that does not roll back), is in the
+        event log and the metrics, not sent again; a new onset or another action (the rollback ``skipped_run``
+        asks for) is."""
+        c, now, alerts = self.config, time.time(), []
+        for e in events:
+            said = (action if action == "alerted" or set(e.actions) - {"alert"}
+                    else f"alert only; at this step: {action}")
+            if self._said.get((e.rule, e.rank)) == (e.onset_step, said):
+                continue
+            self._said[e.rule, e.rank] = (e.onset_step, said)
+            alerts.append(Alert.from_event(e, self.run, said, c.runbook_base, c.dashboard_url, now))
+        if alerts:
+            self.send(alerts)
 
     def send(self, alerts: list[Alert], sink: str | None = None) -> int | None:
         """Queue ``alerts`` (one message, or a digest) for every sink, or only for ``sink``; return how many
