@@ -88,9 +88,11 @@ def _fresh_output_dir(out: Path) -> Path:
 
 def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 9400, data: str | None = None,
              output_dir: str = "demo_output", use_mindformers: bool | None = None, seed: int = 0,
-             checkpoint_every: int = 25, alerts: str | None = None) -> dict:
+             checkpoint_every: int = 25, alerts: str | None = None, file_sd_dir: str | None = None,
+             peak_tflops: float | None = None) -> dict:
     """Train ``steps`` steps and return the summary (the ``monitor demo --json`` object). ``alerts``: a
-    YAML file of alert settings (see :class:`training_monitor.alerts.AlertsConfig`), or None.
+    YAML file of alert settings (see :class:`training_monitor.alerts.AlertsConfig`), or None; ``file_sd_dir``,
+    ``peak_tflops``: as :class:`~training_monitor.config.MonitorConfig`'s.
 
     ``output_dir`` is cleared first when an earlier demo made it (see :func:`_fresh_output_dir`).
 
@@ -116,7 +118,8 @@ def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 
     scale = nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 200)
     monitor = TrainingMonitor(run="demo", output_dir=str(out), metrics_port=port,
                               checkpoint_every=checkpoint_every, healthy_after=20,
-                              tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False, alerts=alerts)
+                              tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False, alerts=alerts,
+                              file_sd_dir=file_sd_dir, peak_tflops=peak_tflops)
     callbacks = [FaultInjector(list(faults), source, schedule), monitor]
     if use_mindformers:
         train = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=scale)
@@ -138,6 +141,7 @@ def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 
         "anomalies": [e.to_dict() for e in monitor.kept.events],
         "rollbacks": monitor.rollbacks,
         "final_loss": last.loss if last else None,
+        "final_mfu": last.mfu if last else None,
         "metrics_url": monitor.metrics_url,
         "stop_reason": monitor.stop_reason,
         "step_cell": type(train).__name__,

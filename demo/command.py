@@ -47,8 +47,12 @@ def _parse_fault(ctx, param, values):
               help="Train through MindFormers' MFTrainOneStepCell (default: when mindformers is installed).")
 @click.option("--alerts", "alerts_path", type=click.Path(exists=True, dir_okay=False),
               help="YAML file with alert settings (sinks): the demo's events are sent there too.")
+@click.option("--file-sd-dir", type=click.Path(file_okay=False), help="Folder where the demo writes its Prometheus "
+              "file_sd target while it runs, as a training job's file_sd_dir (deploy/prometheus/prometheus.yml).")
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), help="Peak TFLOP/s of the device, so "
+              "MFU is exported (a CPU has no entry in the peak table).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome on stdout.")
-def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
+def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, file_sd_dir, peak_tflops, as_json):
     """Train a small decoder-only LM on CPU with real MindSpore, monitored, and show detection -> rollback."""
     late = [f"{f.kind}@{f.step}" for f in faults if f.step > steps]
     if late:
@@ -60,7 +64,8 @@ def demo(steps, faults, port, data, output_dir, use_mf, alerts_path, as_json):
     try:
         with _stdout_to_stderr():  # MindFormers logs to stdout: keep stdout for the result
             summary = run_demo(steps=steps, faults=faults, port=port, data=data, output_dir=output_dir,
-                               use_mindformers=use_mf, alerts=alerts_path)
+                               use_mindformers=use_mf, alerts=alerts_path, file_sd_dir=file_sd_dir,
+                               peak_tflops=peak_tflops)
     except (ValueError, OSError) as exc:
         fail(str(exc))
     if as_json:

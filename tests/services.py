@@ -64,7 +64,7 @@ class Receiver:
 
     The first path segment picks the platform: ``/feishu/...``, ``/dingtalk/...``, ``/wecom/...``,
     ``/slack/...``, ``/webhook/...``. Replies follow each platform's documented success / error bodies.
-    ``fail[path_prefix] = n`` answers HTTP 500 to the next n requests there; ``hang[path_prefix] = s``
+    ``fail[path_prefix] = n`` answers HTTP 500 to the next n requests there (``busy``: HTTP 429); ``hang[path_prefix] = s``
     sleeps s seconds before answering. Every request is kept in :attr:`requests`.
     """
 
@@ -73,6 +73,7 @@ class Receiver:
         SECRETS.update(self.secrets.values())
         self.requests: list[dict] = []
         self.fail: dict[str, int] = {}
+        self.busy: dict[str, int] = {}
         self.hang: dict[str, float] = {}
         self.arrived = 0  # requests that reached the server, answered or not yet
         self.lock = threading.Lock()
@@ -109,6 +110,10 @@ class Receiver:
             if path.startswith(prefix) and n > 0:
                 self.fail[prefix] = n - 1
                 return 500, {"error": "injected failure"}, False
+        for prefix, n in list(self.busy.items()):
+            if path.startswith(prefix) and n > 0:
+                self.busy[prefix] = n - 1
+                return 429, {"error": "too many requests"}, False
         platform = path.strip("/").split("/")[0]
         secret = self.secrets.get(platform)
         if platform == "feishu":

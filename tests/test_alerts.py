@@ -114,6 +114,21 @@ def test_server_errors_are_retried_until_delivered_and_the_outage_is_logged_once
     assert logs.count("is down (HTTP 500)") == 1 and logs.count("is back") == 1
 
 
+def test_alerts_cut_short_by_the_close_deadline_are_all_failed_and_in_the_shutdown_line(receiver, log_lines):
+    receiver.fail["/webhook"] = 1000
+    receiver.busy["/slack"] = 1000
+    s = sender(receiver, {"name": "g", "type": "webhook", "url": f"{receiver.url}/webhook/in"},
+               {"name": "s", "type": "slack", "url": f"{receiver.url}/slack/T/B/X"})
+    s.send([Alert("nan_inf", "critical", f"loss is nan {i}", step=i) for i in range(3)])
+    wait_until(lambda: receiver.arrived >= 2, 5, "both first posts")
+    s.send([Alert("loss_spike", "warning", "spike", step=9)])  # queued behind the post being retried
+    stats = s.close(0.3)
+    assert [(st["sent"], st["failed"], st["queued"], st["sending"]) for st in stats.values()] == [(0, 4, 0, 0)] * 2
+    logs = "\n".join(log_lines)
+    assert "alert sink g: 4 alerts not delivered before shutdown" in logs
+    assert "alert sink g is down (HTTP 500)" in logs and "alert sink s is rate-limiting (HTTP 429)" in logs
+
+
 @pytest.mark.slow
 def test_hung_sink_keeps_what_fits_and_counts_what_is_dropped(receiver):
     receiver.hang["/webhook"] = 3.0

@@ -47,11 +47,32 @@ callbacks:
 
 
 def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "training_monitor.cli", "demo", "--steps", "200", "--inject", "spike@100",
-                          "--inject", "nan@150", "--port", "0", "--output-dir", str(tmp_path), "--json"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout)
+    import threading
+    import time
+
+    # the ops path too: its Prometheus file_sd target while it runs (a CPU's peak given, so MFU is exported)
+    sd, targets = tmp_path / "file_sd", {}
+    proc = subprocess.Popen([sys.executable, "-m", "training_monitor.cli", "demo", "--steps", "200", "--inject",
+                             "spike@100", "--inject", "nan@150", "--port", "0", "--output-dir", str(tmp_path), "--json",
+                             "--file-sd-dir", str(sd), "--peak-tflops", "0.05"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+    def watch():
+        while proc.poll() is None:
+            for f in sd.glob("*.json"):
+                targets.setdefault(f.name, json.loads(f.read_text()))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    stdout, stderr = proc.communicate(timeout=600)
+    watcher.join()
+    assert proc.returncode == 0, stderr[-3000:]
+    res = json.loads(stdout)
+    ((name, (group,)),) = targets.items()
+    assert name == "demo_rank0.json" and group["targets"] == [res["metrics_url"].split("//")[1].split("/")[0]]
+    assert not list(sd.glob("*.json"))  # removed when the run ended
+    assert 0 < res["final_mfu"] < 1
     assert res["step_cell"] == "MFTrainOneStepCellFinite"
     rules = {(a["rule"], a["step"]) for a in res["anomalies"]}
     assert ("loss_spike", 101) in rules  # the surged update is step 100's: the loss spikes at 101

@@ -151,6 +151,7 @@ class Destination:
     # sender thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
         failures: set[str] = set()
+        left = 0  # alerts of the post the close deadline cut short
         while True:
             with self._cond:
                 while not self.queue and not self._closing.is_set():
@@ -177,11 +178,12 @@ class Destination:
             finally:
                 self.busy, self.sending = False, 0
             if not delivered:
+                left = len(batch)
                 break
         if self._abandoned:
             return
         with self._cond:  # closed before everything went out
-            unsent = len(self.queue)
+            unsent = len(self.queue) + left
             self.failed += unsent
             self.queue.clear()
             self._queued.clear()
@@ -238,9 +240,9 @@ class Destination:
             self.retries += 1
             if self.down_since is None:
                 self.down_since = time.time()
-                logger.error("alert sink {} is down ({}); retrying in the background", self.spec.name, reason)
+                state = "is rate-limiting" if reason == "HTTP 429" or reason.startswith("code ") else "is down"
+                logger.error("alert sink {} {} ({}); retrying in the background", self.spec.name, state, reason)
             if not self._sleep(max(retry_after or 0.0, delay, self._budget_wait())):
-                self.failed += len(batch)
                 return False
             delay = min(delay * 2, MAX_BACKOFF_S)
 
