@@ -544,3 +544,111 @@ def test_a_whole_trainer_state_json_reads_the_objects_of_its_log_history():
              '      "step": 10', '    },', '    {', '      "grad_norm": 1.4,', '      "loss": 2.4,', '      "step": 20',
              '    }', '  ],', '  "max_steps": 100', '}']
     assert [(r.step, r.grad_norm, r.loss) for r in _steps(whole)] == [(10, 1.5, 2.5), (20, 1.4, 2.4)]
+
+
+def test_a_count_whose_total_grows_while_it_stays_is_an_epoch_and_its_step_and_cv_lines_are_evaluations(tmp_path):
+    # wenet-e2e/wenet issue #825, description (tests/data/reallogs/tune/wenet_asr_epoch0_..): `TRAIN Batch
+    # epoch/batch`, one line every 100 batches; the first record, still pending, is renumbered
+    lines = ["2021-11-30 17:25:35,809 DEBUG TRAIN Batch 0/4000 loss inf loss_att 78.135910 loss_ctc inf lr 0.00001905 rank 0",
+             "2021-11-30 17:25:56,021 WARNING NaN or Inf found in input tensor.",
+             "2021-11-30 17:26:33,053 DEBUG TRAIN Batch 0/4100 loss 156.104248 loss_att 146.877640 loss_ctc 177.633026 lr 0.00001953 rank 0",  # noqa: E501
+             "2021-11-30 17:28:30,782 DEBUG TRAIN Batch 0/4200 loss 90.697769 loss_att 89.033356 loss_ctc 94.581398 lr 0.00002000 rank 0"]  # noqa: E501
+    res = replay_file(_write(tmp_path, lines))
+    assert res.steps == 3 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 4000)]
+    # a total that stays is a total (CosyVoice's `TRAIN Batch 7/100` on every rank: step 7); Kaldi's and WeNet's
+    # `CV` lines are evaluations (wenet-e2e/wenet issue #941, turn 4)
+    assert [r.step for r in _steps(["DEBUG TRAIN Batch 7/100 loss 2.5 rank 0", "DEBUG TRAIN Batch 7/100 loss 2.4 rank 0"])
+            ] == [7, 7]
+    items = read(["2023-01-30 18:47:07,107 DEBUG TRAIN Batch 4/203700 loss 12.646465 loss_att 10.921429 loss_ctc 16.671551 lr 0.00032621 rank 0",  # noqa: E501
+                  "2023-01-30 18:49:20,438 DEBUG TRAIN Batch 4/203800 loss 25.618004 loss_att 20.509174 loss_ctc 37.538609 lr 0.00032619 rank 0",  # noqa: E501
+                  "2023-01-30 18:49:56,046 DEBUG CV Batch 4/0 loss 28.402842 loss_att 24.164579 loss_ctc 38.292122 history loss 27.845923 rank 0"],  # noqa: E501
+                 evaluations=True)
+    assert [(type(i).__name__, i.step) for i in items if not isinstance(i, str) and i is not None] == [
+        ("StepRecord", 203700), ("StepRecord", 203800), ("Evaluation", 203800)]
+
+
+def test_a_key_value_table_between_lines_of_dashes_is_one_record_and_a_log2_scale_is_no_scale(tmp_path):
+    # OpenAI's logger.dumpkvs, as improved-diffusion prints it (yangqy1110/MGDM issue #3, description:
+    # tests/data/reallogs/tune/improved_diffusion_mgdm_step_1_09e4_..): two tables, then three overflows of its fp16
+    # trainer, whose scale is logged as its base-2 logarithm (`lg_loss_scale`, no loss scale)
+    lines = ['----------------------------',
+             '| grad_norm     | 1.76     |',
+             '| lg_loss_scale | 17.9     |',
+             '| loss          | 0.423    |',
+             '| loss_q0       | 0.817    |',
+             '| loss_q1       | 0.48     |',
+             '| loss_q2       | 0.00109  |',
+             '| mse           | 0.23     |',
+             '| mse_q0        | 0.342    |',
+             '| mse_q1        | 0.465    |',
+             '| mse_q2        | 0.00105  |',
+             '| param_norm    | 333      |',
+             '| samples       | 1.09e+04 |',
+             '| step          | 1.09e+04 |',
+             '| vb            | 0.193    |',
+             '| vb_q0         | 0.475    |',
+             '| vb_q1         | 0.0152   |',
+             '| vb_q2         | 3.87e-05 |',
+             '----------------------------',
+             '----------------------------',
+             '| grad_norm     | 1.67     |',
+             '| lg_loss_scale | 17.9     |',
+             '| loss          | 0.842    |',
+             '| loss_q0       | 0.439    |',
+             '| loss_q1       | 0.858    |',
+             '| loss_q2       | 1.03     |',
+             '| loss_q3       | 1.04     |',
+             '| mse           | 0.789    |',
+             '| mse_q0        | 0.369    |',
+             '| mse_q1        | 0.829    |',
+             '| mse_q2        | 0.988    |',
+             '| mse_q3        | 0.993    |',
+             '| param_norm    | 334      |',
+             '| samples       | 1.09e+04 |',
+             '| step          | 1.09e+04 |',
+             '| vb            | 0.0534   |',
+             '| vb_q0         | 0.0705   |',
+             '| vb_q1         | 0.0294   |',
+             '| vb_q2         | 0.0401   |',
+             '| vb_q3         | 0.0507   |',
+             '----------------------------',
+             'Found NaN, decreased lg_loss_scale to 16.929000000013357',
+             'Found NaN, decreased lg_loss_scale to 15.929000000013357',
+             'Found NaN, decreased lg_loss_scale to 14.929000000013357']
+    recs = _steps(lines)
+    assert [(r.step, r.loss, r.grad_norm, r.loss_scale) for r in recs[:2]] == [(10900, 0.423, 1.76, None),
+                                                                              (10900, 0.842, 1.67, None)]
+    # each overflowed step at the scale it ran with, the one before the fall it names
+    assert [(r.step, r.overflow, round(r.loss_scale)) for r in recs[2:]] == [
+        (10901, True, round(2 ** 17.929000000013357)), (10902, True, round(2 ** 16.929000000013357)),
+        (10903, True, round(2 ** 15.929000000013357))]
+    res = replay_file(_write(tmp_path, lines))
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("overflow_storm", 10903, 10901)]
+    # Stable-Baselines3's table, rows under sections (rlberry-py/rlberry docs/basics/userguide/agent.md, PPO on
+    # CartPole): `train/loss`, `train/learning_rate`
+    sb3 = ['-----------------------------------------',
+             '| rollout/                |             |',
+             '|    ep_len_mean          | 28.1        |',
+             '|    ep_rew_mean          | 28.1        |',
+             '| time/                   |             |',
+             '|    fps                  | 1842        |',
+             '|    iterations           | 2           |',
+             '|    time_elapsed         | 2           |',
+             '|    total_timesteps      | 4096        |',
+             '| train/                  |             |',
+             '|    approx_kl            | 0.009214947 |',
+             '|    clip_fraction        | 0.102       |',
+             '|    clip_range           | 0.2         |',
+             '|    entropy_loss         | -0.686      |',
+             '|    explained_variance   | -0.00179    |',
+             '|    learning_rate        | 0.0003      |',
+             '|    loss                 | 8.42        |',
+             '|    n_updates            | 10          |',
+             '|    policy_gradient_loss | -0.0158     |',
+             '|    value_loss           | 51.5        |',
+             '-----------------------------------------']
+    (rec,) = _steps(sb3)
+    assert (rec.loss, rec.lr) == (8.42, 0.0003)
+    # lines of dashes around anything else are read as they are (a rule under a heading)
+    assert [r.loss for r in _steps(["-" * 40, "step 5 loss 2.5", "-" * 40, "| not | a | row |", "step 6 loss 2.4"])
+            ] == [2.5, 2.4]

@@ -220,6 +220,7 @@ _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 # a qualifier that makes a loss or norm name a setting of training, no value of a step (a configuration dump)
 _SETTING_WORDS = frozenset(("weight", "weights", "coef", "coeff", "coefficient", "min", "max", "init", "initial",
                             "window", "threshold", "clip", "factor", "tolerance"))
+_LOG_WORDS = frozenset(("lg", "ln", "log2", "log10"))  # its logarithm (guided-diffusion's `lg_loss_scale`)
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
@@ -234,7 +235,7 @@ _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
 _TOKENS = re.compile(r"[^a-z0-9]+")
 _LOSS_PREFIX = re.compile(r"l_[a-z](?:_?[a-z])+$")  # `l_` and a loss's part of two letters or more: not `l_r`
-_EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime", "tel"))
+_EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime", "tel", "cv"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
 _INTERVAL = frozenset(("sps", "tps", "step_rate", "span_s"))  # ... and ``interval_<name>`` (the interval's: no time)
 # a name they begin is a point of the run, no value of a step: a clock's reading (NeMo's checkpoint save's `Start
@@ -274,6 +275,8 @@ def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if _SETTING_WORDS.intersection(tokens):
         return None  # a setting: 'loss_weights', 'min_loss_scale', 'loss_scale_window', 'max_grad_norm'
+    if _LOG_WORDS.intersection(tokens):
+        return None  # the quantity's logarithm, not the quantity ('lg_loss_scale': log2 of the scale)
     if "loss" in tokens:
         i = tokens.index("loss")
         qualifiers = tokens[:i] + tokens[i + 1:]

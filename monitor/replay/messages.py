@@ -18,6 +18,7 @@ step line of their own.
       WARNING: found inf during ShardedOptimV2 step                                              (Colossal-AI)
       colossalai - colossalai - INFO: Found overflow. Skip step                     (Colossal-AI, ZeRO / Gemini)
       Found inf or nan, current scale is: 32768.0, decrease to: 32768.0*0.5             (PaddlePaddle's AMP scaler)
+      Found NaN, decreased lg_loss_scale to 16.929000000013357      (OpenAI's guided-diffusion and improved-diffusion)
 
   DeepSpeed's fp16 optimizers (``fused_optimizer.py``, ``unfused_optimizer.py``) name the iteration, on
   every rank (some versions begin the message with a newline: a line of its own after the logger's prefix)::
@@ -44,7 +45,8 @@ step line of their own.
   DeepSpeed's and apex's files (``deepspeed/runtime/fp16/loss_scaler.py``, ``fused_optimizer.py``,
   ``apex/amp/scaler.py``), fairseq's ``fairseq/optim/dynamic_loss_scaler.py`` / ``fp16_optimizer.py``,
   Colossal-AI's ``zero/sharded_optim/sharded_optim_v2.py``, ``zero/low_level/low_level_optim.py`` and
-  ``zero/gemini/gemini_optimizer.py``.
+  ``zero/gemini/gemini_optimizer.py``; guided-diffusion's ``fp16_util.py`` (and improved-diffusion's ``train_util.py``,
+  copied by many diffusion trainers), whose scale is logged as its base-2 logarithm, lowered by 1 on an overflow.
 
 * A trainer's own count of steps that overflowed in a row, GPT-NeoX's ``OverflowMonitor``
   (``megatron/utils.py``; the run exits): that many overflowed steps after the last one seen, a record each
@@ -246,6 +248,7 @@ _OVERFLOW = re.compile(
 _ITERATION = re.compile(r"Grad overflow on iteration:? (\d+)")
 # PaddlePaddle's AMP scaler: (scale run with, the scale it falls to as base and factor)
 _FOUND_INF = re.compile(r"Found inf or nan, current scale is: " + _NUM + r", decrease to: " + _NUM + r"\*" + _NUM)
+_LG_SCALE = re.compile(r"Found NaN, decreased lg_loss_scale to " + _NUM)  # (log2 of the scale it falls to)
 _IN_A_ROW = re.compile(r"Skipped (\d+) iterations in a row due to Overflow")
 # the scaler's own line after an overflow (apex on NPU, DeepSpeed): (scale run with, scale fallen to)
 _SCALED = re.compile(r"reducing (?:dynamic )?loss scale (?:from " + _NUM + r" )?to " + _NUM, re.IGNORECASE)
@@ -311,7 +314,7 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "socket establish timeout", "watchdog got stuck", "timeout]", "during task execution", "ComputeL1Error",
          "Bad performance", "optimizer not run", "Model diverged", "NaN loss during", "values in its",
          "infinite or NaN at iteration", "Unexpected result", "in local grad norm", " in grad", " in the grad",
-         "NaN detected", "nan detected", "Inf detected", "inf detected", "loss detected",
+         "NaN detected", "nan detected", "Inf detected", "inf detected", "loss detected", "Found NaN, decreased",
          "isnan(", "isinf(", "isfinite(",
          "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
@@ -372,6 +375,9 @@ def _match(line: str, parser):
         return parser.overflowed_in_a_row(int(m.group(1)))
     if m is None and "Found inf or nan" in line and (m := _FOUND_INF.search(line)) is not None:
         return parser.overflowed(_float(m[1]), float(m[2]) * float(m[3]))
+    if m is None and "Found NaN, decreased" in line and (m := _LG_SCALE.search(line)) is not None:
+        new = 2.0 ** min(float(m[1]), 1000.0)
+        return parser.overflowed(2 * new, new)
     if m is not None:
         numbers = [_float(g) for g in m.groups()]
         attempted, reduced = numbers[0], numbers[1]

@@ -278,7 +278,8 @@ _BARE_SHARE = re.compile(r"\s*(?:\d+m \d+s\s+(?:\(-\s*\d+m \d+s\)\s+)?\()?(\d{1,
                          r"\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?:\s+\D*)?$")
 # a weighted loss term: Caffe's `(* weight = weighted loss)` after a net output's value (its weighted value)
 _WEIGHTED = re.compile(r"=\s*" + _NUM + r"\s*\(\*\s*" + _NUM + r"\s*=\s*(" + _NUM + r"|[-+]?(?i:nan|inf))\s+loss\)")
-_EVAL_NAMES = "eval|evaluation|validation|valid|val|test"  # the words that name an evaluation
+# the words that name an evaluation (cv: Kaldi's, ESPnet's and WeNet's cross-validation set)
+_EVAL_NAMES = "eval|evaluation|validation|valid|val|test|cv"
 _EVAL_WORD = re.compile(rf"\b(?:{_EVAL_NAMES})\b", re.IGNORECASE)  # (Caffe's `Test net`)
 # a value printed with its running average in parentheses: ``loss: 6.5993 (6.5971)``, ``grad_norm: 0.3922 (nan)``
 _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
@@ -536,6 +537,8 @@ _ZEROS = str.maketrans("123456789", "000000000")
 _SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
 OBJECT_LINES = 256  # the most lines of a JSON object printed over several lines read as one (Parser._object)
+_RULE = re.compile(r"\s*-{8,}\s*")  # a line of dashes: the top or bottom of a key-value table (Parser._table_block)
+_KV_ROW = re.compile(r"\s*\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|\s*")  # ... and one of its rows, `| loss | 0.423 |`
 _PLAIN = frozenset(("step", "loss", "grad_norm", "loss_scale", "lr") + _TIMES)  # what a plain step line holds
 
 
@@ -606,6 +609,7 @@ class Parser(base.Parser):
         self.ended = False                   # an epoch's end (its time, an evaluation) was read after the last record
         self.drawn: Any = None               # (the last record, moved) when a tqdm bar counted its step
         self.restarts: tuple = (None, 0, 0, 0, 0)  # a count of a total, no epoch: total, first, two last, steps before
+        self.epoch_counts = False            # its "total" moves while its count stays: an epoch and its step
         self.prev, self.prev_space = "", False  # the line before (or the record's joined text); it ends in a space
         self.prev_part = False               # the line before is part of the last record
         self.prev_message = False
@@ -639,6 +643,8 @@ class Parser(base.Parser):
         self.clocked: tuple[int, int] | None = None  # (count, elapsed s) of the bar alone that last gave a time
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
         self.members: list[str] | None = None  # the lines so far of a JSON object printed over several lines
+        self.rows: list[str] | None = None  # ... of a key-value table between lines of dashes (after its top one)
+        self.section = ""                   # ... and the section its rows are in
         self.depth = 0                         # ... and its braces still open
         self.trained = 0                       # the lines that gave or completed a step record
         self.evaluated = -1                    # ... as many as when the last evaluation was read
@@ -710,6 +716,11 @@ class Parser(base.Parser):
             if joined is None:
                 return MERGED
             text = joined
+        elif self.rows is not None or text.endswith("--") and _RULE.fullmatch(text) is not None:
+            joined = self._table_block(text)
+            if joined is MERGED:
+                return MERGED
+            text = joined or text
         prev, prev_space, prev_part, prev_message = self.prev, self.prev_space, self.prev_part, self.prev_message
         self.prev, self.prev_space, self.prev_part, self.prev_message = text, text[-1:].isspace(), False, False
         self.payload, self.nan_reported = self.nan_reported, False
@@ -776,6 +787,37 @@ class Parser(base.Parser):
             return None
         joined, self.members = " ".join(self.members), None
         return joined if self.depth <= 0 else text
+
+    def _table_block(self, text: str):
+        """A key-value table between lines of dashes, a row a value (OpenAI's ``logger.dumpkvs``: guided-diffusion's
+        and improved-diffusion's trainers, Stable-Baselines3, and the loops that copied them)::
+
+            ----------------------------
+            | grad_norm     | 1.76     |
+            | loss          | 0.423    |
+            | step          | 1.09e+04 |
+            ----------------------------
+
+        one record: its rows joined into one line of ``name: value`` pairs (``grad_norm: 1.76, loss: 0.423, ..``),
+        read at the bottom line (a row with no value names the section of the rows under it, Stable-Baselines3's
+        ``| rollout/ |`` then ``|    ep_len_mean | 200 |``: ``rollout/ep_len_mean``). Returns that line, MERGED for a
+        row (taken into the table), or None for a line that is no part of one (read as it is)."""
+        if _RULE.fullmatch(text) is not None:
+            rows, self.rows, self.section = self.rows, None, ""
+            if rows:
+                return ", ".join(rows)
+            self.rows = []  # the top line: the rows follow
+            return None
+        m = _KV_ROW.fullmatch(text)
+        if m is None or self.rows is None:
+            self.rows, self.section = None, ""
+            return None
+        name, value = m.groups()
+        if not value:
+            self.section = name
+        elif len(self.rows) < OBJECT_LINES:
+            self.rows.append(f"{self.section}{name}: {value}")
+        return MERGED
 
     def _averaged(self, item, text: str):
         """``item``, the reading of ``text``, or a ``nan_inf`` report when ``text`` prints a loss's or grad norm's
@@ -1216,8 +1258,18 @@ class Parser(base.Parser):
         (back to its first value or below) when its next print would have passed its total is the next epoch's,
         the epochs before it added: MindSpore's and PyTorch's quick start ``loss: 0.58  [  0/938]``, one line every
         100 batches, after ``[900/938]``. A count falling back anywhere else (a run resumed from a checkpoint)
-        is taken as it is."""
+        is taken as it is. A "total" that grows while the count stays is no total: the pair is an epoch and the
+        step within it (WeNet's and CosyVoice's ``TRAIN Batch 0/4000`` then ``0/4100``: epoch 0, batches 4000 and
+        4100), from then on; the record before, still to be judged, is renumbered."""
         before, first, prev, last, offset = self.restarts
+        if self.epoch_counts:
+            return self._global(step, int(total), None)
+        if before is not None and total != before and step == last and int(total) > int(before):
+            self.epoch_counts = True
+            rec = self.last
+            if rec is not None and self.line is not None and rec.step == self.line[0] == offset + last:
+                rec.step = self.line[0] = self.line_step = self._global(last, int(before), None)
+            return self._global(step, int(total), None)
         if total != before:
             first = prev = last = step
             offset = 0
