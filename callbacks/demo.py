@@ -119,7 +119,8 @@ def run_demo(steps: int = 300, faults: Sequence[Fault] = (), port: int | None = 
     monitor = TrainingMonitor(run="demo", output_dir=str(out), metrics_port=port,
                               checkpoint_every=checkpoint_every, healthy_after=20,
                               tokens_per_step=BATCH * SEQ_LEN, exit_on_stop=False, alerts=alerts,
-                              file_sd_dir=file_sd_dir, peak_tflops=peak_tflops)
+                              file_sd_dir=file_sd_dir, peak_tflops=peak_tflops,
+                              n_params=sum(p.size for p in net.trainable_params()))
     callbacks = [FaultInjector(list(faults), source, schedule), monitor]
     if use_mindformers:
         train = mindformers_train_step(net, opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=scale)
