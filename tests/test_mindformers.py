@@ -89,9 +89,11 @@ def test_demo_detects_rolls_back_recovers_and_its_mindformers_log_replays(tmp_pa
     rec = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", "--json", str(tmp_path / "records_rank0.csv")],
                          capture_output=True, text=True, timeout=120)
     assert rec.returncode == 0, rec.stderr
-    key = lambda a: (a["rule"], a["step"], a["onset_step"], a["value"])  # noqa: E731
+    # (and the trainer's number of each step after the rollback, monitor step 194 being trainer step 220)
+    key = lambda a: (a["rule"], a["step"], a["onset_step"], a["value"], a.get("trainer_step"))  # noqa: E731
     assert [key(a) for a in json.loads(rec.stdout)["anomalies"]] == \
         [key(a) for a in res["anomalies"] if a["source"] == "rule"]
+    assert any(a.get("trainer_step") is not None for a in res["anomalies"])
 
     # MindFormers' own MFLossMonitor log of the same run, replayed offline, shows the same faults
     rep = subprocess.run([sys.executable, "-m", "training_monitor.cli", "replay", "--json", res["mindformers_log"]],

@@ -39,6 +39,7 @@ from .sources import (
     default_run,
     expand,
     first_bytes,
+    is_record_log,
     open_bytes,
     rank_of,
     shown,
@@ -236,10 +237,11 @@ def detect(lines) -> tuple[str, bool]:
 class _Rank:
     """What one rank of a log feeds: its engine, would-be rollback policy, plot series and backfill series."""
 
-    __slots__ = ("engine", "policy", "track", "feed")
+    __slots__ = ("engine", "policy", "track", "feed", "seen")
 
     def __init__(self, engine, policy, track, feed):
         self.engine, self.policy, self.track, self.feed = engine, policy, track, feed
+        self.seen = 0  # records judged
 
 
 class _Slot:
@@ -271,6 +273,9 @@ class _Run:
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
         self.by_rank = True  # [rankN]: names a line's rank (detect)
         self.own_events = True  # the parsers read this monitor's own event lines (Source.own_events)
+        # each record is one trainer step (the monitor's own record log): a step going back is a rollback while
+        # the trainer counted on, so the events after it carry the trainer's number (Event.trainer_step)
+        self.stepwise = False
         # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
         # and then the first timed step after it)
         self.unconfirmed: list[tuple[Report, float | None, StepRecord | None]] = []
@@ -461,6 +466,7 @@ class _Run:
             stop = batch.next - batch.stopped
             batch.add_step_times(sample, first, stop)
             self._count(stop - first)
+            st.seen += stop - first
             if batch.stopped:
                 self._judged(st, batch.record(stop), events)
         if batch.next > start and not batch.stopped:
@@ -476,6 +482,9 @@ class _Run:
     def _judged(self, st: _Rank, rec: StepRecord, events: list) -> None:
         """``rec`` was judged by ``st``'s engine and raised ``events``: feed the rest."""
         engine, policy = st.engine, st.policy
+        st.seen += 1
+        if self.stepwise and engine.judge.went_back:
+            engine.offset = st.seen - rec.step
         policy.after_step(rec.step, events, engine.judge.went_back)
         self.result.stats.add(rec)
         if st.track is not None:
@@ -762,6 +771,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         run.by_rank = by_rank
         run.own_events = source.own_events
+        run.stepwise = fmt == csvlog.NAME and is_record_log(first)
         if source.event_log is not None and fmt == csvlog.NAME:
             run.outside = _found_outside(source.event_log)
         path, at = first, [0]

@@ -164,11 +164,16 @@ class Source:
     event_log: str | None = None
 
 
+def is_record_log(path: str) -> bool:
+    """``path`` is named as the monitor's own record log (``records_rank<r>.csv``)."""
+    return _RECORDS.match(os.path.basename(path)) is not None
+
+
 def event_log_of(path: str) -> str | None:
     """The event log beside the record log ``path`` (``events_rank<r>.jsonl`` for ``records_rank<r>.csv``) when
     it exists, else None."""
     name = os.path.basename(path)
-    if not _RECORDS.match(name):
+    if not is_record_log(path):
         return None
     events = os.path.join(os.path.dirname(path), "events_" + name[len("records_"):-len(".csv")] + ".jsonl")
     return events if os.path.isfile(events) else None
