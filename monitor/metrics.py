@@ -63,7 +63,8 @@ class Metrics(Collector, Sink):
     step or free text in labels).
 
     Units are Prometheus base units: seconds, tokens, ratios in 0..1. ``train_tokens_total`` is a counter,
-    so ``rate(train_tokens_total[1m])`` is TPS over any window; ``train_tokens_per_second`` is the TPS of
+    so ``rate(train_tokens_total[1m])`` is TPS over any window (exported from the first record counting its tokens:
+    a run whose tokens are not known has no series, not a TPS of 0); ``train_tokens_per_second`` is the TPS of
     the last step (tokens of the step / its wall time). ``train_anomalies_total`` has a series per rule,
     starting at 0; ``train_anomaly_last_step`` and ``train_anomaly_last_value`` give the step and the offending
     value of each fired rule's last event (the alert rules' annotations read them).
@@ -76,7 +77,8 @@ class Metrics(Collector, Sink):
         self.labels = {"run": run, "rank": str(rank)}
         self.world_size = world_size
         self.values: dict[str, float] = {"train_stalled": 0}
-        self.tokens = self.overflow_steps = self.rollbacks = 0
+        self.overflow_steps = self.rollbacks = 0
+        self.tokens: int | None = None  # None until a record counts its tokens: no series then, no false 0 TPS
         self.anomalies = {rule: 0 for rule in rules}
         self.last_anomaly: dict[str, tuple[int, float]] = {}  # rule -> (step, value) of its last event
         self.step_hist, self.wait_hist = _Histogram(STEP_BUCKETS), _Histogram(WAIT_BUCKETS)
@@ -123,7 +125,7 @@ class Metrics(Collector, Sink):
         elif rec.overflow:
             self.overflow_steps += rec.steps
         if rec.tokens:
-            self.tokens += rec.tokens * rec.steps
+            self.tokens = (self.tokens or 0) + rec.tokens * rec.steps
         if rec.step_time_s is not None:
             self.step_hist.observe(rec.step_time_s)
             tps = rec.tokens_per_second
@@ -167,6 +169,8 @@ class Metrics(Collector, Sink):
                                  ("train_overflow_steps", "Steps whose gradients overflowed (update skipped).",
                                   self.overflow_steps),
                                  ("train_rollbacks", "Rollbacks to a healthy checkpoint.", self.rollbacks)):
+            if value is None:
+                continue
             c = CounterMetricFamily(name, doc, labels=names)
             c.add_metric(values, value)
             yield c

@@ -85,3 +85,15 @@ def test_train_stalled_is_set_by_a_stall_and_cleared_by_the_next_step():
     assert stalled() == 1
     metrics.on_record(StepRecord(2, loss=2.0))
     assert stalled() == 0
+
+
+def test_the_tokens_counter_exists_once_a_record_counts_its_tokens():
+    # a log or a run whose tokens are not known has no train_tokens_total series: a dashboard then shows no TPS,
+    # not a TPS of 0
+    from prometheus_client import generate_latest
+
+    m = Metrics("r", 0)
+    m.on_record(StepRecord(1, loss=2.0, step_time_s=0.1))
+    assert b"train_tokens_total" not in generate_latest(m.registry)
+    m.on_record(StepRecord(2, loss=2.0, step_time_s=0.1, tokens=512))
+    assert b'train_tokens_total{rank="0",run="r"} 512.0' in generate_latest(m.registry)
