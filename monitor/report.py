@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 
 from .detectors import DETECTORS, EVALUATORS
-from .replay.summary import rollback_lines, stats_lines
+from .replay.summary import count, excursions, rollback_lines, stats_lines
 from .replay.tracks import PLOTTED
 
 ROWS = {"loss": ("Loss", 1.0), "grad_norm": ("Grad norm", 1.0), "loss_scale": ("Loss scale", 1.0),
@@ -92,12 +92,15 @@ def _section(r) -> str:
         parts.append("<h3>Rollback policy</h3><pre>" + html.escape("\n".join(lines)) + "</pre>")
     if r.events:
         more = f" (and {r.events_dropped} more not kept)" if r.events_dropped else ""
-        shown = r.events[:MAX_ROWS]
-        parts.append(f"<h3>Anomalies: {len(r.events)}{more}</h3>" + _table(
+        runs = excursions(r.events)
+        shown = runs[:MAX_ROWS]
+        parts.append(f"<h3>Anomalies: {len(r.events)}{more}, {count(len(runs), 'excursion')}</h3>" + _table(
             ["rank", "rule", "onset step", "detected at step", "value", "severity", "message"],
-            [[e.rank, e.rule, e.onset_step, e.step, e.value, e.severity, e.message] for e in shown]))
-        if len(r.events) > len(shown):
-            parts.append(f"<p class='note'>{len(r.events) - len(shown)} more in monitor replay --json</p>")
+            [[e.rank, e.rule, e.onset_step, e.step, e.value, e.severity, e.message + (
+                f" (and at {count(len(again), 'more step')} of the same excursion, the last at step "
+                f"{again[-1].step})" if again else "")] for e, again in shown]))
+        if len(runs) > len(shown):
+            parts.append(f"<p class='note'>{len(runs) - len(shown)} more excursions in monitor replay --json</p>")
     return "".join(parts)
 
 
@@ -122,10 +125,11 @@ def _figure(r):
                                      showlegend=i == 1, line={"width": 1}), row=i, col=1)
     if "loss_scale" in rows:
         fig.update_yaxes(type="log", row=rows.index("loss_scale") + 1, col=1)
-    marks = defaultdict(list)
-    for e in [e for e in r.events if e.rank in r.tracks][:MAX_MARKS]:
+    marks, last = defaultdict(list), {}  # (one mark per excursion, shaded from its onset to its last step)
+    for e, again in [(e, again) for e, again in excursions(r.events) if e.rank in r.tracks][:MAX_MARKS]:
         row = RULE_ROW.get(e.rule, rows[0])
         marks[row if row in rows else rows[0]].append(e)
+        last[id(e)] = again[-1].step if again else e.step
     span = max((x for xs, _ in points.values() for x in xs[-1:]), default=1) - \
         min((x for xs, _ in points.values() for x in xs[:1]), default=0)
     for row, events in marks.items():
@@ -137,8 +141,9 @@ def _figure(r):
             hovertext=[f"{e.rule} (rank {e.rank}): onset step {e.onset_step}, detected at step {e.step}<br>"
                        f"{html.escape(e.message)}" for e in events], hoverinfo="text"), row=i, col=1)
         for e in events:
-            if e.onset_step < e.step:
-                fig.add_vrect(x0=e.onset_step, x1=e.step, fillcolor="crimson", opacity=0.12, line_width=0, row=i, col=1)
+            if e.onset_step < last[id(e)]:
+                fig.add_vrect(x0=e.onset_step, x1=last[id(e)], fillcolor="crimson", opacity=0.12, line_width=0,
+                              row=i, col=1)
     for k, rb in enumerate(r.would_be_rollbacks()[:MAX_MARKS]):
         if rb["to_step"] is not None:
             fig.add_vrect(x0=rb["to_step"], x1=rb["at_step"], fillcolor="orange", opacity=0.10, line_width=0,

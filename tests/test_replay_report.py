@@ -325,3 +325,15 @@ def test_html_needs_plotly_and_says_so(tmp_path, monkeypatch):
                                        str(DATA / "mindformers_llama2_13b_normal_01.log")])
     assert result.exit_code == 2 and "--html needs plotly: pip install 'training-monitor[replay]'" in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_html_report_lists_and_marks_one_excursion_once(tmp_path):
+    # a NaN on every record (ultralytics/yolov5 issue #8421): three events, one excursion, as the text summary says
+    log = DATA / "reallogs/tune/yolov5_transformer_tqdm_epochs_36_38_of_299_box_obj_cls_nan_map_zero_ultralytics8421.log"  # noqa: E501
+    report = tmp_path / "report.html"
+    out = cli("replay", "--html", report, log)
+    assert out.returncode == 0, out.stderr
+    assert "and at 2 more steps of the same excursion, the last at step 38" in out.stdout
+    page = report.read_text()
+    assert "Anomalies: 3, 1 excursion</h3>" in page and page.count("<td>nan_inf</td>") == 1
+    assert "(and at 2 more steps of the same excursion, the last at step 38)" in page

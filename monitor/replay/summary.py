@@ -98,7 +98,7 @@ def as_text(results) -> str:
         out.append(f"{r.path}: {r.format}{who}, {count(r.records, 'record')} ({', '.join(parts)}), "
                    f"{count(r.reports, 'trainer report')}, {count(r.skipped_lines, 'line')} skipped"
                    f"{f' ({why})' if why else ''}, {count(len(r.events), 'anomaly', 'anomalies')}{more}")
-        for e, again in _excursions(r.events):
+        for e, again in excursions(r.events):
             rank = f"rank {e.rank:<3} " if len(ranks) > 1 else ""
             trainer = f" (trainer step {e.trainer_step})" if e.trainer_step is not None else ""
             out.append(f"  step {e.step:>7} onset {e.onset_step:>7}  {rank}{e.severity:<8} {e.rule:<19} {e.message}"
@@ -122,10 +122,10 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def _excursions(events: list) -> list[tuple]:
+def excursions(events: list) -> list[tuple]:
     """``events`` as ``(first, repeats)``: an event, and the events right after it of the same rule, rank and
     onset, at later steps (a rule firing at every step of one excursion, ``nan_inf`` over a run of NaN steps),
-    which the text summary names in one line."""
+    which the text summary and the HTML report name in one line."""
     out: list[tuple] = []
     for e in events:
         if out:
