@@ -117,7 +117,8 @@ class Rules:
 
     Raises:
         RulesError: unreadable file, bad YAML, unknown rule or key, or a value of the wrong type; the
-            message is ``FILE:LINE: rule.key: reason`` (the key path from the file's top).
+            message is ``FILE:LINE: rule.key: reason`` (the key path from the file's top), a line for each
+            wrong rule and key of the file.
     """
 
     def __init__(self, overrides: dict | None = None, source: str = "rules", lines: dict | None = None,
@@ -130,22 +131,28 @@ class Rules:
         self.runbook_base = overrides.pop("runbook_base", "runbooks")
         if not isinstance(self.runbook_base, str):
             raise RulesError(f"{at('runbook_base')}: expected a string, got {self.runbook_base!r}")
-        for rid in overrides:
-            if rid not in SETTINGS:
-                known = sorted(SETTINGS)
-                raise RulesError(f"{at(rid)}: unknown rule "
-                                 f"({did_you_mean(rid, known)}known: {', '.join(known)}; or runbook_base)")
+        known = sorted(SETTINGS)
+        problems = {rid: f"{at(rid)}: unknown rule ({did_you_mean(rid, known)}known: {', '.join(known)}; or "
+                         "runbook_base)" for rid in overrides if rid not in SETTINGS}
         self.rules: dict[str, RuleConfig] = {}
         for rid, cls in FILE_SETTINGS.items():
             body = overrides.get(rid) or {}
             if not isinstance(body, dict):
-                raise RulesError(f"{at(rid)}: expected a mapping of settings, got {body!r}")
-            params = asdict(check(cls, body, source, lines, (*path, rid), RulesError, bounds={"max": MAX_NUMBER}))
+                problems[rid] = f"{at(rid)}: expected a mapping of settings, got {body!r}"
+                continue
+            try:
+                params = asdict(check(cls, body, source, lines, (*path, rid), RulesError,
+                                      bounds={"max": MAX_NUMBER}))
+            except RulesError as exc:
+                problems[rid] = str(exc)
+                continue
             self.rules[rid] = RuleConfig(
                 id=rid, severity=params.pop("severity"), actions=tuple(params.pop("actions")),
                 warmup_steps=params.pop("warmup_steps"), cooldown_steps=params.pop("cooldown_steps"),
                 escalation=params.pop("escalation"),
                 enabled=params.pop("enabled"), skip_extra_batches=params.pop("skip_extra_batches"), params=params)
+        if problems:  # every rule's, in the file's order
+            raise RulesError("\n".join(problems[rid] for rid in overrides if rid in problems))
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Rules:

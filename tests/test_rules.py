@@ -369,6 +369,12 @@ def test_rules_file_overrides_and_errors_name_file_line_key(tmp_path):
         Rules.load(bad)
     assert [line.split(": unknown")[0].split(": expected")[0] for line in str(err.value).splitlines()] == [
         f"{bad}:2: loss_spike.sigma", f"{bad}:3: loss_spike.min_histroy", f"{bad}:4: loss_spike.threshold"]
+    # ... and every wrong rule of the file, in its order (an unknown rule hides no other error)
+    bad.write_text("nan_inff:\n  severity: critical\nloss_spike:\n  threshold: high\nstall: [1]\n")
+    with pytest.raises(RulesError) as err:
+        Rules.load(bad)
+    assert [line.split(": ")[1] for line in str(err.value).splitlines()] == ["nan_inff", "loss_spike.threshold",
+                                                                           "stall"]
 
 
 def test_a_settings_file_s_rules_mapping_names_its_file_line_and_key_path(tmp_path):
