@@ -15,7 +15,8 @@ is the would-be policy's (:mod:`training_monitor.replay.policy`) when checkpoint
 (a log does not say its world size).
 
 Times: a record's own time (the log line's prefix, :mod:`training_monitor.replay.clock`, or the CSV's ``timestamp``);
-a record without one comes its step time (x ``steps``; 1 s per step when unknown) after the one before. A rank
+a record without one comes its step time (x ``steps``; when it has none, the last step time known, as MindSpore's
+``TimeMonitor`` prints one at each epoch's end; 1 s per step before any) after the one before. A rank
 whose first record has no time is timed from ``start_time``, the start of the log's first step (default: now
 minus the longest such run). Each
 rank's times strictly increase (a time not after the one before becomes 1 ms after it), as Prometheus needs.
@@ -180,6 +181,7 @@ class Feed(Sink):
         self.labels = _labels(self.metrics.labels)
         self.relative: bool | None = None  # timed from the writer's start_time (decided by the first record)
         self.t: float | None = None  # time of the last record (seconds; from start_time when relative)
+        self.step_time = 1.0  # the last step time known (s), for a record without one
         self.next_scrape = -math.inf
         self.scraped: float | None = None
         self.slots: dict = {}  # sample name and label values -> (line buffer, line start)
@@ -193,7 +195,9 @@ class Feed(Sink):
         elif self.t is None:  # the log's first step; what came before it is not in the log
             t = rec.step_time_s or 1.0
         else:
-            t = self.t + (rec.step_time_s * rec.steps if rec.step_time_s else float(rec.steps))
+            t = self.t + (rec.step_time_s or self.step_time) * rec.steps
+        if rec.step_time_s:
+            self.step_time = rec.step_time_s
         t = round(t, 3)
         if self.t is not None and t <= self.t:
             t = round(self.t + 0.001, 3)

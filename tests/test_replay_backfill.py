@@ -261,3 +261,18 @@ def test_a_failed_replay_leaves_no_file_and_no_spool(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     out = cli("replay", "--openmetrics", tmp_path / "no" / "such" / "out.om", MF)
     assert out.returncode == 2 and "cannot write" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_step_without_its_own_time_takes_the_last_one_known(tmp_path):
+    # MindSpore's LossMonitor lines with TimeMonitor's `per step time` at each epoch's end: the steps after it are
+    # placed that far apart, not 1 s (1 s only before any step time is known)
+    from training_monitor.openmetrics import OpenMetricsWriter
+
+    writer = OpenMetricsWriter(str(tmp_path / "run.om"), start_time=START)
+    feed, times = writer.feed("r", 0), []
+    for step, step_time in ((1, None), (2, None), (3, 0.1), (4, None), (5, None), (6, 0.2), (7, None)):
+        feed.on_record(StepRecord(step, loss=2.0, step_time_s=step_time))
+        times.append(feed.t)
+    writer.discard()
+    assert times == pytest.approx([1.0, 2.0, 2.1, 2.2, 2.3, 2.5, 2.7])
+    assert os.listdir(tmp_path) == []
