@@ -193,7 +193,7 @@ class Feed(Sink):
         if rec.timestamp is not None and not self.relative:
             t = rec.timestamp
         elif self.t is None:  # the log's first step; what came before it is not in the log
-            t = rec.step_time_s or 1.0
+            t = rec.step_time_s or self.step_time
         else:
             t = self.t + (rec.step_time_s or self.step_time) * rec.steps
         if rec.step_time_s:

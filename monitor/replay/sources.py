@@ -172,9 +172,9 @@ def is_record_log(path: str) -> bool:
 def event_log_of(path: str) -> str | None:
     """The event log beside the record log ``path`` (``events_rank<r>.jsonl`` for ``records_rank<r>.csv``) when
     it exists, else None."""
-    name = os.path.basename(path)
     if not is_record_log(path):
         return None
+    name = os.path.basename(path)
     events = os.path.join(os.path.dirname(path), "events_" + name[len("records_"):-len(".csv")] + ".jsonl")
     return events if os.path.isfile(events) else None
 
