@@ -257,6 +257,21 @@ def test_a_table_row_whose_bar_was_cut_short_is_a_row_at_its_epoch():
     assert tables.row(columns, "10 | 0.6984 | 50%|") is None
 
 
+def test_a_fastai_table_s_time_column_is_a_clock_and_its_rows_are_epochs():
+    # n-waves/multifit @2cdf380 results/logs/new-runs/qrrn-ja.md lines 57-62 (fastai v1's `fit` table, twice)
+    lines = ["epoch     train_loss  valid_loss  accuracy  time",
+             "0         4.921511    4.071093    0.449957  02:49",
+             "Total time: 02:49",
+             "epoch     train_loss  valid_loss  accuracy  time",
+             "0         4.078950    3.772346    0.490980  03:45",
+             "1         3.727190    3.439734    0.550465  1:03:47"]
+    items = read(lines, evaluations=True)
+    assert [(type(i).__name__, i.loss) for i in items] == [
+        ("StepRecord", 4.921511), ("Evaluation", 4.071093), ("StepRecord", 4.07895), ("Evaluation", 3.772346),
+        ("StepRecord", 3.72719), ("Evaluation", 3.439734)]
+    assert [i.step_time_s for i in items if isinstance(i, StepRecord)] == [169.0, 225.0, 3827.0]
+
+
 def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     from training_monitor.replay import tables
     assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None

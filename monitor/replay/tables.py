@@ -9,13 +9,14 @@ notebook table ``Step | Training Loss | Validation Loss``, else two spaces apart
 among them a counter (a name the alias table, :mod:`.fields`, reads as the step or the epoch) and a loss
 (``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells as
 its header has columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number
-(``nan`` too); the other cells (``9.95G``, ``640``) are left as they are. The row ends where its bar starts, a whole
-one or one cut short (``640: 100%|███``, the count and timing lost to a terminal's width or a poster's cut; in a
-table not ``|``-separated). Other lines, the validation tables between
-the rows (``Class Images Instances Box(P R mAP50 mAP50-95)``, whose rows count nothing), are no rows of it. A row's
-named values are the line's: its losses one line's (:func:`.fields.resolve`: several named parts are summed, a NaN
-in any one is the sum's), its step found as any step line's (:mod:`.text`: the epoch from the counter, the bar's
-count within it); its evaluation columns' loss (``Validation Loss``) an evaluation at its step.
+(``nan`` too; a time column's a clock, ``[h:]mm:ss``, as fastai's ``time`` column ``02:49``, in seconds); the other
+cells (``9.95G``, ``640``) are left as they are. The row ends where its bar starts, a whole one or one cut short
+(``640: 100%|███``, the count and timing lost to a terminal's width or a poster's cut; in a table not
+``|``-separated). Other lines, the validation tables between the rows (``Class Images Instances Box(P R mAP50
+mAP50-95)``, whose rows count nothing), are no rows of it. A row's named values are the line's: its losses one
+line's (:func:`.fields.resolve`: several named parts are summed, a NaN in any one is the sum's), its step found as
+any step line's (:mod:`.text`: the epoch from the counter, the bar's count within it); its evaluation columns' loss
+(``Validation Loss``) an evaluation at its step.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, NO_FIELD, lookup, resolve
 
 _CELL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[KMGT]?%?|(?i:[-+]?nan|[-+]?inf)")
 _COUNT = re.compile(r"(\d+)(?:/(\d+))?")
+# a duration written as a clock, ``[h:]mm:ss`` (fastai's ``time`` column, ``00:21``, ``1:12:49``)
+_CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})")
 _COUNTERS = frozenset(("step", "epoch"))
 _LOSSES = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))
 _APART = re.compile(r"\s{2,}")
@@ -73,6 +76,8 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
             if m is None:
                 return None
             found.append((field, m.group(1), m.group(2), unit))
+        elif field == "step_time_s" and (clock := _CLOCK.fullmatch(cell)):
+            found.append((field, str(int(clock[1] or 0) * 3600 + int(clock[2]) * 60 + int(clock[3])), None, "s"))
         elif not _CELL.fullmatch(cell):
             return None
         elif field == EVAL:
