@@ -203,6 +203,26 @@ def test_a_loss_named_again_is_no_part_of_the_record_before():
     assert text.clean("loss_scale: 2**16") == "loss_scale: 2**16"  # an exponent is no Markdown bold
 
 
+def test_a_loss_written_as_its_initials_is_a_loss_part_on_a_step_line_only():
+    # dlyldxwl/fssd.pytorch issue #8, description (tests/data/reallogs/tune/fssd_voc2007_..._fssd8.log): `L` (loc),
+    # `C` (conf) and `S` (their sum) are the line's only losses
+    recs = _steps(["Epoch:1 || epochiter: 0/1034|| Totel iter 0 || L: 201.1674 C: 330.5661 S: 531.7335||Batch time: 12.2342 ||LR: 0.0010000",  # noqa: E501
+                   "Epoch:1 || epochiter: 10/1034|| Totel iter 10 || L: nan C: nan S: nan||Batch time: 0.8318 ||LR: 0.0010000"])  # noqa: E501
+    assert [r.step for r in recs] == [0, 10]
+    assert math.isclose(recs[0].loss, 201.1674 + 330.5661 + 531.7335) and math.isnan(recs[1].loss)
+    # YOLACT's legend after its leading counts (tests/data/reallogs/tune/yolact_iters_0_110_..._103.log): the parts
+    # and their total `T` summed
+    recs = _steps(["[  0]       0 || B: 7.666 | C: 7.013 | M: 4.458 | S: 1.997 | T: 21.134 || ETA: 0:00:00 || timer: 9.527",  # noqa: E501
+                   "[  0]      10 || B: 6.981 | C: 6.276 | M: 5.049 | S: 1.818 | T: 20.124 || ETA: 2 days, 22:15:24 || timer: 0.290"])  # noqa: E501
+    assert [r.step for r in recs] == [0, 10] and math.isclose(recs[0].loss, 2 * 21.134, abs_tol=1e-3)
+    # no step on the line (MindFlow's error report after an evaluation, heldout12), or a name glued to its value
+    # (ModelArts' `Rank table file (K8S generated)`, MindCV's `Auto mixed precision: O2`, heldout45): no loss
+    assert _steps(["    l2_error, U:  0.3499122378307982 , V:  1.089610520680924 , P:  1.0590148771220198"]) == []
+    assert _steps(["[ModelArts Service Log]2023-08-02 21:57:44,170 - INFO - Rank table file (K8S generated) is ready for read",  # noqa: E501
+                   "Auto mixed precision: O2"]) == []
+    assert lookup("LR") == ("lr", None) and lookup("TP") is None and lookup("cycle_A") is None
+
+
 # -- column tables: a header of names, then rows of values under it (monitor/replay/tables.py)
 
 def test_yolo_epoch_table_rows_are_step_lines_and_their_losses_the_sum_of_the_parts():
@@ -533,7 +553,7 @@ def test_llm_c_s_and_trl_are_the_step_and_its_loss():
                    "s:5000 tel:3.5556", "s:5000 eval:0.2734", "s:5000 trl:3.6325 lr:0.000526 norm:0.26"])
     assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(4998, 3.5912, 0.28), (4999, 3.5455, 0.27),
                                                             (5000, 3.6325, 0.26)]
-    assert text.pairs(text.clean("[  1]    1440 || B: 5.495 | S: 1.564 | T: 17.647")) == []
+    assert [f for f, *_ in text.pairs(text.clean("[  1]    1440 || B: 5.495 | S: 1.564 | T: 17.647"))] == ["loss"]
     assert text.pairs(text.clean("took 5.2 s 100 samples")) == []
 
 

@@ -59,12 +59,10 @@ KNOWN_FAILING = frozenset({
     "yolox_iters_240_270_data_time_8_4s_of_8_7s_327.log",
     # promoted from heldout17 after scoring: a loss printed to 3 decimals frozen for 7 steps (the frozen rule wants
     # 20, or 5 significant digits); lines of an epoch and its time only, read now, whose slow epoch is the first
-    # record (nothing before it to be slower than); a Markdown table with a True/False `train` column; YOLACT's
-    # one-letter loss legend
+    # record (nothing before it to be slower than); a Markdown table with a True/False `train` column
     "lightning_tqdm_epoch_0_steps_100_106_train_loss_frozen_4_600_20344.log",
     "sovits_fork_epochs_6019_6025_epoch_6019_cost_53049s_then_14s_563.log",
     "minai_fastai_style_markdown_table_epochs_0_4_train_and_valid_rows_healthy_3.log",
-    "yolact_iters_0_110_total_loss_21_to_16_first_timer_9s_healthy_103.log",
     # from heldout19: an inf grad norm on steps apex skipped (the overflow's, by design, no nan_inf)
     "tacotron2_apex_resume_iters_12001_12011_loss_0_17_to_4_97_grad_norm_inf_scale_32768_to_512_485.log",
     # promoted from heldout19 after scoring: timm's summary CSV rows without their header
@@ -73,12 +71,11 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout34 and heldout35 after scoring: XLM's `-    2600 -   43.00 sent/s - .. - MLM-en:  1.9930`
     # lines (a bare count, a loss named for its objective alone); a loss of 1e-6 to 1e-8 from the excerpt's first
     # record, varying (a converged regression or PINN loss does that healthily); grad norms of 4230 and 8102 on a
-    # run's first records (nothing to compare with, under the absolute `level`); YOLACT's one-letter loss legend
+    # run's first records (nothing to compare with, under the absolute `level`)
     "xlm_mlm_enro_steps_2600_2800_sent_per_s_healthy_xlm231.log",
     "dope_train_epoch_loss_collapsed_to_1e-8_tab_local_rank_367.log",
     "ms_swift_gkd_grad_norm_4230_loss_429_step_5_vllm_prefix_cache_6600.log",
     "ms_swift_gkd_grad_norm_8102_to_11757_loss_810_to_1323_steps_10_11_6600.log",
-    "yolact_startup_iters_0_110_total_105_to_21_first_timer_17s_healthy_318.log",
     # promoted from heldout37 after scoring: ROMP's `Time 2.87 RUN 0.87 ..` rising to 5.96 s over 6 records (the
     # first is the only baseline); a DPO loss at 0.1726-0.1733 for 6450 steps, its last digits moving (not frozen)
     "romp_epoch0_iters_100_350_time_2_87_to_5_96_run_0_9_romp170.log",
@@ -178,15 +175,9 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout64 after scoring: a grad norm of 35.9 after 6.0 and 5.8, 47.0 three records before: under
     # the tenfold excursion the few-records test asks of a grad norm
     "megatron_lm_gpt3_7b_fp16_8gpu_iters_10_100_overflow_scale_262144_to_131072_grad_norm_35_9_at_50_fixstars_mdk.log",
-    # promoted from heldout65 after scoring: eight losses whose names (`D_A`, `G_A`, `cycle_A`, ..) the alias table
-    # does not read as losses, all nan from the first record: the records carry no loss
-    "cyclegan_pix2pix_horse2zebra_epoch1_iters_100_700_all_losses_nan_from_first_1220.log",
     # promoted from heldout65 after scoring: llama.cpp's `iter= 0 .. loss=0.000000`, printed before any loss is
     # computed, is a zero loss (which fires at once: a run whose loss is 0 from its first step is caught there)
     "llamacpp_finetune_llama3_8b_q8_lora_iters_0_52_loss_15_2_to_1_99_ckpt_saves_healthy_neoneye.log",
-    # promoted from heldout66 after scoring: a loop's loss printed as `Le` (frozen at 25.6000), a name the alias table
-    # does not read as a loss
-    "custom_gsmn_vse_eit_12400_13100_loss_le_frozen_25_6000_degenerate_gsmn10.log",
     # promoted from heldout66 after scoring: the last Keras bar's `loss: nanmf:[16]`, a NaN glued to a debug print's
     # text, is no value: 2 of its 3 records read (its nan is found)
     "keras_yolov4_batches_699_701_loss_718_6_then_nan_with_debug_prints_yolov4keras56.log",
@@ -198,12 +189,9 @@ KNOWN_FAILING = frozenset({
     "gluoncv_ssd_epochs_0_19_speed_0_93_to_0_06_samples_per_sec_throughput_decay_sparkszs.log",
     # promoted from heldout67 after scoring: rows of values with no header line naming their columns
     "yolov7_results_rows_epochs_0_7_of_149_all_losses_nan_from_epoch_6_wongkinyiu2139.log",
-    # promoted from heldout69 after scoring: a loop's losses named `Lc` and `Ld`, no name the alias table reads as a
-    # loss: not read
+    # promoted from heldout69 after scoring: a loop's losses named `Lc` and `Ld` after `ep 0 it 250/1048`, no
+    # counter the reader knows (its epoch summaries are read): not read
     "custom_ecg_ssl_pretrain_epochs_0_4_slowdown_350s_per_250_it_at_ep2_then_resume_yuvaraj.log",
-    # heldout72, first replay (not studied)
-    "fssd_voc2007_epoch1_iters_0_110_l_c_s_201_330_531_then_nan_from_10_backquote_fssd8.log",
-    "pytorchssd_fssd_vgg_voc0712_iters_0_110_loc_conf_3_7_15_to_7197_94863_at_90_nan_from_100_pytorchssd101.log",
 })
 
 

@@ -27,7 +27,11 @@ whole name is not there:
     ``nll_loss``, mmdet's ``loss_cls``, Megatron's ``load_balancing_loss``).
 
   An identifier ``l_<part>`` (BasicSR and the restoration trainers built on it: ``l_pix``, ``l_percep``,
-  ``l_g_gan``; ``l_all`` their total) is ``loss_<part>``; ``l_r`` (one letter) is none.
+  ``l_g_gan``; ``l_all`` their total) is ``loss_<part>``; ``l_r`` (one letter) is none. Initials, a capital and
+  at most one small letter or two such joined by ``_`` (FSSD's ``L: .. C: .. S: ..``, YOLACT's ``B: .. | C: .. |
+  T: ..``, CycleGAN's ``D_A``), are a loss named for its part, :data:`LOSS_OTHER` (:func:`initials`: the text
+  reader takes them only on a line that names its step, apart from their value); ``LR`` is the learning rate,
+  ``TP`` or ``GB``, all capitals, no loss.
   A word ending in ``loss`` is ``loss`` and its first part a qualifier (pix2pix's ``Dloss``/``Gloss``, MXNet's
   ``MultiLogisticLoss``: named losses), and so are the parts YOLO's epoch tables name ``box``, ``obj``, ``cls``
   (YOLOv5), ``giou`` (YOLOv3), ``dfl`` (YOLOv8). A line (a CSV header) takes one loss, :func:`resolve`: its step loss
@@ -234,6 +238,9 @@ _TIME_FIELDS = frozenset(("step_time_s", "data_wait_s", "span_s"))
 # what a step line names beside its step
 _STEP_LINE = frozenset(("loss", "step_time_s", "data_wait_s", "tps", "sps", "step_rate")) | OTHER_LOSSES
 _TOKENS = re.compile(r"[^a-z0-9]+")
+# a capital and at most one small letter, or two such joined by `_`: a loss written as its initials (FSSD's `L`,
+# `C`, `S`; `Lc`, `Le`; CycleGAN's `D_A`), no unit or setting (`LR` is the learning rate, `GB`, `TP` all capitals)
+_INITIALS = re.compile(r"[A-Z][a-z]?(?:_[A-Z][a-z]?)?")
 _LOSS_PREFIX = re.compile(r"l_[a-z](?:_?[a-z])+$")  # `l_` and a loss's part of two letters or more: not `l_r`
 _EVAL_WORDS = frozenset(("eval", "val", "valid", "validation", "test", "evaluation", "runtime", "tel", "cv"))
 _PER_STEP = frozenset(("step_time_s", "sps", "tps", "step_rate"))  # what ``<..>_step_<name>`` (the step's) may be
@@ -349,6 +356,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
                 break
             if words[i] in NAMES or words[i] in ("per", "total") or words[i] in _CLOCK_WORDS:
                 break  # "ms per step" is a rate, "total .. time" a total, "start time" a clock's
+    if hit is None and _INITIALS.fullmatch(name):
+        hit = (LOSS_OTHER, None)  # FSSD's `L: .. C: .. S: ..`, CycleGAN's `D_A`, `G_A`: losses by their initials
     if len(_cache) < 4096:
         _cache[name] = hit
     return hit
@@ -370,6 +379,12 @@ def bare(name: str) -> bool:
     """``name`` is a total word or a training-split word alone (:func:`lookup`), a loss only when printed with a
     separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading), or llm.c's step ``s`` (``s:4860``)."""
     return "_".join(_words(name)) in _BARE_WORDS
+
+
+def initials(name: str) -> bool:
+    """``name`` is a loss written as its initials (:func:`lookup`: ``L``, ``Lc``, ``D_A``), a loss only on a step
+    line and apart from its value (``O2``, ``K8S`` are words)."""
+    return _INITIALS.fullmatch(name) is not None
 
 
 def _per_step(key: str) -> tuple[str, str | None] | None:

@@ -164,6 +164,7 @@ from .fields import (
     bare,
     by_unit,
     evaluation_loss,
+    initials,
     log_ppl,
     lookup,
     resolve,
@@ -463,6 +464,11 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 pending = (hit, m)
             else:
                 found.append((hit, m))
+    if any(initials(_name(m)) for _, m in found):  # a loss's initials: on a step line, apart from their value
+        counted = (any(hit[0] in ("step", "epoch") for hit, _ in found) or _LEADING.match(text) is not None
+                   or any(count.search(text) for count in _COUNTS))
+        found = [(hit, m) for hit, m in found
+                 if not initials(_name(m)) or counted and m.start("val") > m.end("name")]
     if "/" in text or "per " in text:
         have = {hit[0] for hit, _ in found}
         for rate, field in _RATE_UNITS:
