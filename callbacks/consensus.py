@@ -51,3 +51,10 @@ class RankConsensus:
     def all_ok(self, ok: bool) -> bool:
         """True when ``ok`` is true on every rank."""
         return int(self._sum(Tensor(np.array([1.0 if ok else 0.0], np.float32))).asnumpy()[0]) == self.world_size
+
+    def first_rank(self, value: int, rank: int) -> int:
+        """Rank 0's ``value``, a count under 2**48 (sent as three 16-bit parts, which a float32 sum of one
+        non-zero term keeps exactly; MindSpore's AllReduce on CPU only sums)."""
+        parts = [(value >> shift) & 0xFFFF if rank == 0 else 0 for shift in (32, 16, 0)]
+        got = self._sum(Tensor(np.array(parts, np.float32))).asnumpy()
+        return sum(int(round(float(x))) << shift for x, shift in zip(got, (32, 16, 0)))

@@ -37,12 +37,20 @@ def save_train_state(train_network, path: str) -> None:
     ms.save_checkpoint(train_network, path)
 
 
-def restore_train_state(train_network, optimizer, path: str, lr_factor: float) -> float:
-    """Load ``path`` into ``train_network`` (weights, optimizer moments, ``global_step``, loss scale),
-    then set the LR multiplier to its value before the load times ``lr_factor``, so rollbacks compound.
+def lr_scale(train_network, optimizer=None) -> float:
+    """The LR multiplier in force: the value of :func:`~training_monitor.callbacks.lr.lr_scale_parameters` (a fixed
+    LR itself, for a ``Parameter`` learning rate).
 
-    Returns:
-        the new LR multiplier (or the new fixed LR, for a ``Parameter`` learning rate).
+    Raises:
+        TypeError: the learning rate cannot be scaled in place.
+    """
+    return float(lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))[0].asnumpy())
+
+
+def restore_train_state(train_network, optimizer, path: str, scale: float) -> None:
+    """Load ``path`` into ``train_network`` (weights, optimizer moments, ``global_step``, loss scale), then set the
+    LR multiplier to ``scale`` (for a rollback: :func:`lr_scale` before it times its factor, the same for every
+    checkpoint it tries, so one rollback cuts the LR once however many loads it takes).
 
     Raises:
         TypeError: the learning rate cannot be scaled in place (see
@@ -50,7 +58,6 @@ def restore_train_state(train_network, optimizer, path: str, lr_factor: float) -
         ValueError, RuntimeError, OSError: the checkpoint cannot be read or does not fit the network.
     """
     scales = lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))
-    before = float(scales[0].asnumpy())
     params = ms.load_checkpoint(path)
     own = list(train_network.get_parameters())
     missing = [p.name for p in own if p.name not in params]
@@ -67,5 +74,4 @@ def restore_train_state(train_network, optimizer, path: str, lr_factor: float) -
     # assigned in place.
     for p in own:
         ops.assign(p, params[p.name].astype(p.dtype))
-    set_lr_scale(scales, before * lr_factor)
-    return before * lr_factor
+    set_lr_scale(scales, scale)

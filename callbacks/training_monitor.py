@@ -43,7 +43,14 @@ from .data import SkippableSource, find_skippable
 from .lr import lr_reader, lr_scale_parameters, schedule_scales, set_lr_scale
 from .outputs import read_step_outputs
 from .peers import evaluators, hook_eval, hook_lr_function, hook_step_end, nan_checks, schedulers, unhook
-from .rollback import global_step, nonfinite_parameters, restore_train_state, save_train_state, train_optimizer
+from .rollback import (
+    global_step,
+    lr_scale,
+    nonfinite_parameters,
+    restore_train_state,
+    save_train_state,
+    train_optimizer,
+)
 
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
@@ -514,6 +521,7 @@ class TrainingMonitor(Callback):
                         self.resumed.path)
                 self.engine.offset = self._batches - entry.step
                 self.metrics.set_healthy(self.ledger.last_healthy_step)
+                self._check_resumed_steps(run_context, entry.step, self.resumed.path)
                 self._check_resumed_weights(run_context, cb.train_network, self.resumed)
         elif self.last_record is None and (loaded := global_step(cb.train_network, cb.get("optimizer"))):
             logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
@@ -731,6 +739,18 @@ class TrainingMonitor(Callback):
         for on_action in self._on_action:
             on_action(events, action)
 
+    def _check_resumed_steps(self, run_context, step: int, path: str) -> None:
+        """Every rank must resume from the checkpoint of the same step (two collectives with consensus): ranks
+        that loaded different steps train different weights, and their per-step collectives no longer pair up
+        (a checkpoint check on one rank meets a gradient AllReduce on another). Not the same: the run stops."""
+        if self._consensus is None:
+            return
+        first = self._consensus.first_rank(step, self.rank)
+        if not self._consensus.all_ok(step == first):
+            self._stop(run_context, f"the ranks resumed from checkpoints of different steps (rank 0's is step "
+                                    f"{first}, this rank's step {step}, {path}): every rank must load the "
+                                    "checkpoint of one step (resume_from names each rank's file of that step)")
+
     def _check_resumed_weights(self, run_context, network, resumed) -> None:
         """The weights the trainer loaded to resume must be finite (on every rank): a checkpoint written after
         the weights went bad (the trainer's own save at the end of a run the monitor stopped, one the ledger
@@ -824,7 +844,8 @@ class TrainingMonitor(Callback):
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         self._read_lr = self._optimizer_lr(cb)
         logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), "
-                                         "LR x{}", self.rank, step, target.step, target.path, self.cfg.lr_factor)
+                                         "LR x{:g} (now x{:g} of the schedule)", self.rank, step, target.step,
+                                         target.path, self.cfg.lr_factor, rb["lr_multiplier"])
         return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "
                 f"(now x{rb['lr_multiplier']:g})")
 
@@ -835,13 +856,14 @@ class TrainingMonitor(Callback):
         Raises:
             TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
         """
+        optimizer = train_optimizer(cb.train_network, cb.get("optimizer"))
+        scale = lr_scale(cb.train_network, optimizer) * self.cfg.lr_factor  # one cut, however many loads it takes
         target = d.target
         while target is not None:
             error = None
             try:
                 self.ledger.verify(target)
-                restore_train_state(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")),
-                                    target.path, self.cfg.lr_factor)
+                restore_train_state(cb.train_network, optimizer, target.path, scale)
             except (ValueError, RuntimeError, OSError) as exc:
                 error = exc
             # every rank must have loaded the same checkpoint, or all try the next one

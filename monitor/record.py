@@ -65,11 +65,11 @@ class StepRecord:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """TPS over the step's period, its wait for data included: ``tokens / (step_time_s + data_wait_s)``
-        (global over the data-parallel ranks; a starved input pipeline lowers it, and MFU with it); None when
-        unknown."""
+        """TPS over the step's whole period, from the end of the step before (its last callback's) to this
+        step's end: ``tokens / (step_time_s + data_wait_s + callbacks_s)`` (global over the data-parallel ranks;
+        a starved input pipeline or slow callbacks lower it, and MFU with it); None when unknown."""
         if self.tokens and self.step_time_s:
-            return self.tokens / (self.step_time_s + (self.data_wait_s or 0.0))
+            return self.tokens / (self.step_time_s + (self.data_wait_s or 0.0) + (self.callbacks_s or 0.0))
         return None
 
     def to_dict(self) -> dict:

@@ -130,13 +130,18 @@ def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path)
         stop(proc)
 
 
-def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
-    proc, _ = launch(tmp_path, "nan")
+def summaries(tmp_path, mode):
+    """Run the job ``mode`` to a clean end; the ranks' summaries (OUT/summary_rank<r>.json)."""
+    proc, _ = launch(tmp_path, mode)
     try:
         assert proc.wait(240) == 0
     finally:
         stop(proc)
-    s0, s1 = (json.loads((tmp_path / f"summary_rank{r}.json").read_text()) for r in (0, 1))
+    return [json.loads((tmp_path / f"summary_rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
+    s0, s1 = summaries(tmp_path, "nan")
     # the NaN is in rank 1's batch only; the reduced loss makes both ranks see it at step 45. Rules judging
     # each rank's own wall time (throughput, MFU, stalls) may differ between ranks on a busy machine.
     timed = ("throughput_drop", "low_mfu", "stall")
@@ -154,3 +159,15 @@ def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
     seen = [re.search(r"nan_inf at step 45 .*\[this rank's own loss (\S+?)[,\]]", text) for text in logs]
     assert seen[1] and seen[1].group(1) == "nan", logs[1][-3000:]
     assert seen[0] and math.isfinite(float(seen[0].group(1))), logs[0][-3000:]
+
+
+def test_a_target_that_fails_to_load_on_one_rank_is_skipped_by_all_with_one_lr_cut(tmp_path):
+    # rank 1's step-30 checkpoint is truncated before the NaN at step 45: rank 0 loads its own copy, is overruled,
+    # and both load step 20; the LR is cut once on both (rank 0 cut it twice before: 0.0125 against 0.025)
+    s0, s1 = summaries(tmp_path, "corrupt")
+    assert [(rb["at_step"], rb["to_step"], rb["lr_multiplier"]) for rb in s0["rollbacks"]] == [(45, 20, 0.5)]
+    assert [(rb["at_step"], rb["to_step"], rb["lr_multiplier"]) for rb in s1["rollbacks"]] == [(45, 20, 0.5)]
+    assert s0["lr"] == s1["lr"] == pytest.approx(0.025)
+    assert s0["final_loss"] == pytest.approx(s1["final_loss"])
+    logs = [(tmp_path / "logs" / f"worker_{r}.log").read_text() for r in (0, 1)]
+    assert "failed to load on another rank" in logs[0] and "failed to load: " in logs[1]

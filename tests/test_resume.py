@@ -301,6 +301,16 @@ def test_two_ranks_resume_together_or_both_start_afresh(tmp_path):
     for r in (0, 1):
         assert json.loads((broken / f"resumed_rank{r}.json").read_text()) == {"resumed": None, "carried": [],
                                                                                "last_step": 10}
+    # rank 1 loads its step-20 file, rank 0 its step-30 one (a per-rank "newest file" after a save cut short):
+    # both stop at once, saying so (the monitor ends a run it stopped with exit status 1), rather than train on
+    # different weights until their collectives no longer pair up
+    mismatch = tmp_path / "mismatch"
+    shutil.copytree(ok, mismatch)
+    assert msrun(mismatch, "mismatch") == 1
+    for r in (0, 1):
+        log = (mismatch / "logs-mismatch" / f"worker_{r}.log").read_text()
+        assert (f"stopping the run: the ranks resumed from checkpoints of different steps (rank 0's is step 30, "
+                f"this rank's step {30 if r == 0 else 20}, ") in log, log[-3000:]
 
 
 def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):

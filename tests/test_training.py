@@ -405,6 +405,20 @@ def test_counted_real_tokens_instead_of_batch_times_sequence(tmp_path):
     mon.close()
 
 
+def test_tps_spans_the_whole_step_period_with_the_callbacks_after_the_monitor(tmp_path):
+    # a callback after the monitor that takes 50 ms a step (a checkpoint save, a print): the period between two
+    # step ends holds it, so TPS is at most the step's tokens over 50 ms, and the record says where it went
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, tokens_per_step=BATCH * SEQ)
+    records = []
+    train([mon, AtStep(lambda cb: time.sleep(0.05)), AtStep(lambda cb: records.append(mon.last_record))], steps=6)
+    mon.close()
+    later = records[1:]  # the first step has no step before it
+    assert all(r.callbacks_s >= 0.05 for r in later)
+    assert all(r.tokens_per_second == pytest.approx(
+        r.tokens / (r.step_time_s + (r.data_wait_s or 0.0) + r.callbacks_s)) for r in later)
+    assert all(r.tokens_per_second <= BATCH * SEQ / 0.05 for r in later)
+
+
 def test_skip_batches_skips_extra_batches_ahead_of_the_reader_and_records_them(tmp_path):
     rules = {"nan_inf": {"actions": ["alert", "rollback", "skip_batches"], "skip_extra_batches": 5}}
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,

@@ -4,6 +4,7 @@
                                  steps into OUT/ckpt/rank_<r>/ (after the monitor in the callback list)
     resume_ranks.py OUT resume   each rank loads its OUT/ckpt/rank_<r>/tiny-1_30.ckpt and trains 10 steps with
                                  resume_from=OUT/ckpt/rank_{rank}/tiny-1_30.ckpt; writes OUT/resumed_rank<r>.json
+    resume_ranks.py OUT mismatch as ``resume``, but rank 1 loads (and names in resume_from) its step-20 file
 """
 import json
 import os
@@ -31,8 +32,9 @@ def main():
     ms.set_seed(0)
     net = tiny_net()
     cell = nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), learning_rate=0.05))
-    pattern = os.path.join(out, "ckpt", "rank_{rank}", "tiny-1_30.ckpt")
-    resume = pattern if mode == "resume" else None
+    pattern = os.path.join(out, "ckpt", "rank_{rank}", "tiny-1_20.ckpt" if mode == "mismatch" and rank == 1
+                           else "tiny-1_30.ckpt")
+    resume = pattern if mode in ("resume", "mismatch") else None
     if resume:
         ms.load_param_into_net(cell, ms.load_checkpoint(pattern.replace("{rank}", str(rank))))
     monitor = TrainingMonitor(run="msrun-resume", output_dir=out, metrics_port=None, healthy_after=5,

@@ -6,6 +6,8 @@
                                   never joins (rank 0 sleeps instead); the watchdog must report it
     two_ranks.py OUT PORT nan     data-parallel training where only rank 1's batch 44 holds a NaN; each
                                   rank writes OUT/summary_rank<r>.json (rollbacks, LR, final loss)
+    two_ranks.py OUT PORT corrupt as ``nan``, and rank 1 truncates its step-30 checkpoint (the rollback's
+                                  target) at step 44: rank 0's copy loads, rank 1's does not
 """
 import json
 import os
@@ -30,6 +32,20 @@ def blocking_collective_rank1():
     return ops.AllReduce()(Tensor([1.0]))
 
 
+class Truncate(Callback):
+    """At step 44, truncate this rank's checkpoint of step 30 in ``monitor``'s ledger."""
+
+    def __init__(self, monitor):
+        super().__init__()
+        self.monitor = monitor
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == 44:
+            path = next(e.path for e in self.monitor.ledger.entries if e.step == 30)
+            with open(path, "r+b") as f:
+                f.truncate(100)
+
+
 class Hang(Callback):
     def __init__(self, rank):
         super().__init__()
@@ -48,20 +64,21 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     rank = get_rank()
-    if mode in ("train", "nan"):
+    if mode in ("train", "nan", "corrupt"):
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     ms.set_seed(0)  # same initial weights on every rank, as data parallelism expects
     net = tiny_net()
-    steps = {"train": 400, "hang": 20, "nan": 60}[mode]
+    steps = {"train": 400, "hang": 20, "nan": 60, "corrupt": 60}[mode]
     source = ByteWindows(load_corpus(), SEQ, BATCH, steps, seed=rank)
-    if mode == "nan" and rank == 1:
+    if mode in ("nan", "corrupt") and rank == 1:
         source.poison = {44}
     opt = nn.SGD(net.trainable_params(), learning_rate=0.05)
     stall = {"min_seconds": 2.0, "startup_seconds": 60.0, "factor": 5.0, "startup_steps": 3}
     monitor = TrainingMonitor(run="msrun-test", output_dir=out, metrics_port=port,
                               file_sd_dir=os.path.join(out, "file_sd"), tokens_per_step=BATCH * SEQ * 2,
                               rules={"stall": stall}, checkpoint_every=10, healthy_after=10)
-    callbacks = [monitor] + ([Hang(rank)] if mode == "hang" else [])
+    callbacks = ([monitor] + ([Hang(rank)] if mode == "hang" else [])
+                 + ([Truncate(monitor)] if mode == "corrupt" and rank == 1 else []))
     Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=callbacks,
                                                dataset_sink_mode=False)
     if mode == "train":  # keep /metrics up until the test has scraped
@@ -70,7 +87,7 @@ def main():
         while not os.path.exists(release) and time.time() < deadline:
             time.sleep(0.2)
     monitor.close()
-    if mode == "nan":
+    if mode in ("nan", "corrupt"):
         with open(os.path.join(out, f"summary_rank{rank}.json"), "w") as f:
             json.dump({"rollbacks": monitor.rollbacks, "lr": float(opt.learning_rate.asnumpy()),
                        "final_loss": monitor.last_record.loss, "final_step": monitor.last_record.step,
