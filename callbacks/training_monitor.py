@@ -20,7 +20,7 @@ from training_monitor.alerts import AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
 from training_monitor.eventlog import EventLog
-from training_monitor.file_sd import write_file_sd_target
+from training_monitor.file_sd import remove_file_sd_target, write_file_sd_target
 from training_monitor.files import lock, unlock
 from training_monitor.flops import ModelFlops, mfu
 from training_monitor.hardware import peak_flops
@@ -245,6 +245,7 @@ class TrainingMonitor(Callback):
         self._watchdog: Watchdog | None = None
         self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
+        self._sd_port = 0
         self._source: SkippableSource | None = None
         self._judged: int | None = None  # trainer step (cur_step_num) the monitor has judged
         self._undone: int | None = None  # trainer step a rollback undid or the run stops at
@@ -399,8 +400,8 @@ class TrainingMonitor(Callback):
         if self._watchdog is not None:
             self._watchdog.stop()
             self._watchdog = None
-        if self._sd_file and os.path.exists(self._sd_file) and not crashed:
-            os.unlink(self._sd_file)
+        if self._sd_file and not crashed:
+            remove_file_sd_target(self._sd_file, self._sd_port)
         self._sd_file = None
         if self.last_record is not None:  # saved at the last step, or by a ModelCheckpoint's end() before ours
             self.model_checkpoints.ledger_new(self.last_record.step, self._batches)
@@ -482,8 +483,9 @@ class TrainingMonitor(Callback):
             if self.metrics_url:
                 logger.info("rank {} metrics at {}", self.rank, self.metrics_url)
         if self.metrics_url and cfg.file_sd_dir and not self._sd_file:
+            self._sd_port = self.metrics.server.port
             self._sd_file = write_file_sd_target(cfg.file_sd_dir, cfg.run, self.rank, cfg.metrics_host,
-                                                 self.metrics.server.port)
+                                                 self._sd_port)
         if self.world_size > 1 and cfg.consensus is not False and self._consensus is None:
             if communication_ready():
                 self._consensus = RankConsensus(self.world_size)

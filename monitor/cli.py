@@ -213,6 +213,7 @@ def dashboards_generate(out):
 def dashboards_push(url, folder, overwrite, runbook_base, timeout):
     """Upload the dashboards to Grafana with the API token in the environment variable GRAFANA_TOKEN
     (a service-account token with the Editor role)."""
+    from .dashboards import default_runbook_base
     from .grafana import PushError, push
 
     token = os.environ.get("GRAFANA_TOKEN", "")
@@ -225,6 +226,10 @@ def dashboards_push(url, folder, overwrite, runbook_base, timeout):
         fail(str(exc))
     for a in answers:
         click.echo(f"{a['title']}: {a['url']} (version {a['version']})")
+    base = runbook_base or default_runbook_base()
+    if not base.startswith(("http://", "https://")):
+        click.echo(f"note: the dashboards' runbook links are relative ({base}/<rule>.md), which Grafana opens under "
+                   "its own URL; pass --runbook-base with the URL where the runbooks are served", err=True)
 
 
 @main.command()

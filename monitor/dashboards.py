@@ -61,7 +61,8 @@ RUN = 'run=~"$run"'
 RANK = 'run=~"$run", rank=~"$rank"'
 
 
-def _default_runbook_base() -> str:
+def default_runbook_base() -> str:
+    """The rules' ``runbook_base`` (``runbooks``, the repository folder, unless the default rules say otherwise)."""
     from .ruleset import Rules
 
     return Rules().runbook_base
@@ -121,7 +122,7 @@ class PanelDef:
     content: str = ""
 
 
-def _q(expr: str, legend: str = "rank {{rank}}", column: str = "") -> Query:
+def _q(expr: str, legend: str = "{{run}} rank {{rank}}", column: str = "") -> Query:
     return Query(expr, legend, column)
 
 
@@ -154,7 +155,7 @@ PANELS: dict[str, PanelDef] = {
     # throughput
     "tps": PanelDef("Tokens per second (TPS)", queries=(
         _q(f"max by (run) (rate(train_tokens_total{{{RUN}}}[1m]))", "{{run}}"),
-        _q(f"train_tokens_per_second{{{RANK}}}", "last step, rank {{rank}}"))),
+        _q(f"train_tokens_per_second{{{RANK}}}", "last step, {{run}} rank {{rank}}"))),
     "tps_per_device": PanelDef("TPS per device", queries=(_q(f"train_tokens_per_second_per_device{{{RANK}}}"),)),
     "mfu": PanelDef("MFU", "percentunit", (_q(f"train_mfu_ratio{{{RANK}}}"),),
                     description="Model FLOPs utilisation: 6N + 12LHS FLOPs per token x TPS / peak FLOP/s."),
@@ -164,7 +165,7 @@ PANELS: dict[str, PanelDef] = {
     "data_wait_share": PanelDef("Data wait share of the step", "percentunit", (
         _q(f"rate({WAIT}_sum{{{RANK}}}[5m]) / (rate({WAIT}_sum{{{RANK}}}[5m]) + rate({STEP}_sum{{{RANK}}}[5m]))",
            "5m, rank {{rank}}"),
-        _q(f"train_data_wait_ratio{{{RANK}}}", "last step, rank {{rank}}"))),
+        _q(f"train_data_wait_ratio{{{RANK}}}", "last step, {{run}} rank {{rank}}"))),
     "data_wait": PanelDef("Data wait of the last step", "s", (_q(f"train_data_wait_seconds{{{RANK}}}"),)),
     "since_last_step": PanelDef("Seconds since the last step", "s",
                                 (_q(f"time() - train_last_step_timestamp_seconds{{{RANK}}}"),),
@@ -193,7 +194,7 @@ PANELS: dict[str, PanelDef] = {
         description="After max_rollbacks (3 by default) the next request stops the run."),
     "checkpoint_step": PanelDef("Last healthy checkpoint step", queries=(
         _q(f"train_last_healthy_checkpoint_step{{{RANK}}}"),
-        _q(f"train_step{{{RANK}}}", "current step, rank {{rank}}"))),
+        _q(f"train_step{{{RANK}}}", "current step, {{run}} rank {{rank}}"))),
     "steps_since_healthy": PanelDef(
         "Steps since the last healthy checkpoint", queries=(_q(STEPS_SINCE_HEALTHY),),
         description="How much training a rollback would lose now. It should saw-tooth at checkpoint_every + "
@@ -371,7 +372,7 @@ def build(layout: Layout, runbook_base: str | None = None) -> dict:
             .multi(True).include_all(True).all_value(".*").sort(VariableSort.NUMERICAL_ASC)
             .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED))
     if any("${runbook_base}" in t for t in texts):
-        base = runbook_base if runbook_base is not None else _default_runbook_base()
+        base = runbook_base if runbook_base is not None else default_runbook_base()
         dash = dash.with_variable(
             TextBoxVariable("runbook_base").label("Runbooks at").default_value(base)
             .description("Base URL of the runbooks/ folder (one page per rule: <base>/<rule>.md)"))

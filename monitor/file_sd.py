@@ -40,13 +40,49 @@ def advertised_host(host: str) -> str:
     return name
 
 
+def _targets(path: str) -> list[str]:
+    """The ``host:port`` targets a file_sd file names (none when it is missing or not one)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [t for group in json.load(f) for t in group.get("targets", [])]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+
+
+def _answers(target: str) -> bool:
+    """Something accepts TCP connections at ``target`` (``host:port``, ``[v6]:port``) within half a second."""
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def write_file_sd_target(folder: str, run: str, rank: int, host: str, port: int) -> str:
     """Write ``<folder>/<run>_rank<rank>.json`` for Prometheus ``file_sd_configs`` (``files: [<folder>/*.json]``)
-    and return its path. The target is ``host`` as other machines reach it (:func:`advertised_host`)."""
+    and return its path. The target is ``host`` as other machines reach it (:func:`advertised_host`). A file
+    there that names another endpoint which still answers (another job of the same ``run`` name) is replaced
+    with a warning: that job is no longer scraped (a process that ended without removing its file answers no
+    more, and its file is replaced silently)."""
     host = advertised_host(host)
     if ":" in host:
         host = f"[{host}]"  # an IPv6 address
     path = os.path.join(folder, f"{run}_rank{rank}.json")
-    target = [{"targets": [f"{host}:{port}"], "labels": {"run": run, "rank": str(rank)}}]
+    mine = f"{host}:{port}"
+    others = [t for t in _targets(path) if t != mine and _answers(t)]
+    if others:
+        logger.warning("file_sd: {} names {}, which still answers: another job of run {!r}, no longer scraped "
+                       "now that this rank's {} replaces it; give each job its own run", path, ", ".join(others),
+                       run, mine)
+    target = [{"targets": [mine], "labels": {"run": run, "rank": str(rank)}}]
     write_atomic(path, json.dumps(target, indent=1) + "\n")
     return path
+
+
+def remove_file_sd_target(path: str, port: int) -> None:
+    """Remove ``path`` (written by :func:`write_file_sd_target` for ``port``) unless another process wrote its own
+    target there since (a job of the same ``run`` name that started later keeps being scraped)."""
+    targets = _targets(path)
+    if targets and all(t.endswith(f":{port}") for t in targets):
+        os.unlink(path)

@@ -5,6 +5,7 @@ when Prometheus scrapes, in the HTTP server's thread. That keeps the per-step co
 """
 from __future__ import annotations
 
+import errno
 import math
 import time
 from bisect import bisect_left
@@ -90,15 +91,17 @@ class Metrics(Collector, Sink):
 
     def serve(self, host: str, port: int) -> str | None:
         """Serve ``/metrics`` on ``host:port`` (0: any free port) with the bounds of
-        :class:`training_monitor.http.Limits` (2 threads, 64 connections, 30 s idle timeout). Return the URL, or None
-        when the port is taken or not allowed; that is logged as an error and training goes on without the
-        endpoint."""
+        :class:`training_monitor.http.Limits` (2 threads, 64 connections, 30 s idle timeout). A port another
+        process holds (a second job on the node) is logged as an error and a free port served instead (a
+        file_sd target names it). Return the URL, or None when no port could be served (an address not
+        allowed): logged as an error, and training goes on without the endpoint."""
         try:
             server = self.server = Server(make_wsgi_app(self.registry), host, port, name="monitor-metrics").start()
         except OSError as exc:
-            logger.error("metrics endpoint {}:{} not started ({}); training goes on without /metrics",
-                         host, port, exc.strerror or exc)
-            return None
+            taken = exc.errno == errno.EADDRINUSE and port != 0
+            logger.error("metrics endpoint {}:{} not started ({}); {}", host, port, exc.strerror or exc,
+                         "serving /metrics on a free port instead" if taken else "training goes on without /metrics")
+            return self.serve(host, 0) if taken else None
         return f"http://{host}:{server.port}/metrics"
 
     def close(self) -> None:
@@ -138,7 +141,8 @@ class Metrics(Collector, Sink):
             v["train_data_wait_seconds"] = rec.data_wait_s
             self.wait_hist.observe(rec.data_wait_s)
             if rec.step_time_s:
-                v["train_data_wait_ratio"] = rec.data_wait_s / (rec.data_wait_s + rec.step_time_s)
+                v["train_data_wait_ratio"] = rec.data_wait_s / (rec.data_wait_s + rec.step_time_s
+                                                                + (rec.callbacks_s or 0.0))
         if rec.timestamp is not None:
             v["train_last_step_timestamp_seconds"] = rec.timestamp
 

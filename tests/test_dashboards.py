@@ -293,12 +293,15 @@ def test_push_creates_the_folder_and_uploads_every_dashboard_as_generated(grafan
     lines = result.stdout.splitlines()
     assert lines == [f"{d['title']}: {grafana.url}/d/{d['uid']}/{d['title'].lower().replace(' ', '-')} (version 1)"
                      for d in (b() for b in DASHBOARDS.values())]
+    # no --runbook-base: the links are the repository's relative path, which Grafana would open under its own URL
+    assert result.stderr.startswith("note: the dashboards' runbook links are relative (runbooks/<rule>.md)")
 
 
 @pytest.mark.parametrize("grafana", [{"folders": [{"uid": "tm", "title": "Training"}]}], indirect=True)
 def test_push_into_an_existing_folder_needs_overwrite_to_replace(grafana):
     first = _push("--url", grafana.url, "--folder", "Training", "--runbook-base", "https://git.example/runbooks")
     assert first.exit_code == 0, first.output
+    assert first.stderr == ""  # runbook links Grafana can open
     assert ("POST", "/api/folders") not in [(r["method"], r["path"]) for r in grafana.requests]
     assert {d["folderUid"] for d in grafana.dashboards.values()} == {"tm"}
     stability = grafana.dashboards["training-stability"]["dashboard"]

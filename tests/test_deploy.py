@@ -1,10 +1,12 @@
 """deploy/: the Prometheus and Alertmanager configuration passes the real tools (promtool, amtool), the
 alert rules pass their unit tests (and those tests catch a broken rule), every alert links a runbook page
 that exists, and a real Prometheus renders the runbook links from the configured external label."""
+import json
 import re
 import shutil
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,10 @@ def test_alert_rule_unit_tests_pass(promtool):
     ("nan_inf|loss_spike|", "nan_inf|"),
     # a stall needs a live target
     ("\n          and on (job, instance)\n          up == 1", ""),
+    # a run that ended stops its low-MFU alert at once; a sink's failure before the first scrape is seen
+    ("\n          and on (run) group by (run) (train_mfu_ratio)", ""),
+    ("\n          or\n          (train_alerts_total{outcome=~\"failed|dropped\"} > 0\n"
+     "           unless train_alerts_total{outcome=~\"failed|dropped\"} offset 15m)", ""),
 ])
 def test_the_unit_tests_catch_a_broken_rule(promtool, tmp_path, old, new):
     """A unit test that cannot fail proves nothing: each of these changes must make promtool test fail."""
@@ -126,6 +132,35 @@ def test_alertmanager_config_contents():
     hooks = [h for r in cfg["receivers"] for h in r.get("webhook_configs", [])]
     assert [h["url"] for h in hooks] == ["http://127.0.0.1:9095/alerts"]
     assert all(h["send_resolved"] is True for h in hooks)
+
+
+def test_alertmanager_sends_one_message_for_an_engine_event_and_the_rule_of_the_same_condition(tmp_path):
+    """The shipped inhibit rules in a real Alertmanager: while the engine's TrainingAnomaly for a stall fires,
+    Prometheus' TrainingStalled for that rank is suppressed (one chat message), another rank's is not."""
+    from services import http_json, start_alertmanager
+    from test_e2e_alerting import alertmanager_config
+
+    token = tmp_path / "token"
+    token.write_text("unused")
+    am, url = start_alertmanager(str(tmp_path), alertmanager_config(9, str(token)))
+    try:
+        labels = [{"alertname": "TrainingAnomaly", "rule": "stall", "run": "r", "rank": "0", "severity": "critical"},
+                  {"alertname": "TrainingStalled", "run": "r", "rank": "0", "severity": "critical"},
+                  {"alertname": "TrainingStalled", "run": "r", "rank": "1", "severity": "critical"}]
+        post = urllib.request.Request(f"{url}/api/v2/alerts", json.dumps([{"labels": x} for x in labels]).encode(),
+                                      {"Content-Type": "application/json"})
+        urllib.request.urlopen(post, timeout=5).close()  # 200, no body
+        deadline = time.monotonic() + 20
+        while True:
+            states = {(a["labels"]["alertname"], a["labels"]["rank"]): a["status"]["state"]
+                      for a in http_json(f"{url}/api/v2/alerts")}
+            if len(states) == 3 and "unprocessed" not in states.values() or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        am.stop()
+    assert states == {("TrainingAnomaly", "0"): "active", ("TrainingStalled", "0"): "suppressed",
+                      ("TrainingStalled", "1"): "active"}
 
 
 def test_every_alert_has_labels_annotations_and_a_runbook_page():
@@ -277,6 +312,34 @@ def test_a_file_sd_target_of_a_wildcard_address_is_one_other_machines_reach(tmp_
         assert host and not is_loopback(host), target
     [target] = json.loads(open(write_file_sd_target(str(tmp_path), "r", 1, "::1", 9401)).read())
     assert target["targets"] == ["[::1]:9401"]  # an IPv6 address in brackets
+
+
+def test_two_jobs_of_one_run_name_are_warned_and_the_first_to_end_keeps_the_other_s_target(tmp_path, log_lines):
+    """Two jobs started with the same ``run`` (the default ``default``) share ``<run>_rank0.json``: the second
+    one's target replaces the first's with a warning (the first answers still), and the first's clean end does
+    not remove the second's target. A file left by a process that is gone is replaced silently."""
+    import socket
+
+    from training_monitor.file_sd import remove_file_sd_target, write_file_sd_target
+
+    with socket.socket() as a, socket.socket() as b:
+        for s in (a, b):
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+        pa, pb = a.getsockname()[1], b.getsockname()[1]
+        path = write_file_sd_target(str(tmp_path), "default", 0, "127.0.0.1", pa)
+        assert not any("file_sd:" in line for line in log_lines)
+        write_file_sd_target(str(tmp_path), "default", 0, "127.0.0.1", pb)
+        assert any(f"names 127.0.0.1:{pa}, which still answers: another job of run 'default'" in line
+                   for line in log_lines)
+        remove_file_sd_target(path, pa)  # the first job ends cleanly: the second's target stays
+        assert json.loads(Path(path).read_text())[0]["targets"] == [f"127.0.0.1:{pb}"]
+        remove_file_sd_target(path, pb)
+        assert not Path(path).exists()
+    log_lines.clear()
+    write_file_sd_target(str(tmp_path), "default", 0, "127.0.0.1", pa)  # both sockets closed: nothing answers
+    write_file_sd_target(str(tmp_path), "default", 0, "127.0.0.1", pb)
+    assert not any("file_sd:" in line for line in log_lines)
 
 
 def test_the_shipped_relay_config_loads_its_sinks_from_the_environment():

@@ -72,6 +72,7 @@ def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_
     # no model in the monitor's entry: the FLOPs per token from the network's LlamaConfig (MFU exported)
     flops = float(re.search(r"MFU from the network's model config: ([0-9.e+]+) FLOPs per token", run.stderr)[1])
     row = dict(zip(header, records[-1].split(",")))
-    tps = float(row["tokens"]) / (float(row["step_time_s"]) + float(row["data_wait_s"] or 0))
+    tps = float(row["tokens"]) / (float(row["step_time_s"]) + float(row["data_wait_s"] or 0)
+                                  + float(row["callbacks_s"] or 0))  # the step's whole period
     assert float(row["mfu"]) == pytest.approx(flops * tps / 0.05e12, rel=1e-3)  # (flops printed to 4 digits)
     assert len(records) == 1 + 100

@@ -309,6 +309,7 @@ def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
     def grab(cb):
         if cb.cur_step_num == 20:
             texts["mid"] = scrape(mon.metrics_url)
+            texts["record"] = mon.last_record
 
     def cell(net, opt):
         return LossScaleTrainStep(net, opt, scale_sense=ms.nn.DynamicLossScaleUpdateCell(1024.0, 2, 1000))
@@ -336,22 +337,34 @@ def test_metrics_scraped_over_http_during_a_real_run(tmp_path, promtool):
     assert 0 < value("train_data_wait_ratio") < 1
     assert t0 <= value("train_last_step_timestamp_seconds") <= time.time()
     assert 0 <= value("train_data_wait_seconds") < 5
-    # TPS over the step's whole period: the tokens over its compute and its wait for data
-    compute = value("train_data_wait_seconds") * (1 / value("train_data_wait_ratio") - 1)
-    assert tps == pytest.approx(BATCH * SEQ / (compute + value("train_data_wait_seconds")))
+    # TPS over the step's whole period: the tokens over its compute, its wait for data and the callbacks after the
+    # monitor at the end of the step before; the wait's share of that period
+    rec = texts["record"]
+    period = rec.step_time_s + rec.data_wait_s + rec.callbacks_s
+    assert tps == pytest.approx(BATCH * SEQ / period)
+    assert value("train_data_wait_ratio") == pytest.approx(rec.data_wait_s / period)
     out = subprocess.run([promtool, "check", "metrics"], input=texts["mid"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_port_in_use_is_a_logged_error_and_training_goes_on(tmp_path, log_lines):
+def test_port_in_use_is_a_logged_error_and_a_free_port_is_served_and_announced(tmp_path, log_lines):
+    # a second job on the node with the same metrics_port: its ranks serve a free port, which the file_sd target
+    # names, instead of going unmonitored (a scrape of the taken port reads the other job's series)
+    sd, seen = tmp_path / "file_sd", []
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=port)
-        train([mon], steps=10)
-    assert mon.metrics_url is None and mon.last_record.step == 10
-    assert any(f"metrics endpoint 127.0.0.1:{port} not started" in line for line in log_lines)
+        mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=port, file_sd_dir=str(sd))
+        train([mon, AtStep(lambda cb: cb.cur_step_num == 5 and seen.append(
+            (json.loads((sd / "default_rank0.json").read_text()), scrape(mon.metrics_url))))], steps=10)
+    assert mon.last_record.step == 10
+    assert any(f"metrics endpoint 127.0.0.1:{port} not started (Address already in use); serving /metrics on a "
+               "free port instead" in line for line in log_lines)
+    served = int(mon.metrics_url.split(":")[2].split("/")[0])
+    ((target, text),) = seen
+    assert served != port and target[0]["targets"] == [f"127.0.0.1:{served}"] and "train_step" in text
+    mon.close()
 
 
 def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
