@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 74)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 76)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5, "heldout68": 6, "heldout69": 7, "heldout70": 3, "heldout71": 2, "heldout72": 9, "heldout73": 5}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5, "heldout68": 6, "heldout69": 7, "heldout70": 3, "heldout71": 2, "heldout72": 9, "heldout73": 5, "heldout74": 6, "heldout75": 6}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -192,6 +192,11 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout69 after scoring: a loop's losses named `Lc` and `Ld` after `ep 0 it 250/1048`, no
     # counter the reader knows (its epoch summaries are read): not read
     "custom_ecg_ssl_pretrain_epochs_0_4_slowdown_350s_per_250_it_at_ep2_then_resume_yuvaraj.log",
+    # heldout74, first replay (not studied)
+    "hf_trainer_state_log_history_steps_1105_1137_loss_0_1_spike_0_91_at_1122_adu3110.log",
+    "gluefactory_lightglue_megadepth_epoch1_iters_0_1000_healthy_ethrora.log",
+    # heldout75, first replay (not studied)
+    "paddleclas_cait_xxs24_imagenet_epochs_237_238_silent_stop_at_iter_80_71min_gap_then_restart_banner_robinbg.log",
 })
 
 
