@@ -223,6 +223,17 @@ def test_a_loss_written_as_its_initials_is_a_loss_part_on_a_step_line_only():
     assert lookup("LR") == ("lr", None) and lookup("TP") is None and lookup("cycle_A") is None
 
 
+def test_it_is_the_step_and_a_loss_s_parts_in_braces_take_their_total():
+    # tests/data/reallogs/tune/gluefactory_lightglue_megadepth_..._ethrora.log (glue-factory): `it` counts the
+    # iterations, the braces list the loss's parts after their total; `E 1` (the epoch, a count) is no loss's initial
+    recs = _steps(["[07/26/2025 15:40:03 gluefactory INFO] [E 1 | it 0] loss {total 1.515E+00, last 8.136E-01, assignment_nll 8.136E-01, nll_pos 1.302E+00, nll_neg 3.251E-01, num_matchable 4.367E+02, num_unmatchable 7.281E+02, confidence 2.409E-01, row_norm 7.986E-01}",  # noqa: E501
+                   "[07/26/2025 15:46:02 gluefactory INFO] [E 1 | it 100] loss {total 1.247E+00, last 5.692E-01, assignment_nll 5.692E-01, nll_pos 7.758E-01, nll_neg 3.625E-01, num_matchable 4.049E+02, num_unmatchable 6.926E+02, confidence 2.212E-01, row_norm 8.580E-01}"])  # noqa: E501
+    assert [(r.step, r.loss) for r in recs] == [(0, 1.515), (100, 1.247)]
+    # tests/data/reallogs/tune/custom_ecg_ssl_pretrain_..._yuvaraj.log: `it a/b` and the initials `Lc`, `Ld`
+    recs = _steps(["ep 0 it 250/1048 Lc 4.645 Ld 0.594 top1 0.719 157s", "ep 0 it 500/1048 Lc 3.718 Ld 1.060 top1 0.675 273s"])
+    assert [(r.step, round(r.loss, 3)) for r in recs] == [(250, 5.239), (500, 4.778)]
+
+
 # -- column tables: a header of names, then rows of values under it (monitor/replay/tables.py)
 
 def test_yolo_epoch_table_rows_are_step_lines_and_their_losses_the_sum_of_the_parts():

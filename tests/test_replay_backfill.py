@@ -220,11 +220,15 @@ def test_promtool_backfills_it_and_prometheus_answers_the_logged_values(backfill
      " 0.95)]", (2023, 4, 12, 10, 53, 24, 519)),  # DeepSpeed
     ("[WARNING] ME(2134:281473,MainProcess):2025-04-07-15:34:27.308.123 [mindspore/train/callback/_loss_monitor.py:"
      "90] epoch: 1 step: 1, loss is 10.6", (2025, 4, 7, 15, 34, 27, 308)),  # MindSpore
+    ("[2022/10/08 02:55:35] ppcls INFO: [Train][Epoch 238/400][Iter: 80/98]lr(LinearWarmup): 0.00036136, CELoss: "
+     "4.86863, loss: 4.86863, batch_cost: 0.48606s, reader_cost: 0.00083, ips: 263.34320 samples/s, eta: 2:08:45",
+     (2022, 10, 8, 2, 55, 35, 0)),  # PaddleClas (tests/data/reallogs/tune/paddleclas_cait_xxs24_..._robinbg.log)
 ])
 def test_line_times_of_the_trainers_prefixes(line, when):
     *date, ms = when
     assert line_time(line) == pytest.approx(datetime(*date).timestamp() + ms / 1000)  # local time, as printed
     assert line_time(" iteration      100/    5000 | consumed samples: 800 | lm loss: 9.7 |") is None
+    assert line_time("[2022/10-08 04:06:38] mixed separators") is None
 
 
 def test_a_megatron_line_with_its_time_prefix_is_timed_by_it():

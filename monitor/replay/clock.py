@@ -29,7 +29,8 @@ SAVING = re.compile(r"(?i)(?<!finished )(?<!done )\bsav(?:e|es|ing)\b\W+(?:\w+\W
 # a line of an evaluation (a word for one, or a metric evaluations report: EFNet's ``Validation debug, # psnr: ..``,
 # arcface_torch's ``[lfw][26000]Accuracy-Flip: ..``, ``Test 00001088: 100%|..``)
 EVALUATING = re.compile(r"(?i)\b(?:eval\w*|valid\w*|test(?:ing)?|accuracy|top-?[15]|psnr|bleu)\b")
-_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+# a date-time, the date ISO's or with slashes (PaddlePaddle's ``[2022/10/08 04:06:38]``), the time to the second
+_TIME = re.compile(r"(\d{4}([-/])\d\d\2\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # the last (date, hour) converted and its Unix time: lines come in order
 _last: tuple[tuple[str, str] | None, float] = (None, 0.0)
 
@@ -39,11 +40,11 @@ def line_time(line: str) -> float | None:
     m = _TIME.search(line, 0, 64)
     if m is None:
         return None
-    date, hour, minute, second, frac = m.groups()
+    date, sep, hour, minute, second, frac = m.groups()
     global _last
     key, start = _last
     if key != (date, hour):
-        y, mo, d = date.split("-")
+        y, mo, d = date.split(sep)
         try:
             start = time.mktime((int(y), int(mo), int(d), int(hour), 0, 0, 0, 0, -1))
         except (OverflowError, ValueError):

@@ -158,7 +158,7 @@ NAMES: dict[str, tuple[str, str | None]] = {
     **{n: (n, None) for n in FIELDS},
     **{n: ("step", None) for n in ("step", "iter", "iteration", "iter_num", "global_step", "_step", "num_updates",
                                    "updates", "batch", "train_step", "step_idx", "current_step", "current_steps",
-                                   "itr", "cur_iter", "cur_step", "#", "up.")},
+                                   "itr", "it", "cur_iter", "cur_step", "#", "up.")},
     "iters": ("iters", None),  # the step only on a step line (resolve)
     "epoch": ("epoch", None), "ep.": ("epoch", None),
     **{n: ("loss", None) for n in ("loss", "train_loss", "lm_loss", "total_loss", "crossentropyloss",

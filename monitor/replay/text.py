@@ -228,7 +228,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
 # stays linear in the line
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
@@ -457,18 +457,18 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             pending = None
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
                 not bare(_name(m)) or pattern is not _FIELD and (m.group("sep") is not None
-                                                                 or text.endswith(", ", 0, m.start()))):
+                                                                 or text.endswith((", ", "{"), 0, m.start()))):
             hit = (by_unit(hit[0], m.group("unit")), hit[1])
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
             else:
                 found.append((hit, m))
-    if any(initials(_name(m)) for _, m in found):  # a loss's initials: on a step line, apart from their value
+    if any(initials(_name(m)) for _, m in found):  # a loss's initials: on a step line, apart from a value that is
         counted = (any(hit[0] in ("step", "epoch") for hit, _ in found) or _LEADING.match(text) is not None
-                   or any(count.search(text) for count in _COUNTS))
-        found = [(hit, m) for hit, m in found
-                 if not initials(_name(m)) or counted and m.start("val") > m.end("name")]
+                   or any(count.search(text) for count in _COUNTS))  # no count (`[E 1 | it 0]`: the epoch)
+        found = [(hit, m) for hit, m in found if not initials(_name(m)) or counted and m.start("val") > m.end("name")
+                 and not m.group("val").lstrip("+-").isdigit()]
     if "/" in text or "per " in text:
         have = {hit[0] for hit, _ in found}
         for rate, field in _RATE_UNITS:
