@@ -140,9 +140,8 @@ class Metrics(Collector, Sink):
         if rec.data_wait_s is not None:
             v["train_data_wait_seconds"] = rec.data_wait_s
             self.wait_hist.observe(rec.data_wait_s)
-            if rec.step_time_s:
-                v["train_data_wait_ratio"] = rec.data_wait_s / (rec.data_wait_s + rec.step_time_s
-                                                                + (rec.callbacks_s or 0.0))
+            if (period := rec.period_s) is not None:
+                v["train_data_wait_ratio"] = rec.data_wait_s / period
         if rec.timestamp is not None:
             v["train_last_step_timestamp_seconds"] = rec.timestamp
 

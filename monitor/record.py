@@ -64,13 +64,19 @@ class StepRecord:
     loss_scale_next: float | None = None
 
     @property
+    def period_s(self) -> float | None:
+        """The step's whole period in seconds, from the end of the step before (its last callback's) to this
+        step's end: ``step_time_s + data_wait_s + callbacks_s`` (the unknown ones 0); None without a step time."""
+        if not self.step_time_s:
+            return None
+        return self.step_time_s + (self.data_wait_s or 0.0) + (self.callbacks_s or 0.0)
+
+    @property
     def tokens_per_second(self) -> float | None:
-        """TPS over the step's whole period, from the end of the step before (its last callback's) to this
-        step's end: ``tokens / (step_time_s + data_wait_s + callbacks_s)`` (global over the data-parallel ranks;
-        a starved input pipeline or slow callbacks lower it, and MFU with it); None when unknown."""
-        if self.tokens and self.step_time_s:
-            return self.tokens / (self.step_time_s + (self.data_wait_s or 0.0) + (self.callbacks_s or 0.0))
-        return None
+        """TPS over the step's whole period (:attr:`period_s`): ``tokens / period_s`` (global over the data-parallel
+        ranks; a starved input pipeline or slow callbacks lower it, and MFU with it); None when unknown."""
+        period = self.period_s
+        return self.tokens / period if self.tokens and period is not None else None
 
     def to_dict(self) -> dict:
         return asdict(self)

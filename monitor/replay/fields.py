@@ -356,7 +356,7 @@ def lookup(name: str) -> tuple[str, str | None] | None:
                 break
             if words[i] in NAMES or words[i] in ("per", "total") or words[i] in _CLOCK_WORDS:
                 break  # "ms per step" is a rate, "total .. time" a total, "start time" a clock's
-    if hit is None and _INITIALS.fullmatch(name):
+    if hit is None and initials(name):
         hit = (LOSS_OTHER, None)  # FSSD's `L: .. C: .. S: ..`, CycleGAN's `D_A`, `G_A`: losses by their initials
     if len(_cache) < 4096:
         _cache[name] = hit

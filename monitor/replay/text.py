@@ -464,11 +464,12 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 pending = (hit, m)
             else:
                 found.append((hit, m))
-    if any(initials(_name(m)) for _, m in found):  # a loss's initials: on a step line, apart from a value that is
+    marked = [initials(_name(m)) for _, m in found]
+    if any(marked):  # a loss's initials: on a step line, apart from a value that is no count (`[E 1 | it 0]`)
         counted = (any(hit[0] in ("step", "epoch") for hit, _ in found) or _LEADING.match(text) is not None
-                   or any(count.search(text) for count in _COUNTS))  # no count (`[E 1 | it 0]`: the epoch)
-        found = [(hit, m) for hit, m in found if not initials(_name(m)) or counted and m.start("val") > m.end("name")
-                 and not m.group("val").lstrip("+-").isdigit()]
+                   or any(count.search(text) for count in _COUNTS))
+        found = [(hit, m) for (hit, m), mark in zip(found, marked) if not mark or counted
+                 and m.start("val") > m.end("name") and not m.group("val").lstrip("+-").isdigit()]
     if "/" in text or "per " in text:
         have = {hit[0] for hit, _ in found}
         for rate, field in _RATE_UNITS:
