@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from training_monitor.replay.runner import replay_paths
+
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
 JOB = Path(__file__).parent / "jobs" / "two_ranks.py"
@@ -171,3 +173,21 @@ def test_a_target_that_fails_to_load_on_one_rank_is_skipped_by_all_with_one_lr_c
     assert s0["final_loss"] == pytest.approx(s1["final_loss"])
     logs = [(tmp_path / "logs" / f"worker_{r}.log").read_text() for r in (0, 1)]
     assert "failed to load on another rank" in logs[0] and "failed to load: " in logs[1]
+
+
+def test_a_killed_rank_is_replayed_from_the_msrun_log_folder_as_timed_out_after_its_last_step(tmp_path):
+    # rank 1 is killed at step 12; the scheduler's log (scheduler.log, beside the workers' worker_<r>.log) names
+    # the ranks it timed out, and prints no step: replaying the folder places its reports after the steps the
+    # ranks' own logs reached, as a reader of the folder would
+    proc, _ = launch(tmp_path, "die")
+    try:
+        assert proc.wait(240) != 0
+    finally:
+        stop(proc)
+    results = {os.path.basename(r.path): r for r in replay_paths([str(tmp_path / "logs")])}
+    reached = {r: results[f"worker_{r}.log"].last.step for r in (0, 1)}
+    assert reached[1] >= 11, results["worker_1.log"].to_dict()
+    stalls = [e for e in results["scheduler.log"].events if e.rule == "stall"]
+    assert stalls and {e.rank for e in stalls} <= {0, 1}, results["scheduler.log"].to_dict()
+    for e in stalls:
+        assert e.step == reached[e.rank] and e.message.endswith(f"after step {reached[e.rank]}"), e.message

@@ -123,6 +123,7 @@ class Parser(abc.ABC):
         self.reported: object = False  # the last record when a report was last given (a traceback after it is its end)
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
+        self.reached: dict[int, int] = {}  # rank -> the step its own log reached (sources.Source.reached)
 
     @property
     def step(self) -> int:
@@ -133,6 +134,11 @@ class Parser(abc.ABC):
     def done(self) -> int:
         """The last step known to be done (a trainer report is about the time after it)."""
         return self.step
+
+    def done_by(self, rank: int) -> int:
+        """The last step known to be done by ``rank``: :attr:`done`, or before this log's first step the step that
+        rank's own log reached (:attr:`reached`: this log is a launcher's or a scheduler's beside the ranks' logs)."""
+        return self.done if self.last is not None else self.reached.get(rank, self.done)
 
     def next_step(self) -> int:
         """The step an overflow message belongs to: the one after the last step seen."""

@@ -441,8 +441,9 @@ def _match(line: str, parser):
 def _stall(parser, seconds: float | None, what: str, rank: str | None = None) -> Report | str:
     """A ``stall`` report of ``what`` (``seconds`` waited, when printed) after the last step done, at ``rank`` (a
     rank the message names, as printed) or the parser's."""
-    return parser.once(Report("stall", parser.done, seconds, f"trainer: {what} after step {parser.done}",
-                              int(rank) if rank else parser.rank))
+    at = int(rank) if rank else parser.rank
+    done = parser.done_by(at)
+    return parser.once(Report("stall", done, seconds, f"trainer: {what} after step {done}", at))
 
 
 def _hang(line: str, parser):

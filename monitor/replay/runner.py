@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import re
 import zlib
 from collections import Counter
@@ -273,6 +274,7 @@ class _Run:
         self.prefixed = None  # rank of the last line with a torchrun prefix (text logs)
         self.by_rank = True  # [rankN]: names a line's rank (detect)
         self.own_events = True  # the parsers read this monitor's own event lines (Source.own_events)
+        self.reached: dict = {}  # Source.reached
         # each record is one trainer step (the monitor's own record log): a step going back is a rollback while
         # the trainer counted on, so the events after it carry the trainer's number (Event.trainer_step)
         self.stepwise = False
@@ -293,6 +295,7 @@ class _Run:
             self._bound(self.parsers)
             parser = self.module.Parser(key, self.options.openmetrics is not None)
             parser.own_events = self.own_events
+            parser.reached = self.reached
             stall = self.rules.rules.get("stall")
             parser.stall = stall if stall is not None and stall.enabled else None  # hangs in the line times
             parser.fast = self.options.fast  # the text reader's recipes for plain step lines
@@ -771,6 +774,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         run = _Run(result, PARSERS[fmt], rules, source.rank, options)
         run.by_rank = by_rank
         run.own_events = source.own_events
+        run.reached = source.reached
         run.stepwise = fmt == csvlog.NAME and is_record_log(first)
         if source.event_log is not None and fmt == csvlog.NAME:
             run.outside = _found_outside(source.event_log)
@@ -832,7 +836,8 @@ def replay_paths(paths, rules: Rules | None = None, fmt: str = "auto", options: 
     a terminal or the input is large, see :class:`~.progress.Progress`).
 
     A log named on its own that cannot be replayed raises ReplayError; one found in a folder gives a result
-    with ``error`` set, and the others are replayed.
+    with ``error`` set, and the others are replayed. A folder's log whose name gives no rank is replayed after
+    the logs beside it that do (see :attr:`.sources.Source.reached`); the results keep the sources' order.
     """
     try:
         sources = expand(paths)
@@ -842,15 +847,25 @@ def replay_paths(paths, rules: Rules | None = None, fmt: str = "auto", options: 
     options = options or ReplayOptions()
     if progress is not False:
         options.progress = Progress([p for s in sources for p in s.paths], progress)
-    results = []
+    results: list = [None] * len(sources)
+    reached: dict[str, dict[int, int]] = {}  # folder -> rank -> the last step of that rank's own log there
+    unranked = [s.found and rank_of(s.paths[-1]) is None for s in sources]  # a launcher's, a scheduler's log...
     try:
-        for source in sources:
+        for i in sorted(range(len(sources)), key=unranked.__getitem__):  # ... after the ranks' logs beside it
+            source, folder = sources[i], os.path.dirname(sources[i].paths[-1])
+            if unranked[i]:
+                source = dataclasses.replace(source, reached=reached.get(folder, {}))
             try:
-                results.append(replay_source(source, rules, fmt, options))
+                results[i] = result = replay_source(source, rules, fmt, options)
             except ReplayError as exc:
                 if not source.found:
                     raise
-                results.append(ReplayResult(source.name, "", files=list(source.paths), error=str(exc)))
+                results[i] = ReplayResult(source.name, "", files=list(source.paths), error=str(exc))
+                continue
+            if source.found and result.last is not None:
+                steps = reached.setdefault(folder, {})
+                for rank in result.ranks:
+                    steps[rank] = max(steps.get(rank, 0), result.last.step)
     finally:
         if options.progress is not None:
             options.progress.close()

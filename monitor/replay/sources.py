@@ -26,7 +26,7 @@ import re
 import stat
 import sys
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..log import logger
@@ -153,7 +153,10 @@ class Source:
     trainer logs, beside its record log). ``own_events``: this monitor's own event lines in it are reports
     (False beside the monitor's event log ``events_rank<r>.jsonl``, which holds the same events). ``event_log``:
     the monitor's event log of the same rank beside a record log ``records_rank<r>.csv``, whose events found
-    outside the step records (the weights check's, the watchdog's) join the replay at their times."""
+    outside the step records (the weights check's, the watchdog's) join the replay at their times. ``reached``:
+    rank -> the last step that rank's own log in the same folder reached (set for a log whose name gives no rank,
+    a launcher's or a scheduler's, replayed after them: a report it makes before a step line of its own is about
+    the time after that step)."""
 
     name: str
     paths: list
@@ -162,6 +165,7 @@ class Source:
     left_out: tuple = ()
     own_events: bool = True
     event_log: str | None = None
+    reached: dict = field(default_factory=dict)
 
 
 def is_record_log(path: str) -> bool:

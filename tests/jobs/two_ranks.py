@@ -8,9 +8,12 @@
                                   rank writes OUT/summary_rank<r>.json (rollbacks, LR, final loss)
     two_ranks.py OUT PORT corrupt as ``nan``, and rank 1 truncates its step-30 checkpoint (the rollback's
                                   target) at step 44: rank 0's copy loads, rank 1's does not
+    two_ranks.py OUT PORT die     data-parallel training printing MindSpore's LossMonitor lines; rank 1 is
+                                  killed (SIGKILL) at step 12, and the cluster's scheduler times the ranks out
 """
 import json
 import os
+import signal
 import sys
 import time
 
@@ -20,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import mindspore as ms  # noqa: E402
 from mindspore import Tensor, nn, ops  # noqa: E402
 from mindspore.communication import get_rank, init  # noqa: E402
-from mindspore.train import Callback, Model  # noqa: E402
+from mindspore.train import Callback, LossMonitor, Model  # noqa: E402
 
 from train_helpers import BATCH, SEQ, tiny_net  # noqa: E402
 from training_monitor.callbacks import TrainingMonitor  # noqa: E402
@@ -46,6 +49,14 @@ class Truncate(Callback):
                 f.truncate(100)
 
 
+class Die(Callback):
+    """At step 12, kill this process as the kernel's OOM killer would."""
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == 12:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 class Hang(Callback):
     def __init__(self, rank):
         super().__init__()
@@ -64,11 +75,11 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     rank = get_rank()
-    if mode in ("train", "nan", "corrupt"):
+    if mode in ("train", "nan", "corrupt", "die"):
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     ms.set_seed(0)  # same initial weights on every rank, as data parallelism expects
     net = tiny_net()
-    steps = {"train": 400, "hang": 20, "nan": 60, "corrupt": 60}[mode]
+    steps = {"train": 400, "hang": 20, "nan": 60, "corrupt": 60, "die": 40}[mode]
     source = ByteWindows(load_corpus(), SEQ, BATCH, steps, seed=rank)
     if mode in ("nan", "corrupt") and rank == 1:
         source.poison = {44}
@@ -78,7 +89,8 @@ def main():
                               file_sd_dir=os.path.join(out, "file_sd"), tokens_per_step=BATCH * SEQ * 2,
                               rules={"stall": stall}, checkpoint_every=10, healthy_after=10)
     callbacks = ([monitor] + ([Hang(rank)] if mode == "hang" else [])
-                 + ([Truncate(monitor)] if mode == "corrupt" and rank == 1 else []))
+                 + ([Truncate(monitor)] if mode == "corrupt" and rank == 1 else [])
+                 + ([LossMonitor()] if mode == "die" else []) + ([Die()] if mode == "die" and rank == 1 else []))
     Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=callbacks,
                                                dataset_sink_mode=False)
     if mode == "train":  # keep /metrics up until the test has scraped
