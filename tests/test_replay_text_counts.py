@@ -144,3 +144,14 @@ def test_a_step_s_values_printed_again_at_another_precision_are_one_record(tmp_p
                    '[step 3/200] loss=2.0100 acc=0.500\n{"iter": 3, "train/loss": 2.5}\n')
     res = replay_file(str(log))
     assert (res.steps, res.merged_lines) == (4, 2)
+
+
+def test_a_source_files_path_and_line_is_no_value_and_ends_no_epoch():
+    # MindSpore's warnings name their C++ source, `[mindspore/ccsrc/runtime/device/../kernel_select_ascend.cc:284]`:
+    # its folder `runtime` is no evaluation's name (Hugging Face's `eval_runtime`), 284 no value
+    r2 = lines(TUNE / "mindspore_r2plus1d_loss_monitor_warnings_eval_epochs_20_21.log")
+    warning = r2[22]
+    assert "kernel_select_ascend.cc:284]" in warning and text.pairs(text.clean(warning)) == []
+    # so it is not the epoch's end: LossMonitor's count going back after it, in the same epoch, is a restart
+    epoch = [line for line in r2 if line.lstrip().startswith("epoch: 21 step:")]
+    assert [r.step for r in read(epoch[:5] + [warning] + epoch[:2])] == [10, 20, 30, 40, 50, 10, 20]

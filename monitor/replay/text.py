@@ -186,8 +186,10 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 # and a second `/`; a checkpoint's file name holds metrics, Lightning's `..-val_loss=0.0000-epoch=0.ckpt`; a name
 # with slashes, `loss/train/total`, a count, `50/99`, or a rate, `tokens/s`, starts with no slash), and a value not
 # given, `total_grad_norm: N/A total_loss: 13.98` (a name may hold a slash: the next name was read as
-# `N/A total_loss`)
-_NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn]/[Aa](?![\w/])")
+# `N/A total_loss`), and a source file's path and line, `[mindspore/ccsrc/runtime/../collective_manager.cc:368]`
+# (its folders are no names: `runtime`)
+_NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn]/[Aa](?![\w/])"
+                       r"|(?<![\w/.~-])[\w.+@-]+/[\w.+@/-]*\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|java|go|rs):\d+")
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
 # logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
