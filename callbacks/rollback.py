@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import mindspore as ms
+import numpy as np
 from mindspore import ops
 
 from .lr import lr_scale_parameters, set_lr_scale
@@ -32,6 +33,23 @@ def nonfinite_parameters(network) -> list[str]:
     return [p.name for p, ok in zip(params, flags) if not ok]
 
 
+def holds_checkpoint(train_network, optimizer, path: str, count: int = 3) -> bool:
+    """Whether ``train_network``'s weights are those of the checkpoint file ``path`` (the trainer loaded it and has
+    not trained since): the ``count`` smallest of the weights its optimizer updates, read alone from the file, are
+    equal to the network's (cast to their dtype). False too when the file lacks one of them. Reads a few small
+    tensors; one synchronisation per weight compared.
+
+    Raises:
+        TypeError: the train network has no optimizer.
+        ValueError, RuntimeError, OSError: the file cannot be read as a checkpoint.
+    """
+    params = sorted(train_optimizer(train_network, optimizer).parameters, key=lambda p: p.size)[:count]
+    names = {p.name for p in params}
+    saved = ms.load_checkpoint(path, choice_func=names.__contains__)
+    return all(p.name in saved and np.array_equal(saved[p.name].astype(p.dtype).astype(ms.float32).asnumpy(),
+                                                  p.astype(ms.float32).asnumpy(), equal_nan=True) for p in params)
+
+
 def save_train_state(train_network, path: str) -> None:
     """Save every parameter of the train-step cell: weights, optimizer moments, global step, loss scale."""
     ms.save_checkpoint(train_network, path)
@@ -47,10 +65,17 @@ def lr_scale(train_network, optimizer=None) -> float:
     return float(lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))[0].asnumpy())
 
 
-def restore_train_state(train_network, optimizer, path: str, scale: float) -> None:
+# the names (last part) of a loss scale's value: a trainer's state that a checkpoint may lack (MindFormers' resume makes
+# its dynamic loss-scale manager's value, `loss_scaling_manager.loss_scale_value`, a parameter of the network: the
+# checkpoints saved before the restart have none)
+LOSS_SCALE_NAMES = frozenset(("loss_scale_value", "scale_sense", "loss_scale"))
+
+
+def restore_train_state(train_network, optimizer, path: str, scale: float) -> list[str]:
     """Load ``path`` into ``train_network`` (weights, optimizer moments, ``global_step``, loss scale), then set the
     LR multiplier to ``scale`` (for a rollback: :func:`lr_scale` before it times its factor, the same for every
-    checkpoint it tries, so one rollback cuts the LR once however many loads it takes).
+    checkpoint it tries, so one rollback cuts the LR once however many loads it takes). A loss scale the checkpoint
+    lacks (:data:`LOSS_SCALE_NAMES`) keeps its value; returns the names of those kept.
 
     Raises:
         TypeError: the learning rate cannot be scaled in place (see
@@ -59,8 +84,9 @@ def restore_train_state(train_network, optimizer, path: str, scale: float) -> No
     """
     scales = lr_scale_parameters(train_network, train_optimizer(train_network, optimizer))
     params = ms.load_checkpoint(path)
-    own = list(train_network.get_parameters())
-    missing = [p.name for p in own if p.name not in params]
+    own = [p for p in train_network.get_parameters() if p.name in params]
+    kept = [p.name for p in train_network.get_parameters() if p.name not in params]
+    missing = [name for name in kept if name.rpartition(".")[2] not in LOSS_SCALE_NAMES]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks {len(missing)} parameters of the network, e.g. {missing[0]}")
     for p in own:
@@ -75,3 +101,4 @@ def restore_train_state(train_network, optimizer, path: str, scale: float) -> No
     for p in own:
         ops.assign(p, params[p.name].astype(p.dtype))
     set_lr_scale(scales, scale)
+    return kept

@@ -32,7 +32,7 @@ from training_monitor.policy import Decision, RollbackPolicy
 from training_monitor.record import StepRecord
 from training_monitor.recordlog import RecordLog
 from training_monitor.replay.fields import evaluation_loss
-from training_monitor.resume import ChangedCheckpoint, ResumeError, restore, trajectory
+from training_monitor.resume import ChangedCheckpoint, NoCheckpoint, NotLoaded, ResumeError, restore, trajectory
 from training_monitor.ruleset import Rules
 from training_monitor.sinks import EventList, LoggedEvents, Sink, overrides
 from training_monitor.watchdog import Watchdog
@@ -45,6 +45,7 @@ from .outputs import read_step_outputs
 from .peers import evaluators, hook_eval, hook_lr_function, hook_step_end, nan_checks, schedulers, unhook
 from .rollback import (
     global_step,
+    holds_checkpoint,
     lr_scale,
     nonfinite_parameters,
     restore_train_state,
@@ -504,9 +505,10 @@ class TrainingMonitor(Callback):
         if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
             try:
                 self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank,
-                                       cfg.run, self.record_log, self._consensus.all_ok if self._consensus else None)
+                                       cfg.run, self.record_log, self._consensus.all_ok if self._consensus else None,
+                                       lambda path: self._holds(cb, path))
             except ResumeError as exc:
-                self._not_resumed(run_context, exc)
+                self._not_resumed(run_context, cb, exc)
             self._resume_from = None
             if self.resumed:  # this process's first step follows the checkpoint's
                 self.engine = self.resumed.engine
@@ -583,12 +585,30 @@ class TrainingMonitor(Callback):
                            float(scales[0].asnumpy()), multiplier, multiplier)
             set_lr_scale(scales, multiplier)
 
-    def _not_resumed(self, run_context, exc: ResumeError) -> None:
-        """``resume_from`` could not be restored (:func:`~training_monitor.resume.restore`): the event log records
-        why; the run goes on afresh, unless the checkpoint was written over since it was saved, which stops it
-        as a failed rollback does (the weights loaded are not its step's; ``on_failed_rollback: continue``
-        trains on them)."""
+    @staticmethod
+    def _holds(cb, path: str) -> bool:
+        """The train network holds the weights of checkpoint ``path`` (:func:`~.rollback.holds_checkpoint`); with
+        no optimizer to compare them by, taken on trust."""
+        try:
+            return holds_checkpoint(cb.train_network, cb.get("optimizer"), path)
+        except TypeError:
+            return True
+
+    def _not_resumed(self, run_context, cb, exc: ResumeError) -> None:
+        """``resume_from`` could not be restored (:func:`~training_monitor.resume.restore`): the run goes on
+        afresh. No checkpoint there yet is a first start (said at INFO; a warning when the trainer did resume
+        from somewhere: its global step or initial step is not 0); otherwise the event log records why, and a
+        checkpoint written over since it was saved stops the run as a failed rollback does (the weights loaded
+        are not its step's; ``on_failed_rollback: continue`` trains on them). The trainer not resuming from it
+        (the network does not hold its weights: a fresh start with a config that names it) is a warning."""
         checkpoint = self._resume_from
+        if isinstance(exc, NoCheckpoint):
+            resumed = self._batches_before or global_step(cb.train_network, cb.get("optimizer"))
+            (logger.bind(report=True).warning if resumed else logger.info)(
+                "resume from {}: {}; the run starts afresh{}", checkpoint, exc,
+                " although the trainer resumed from a checkpoint: give resume_from the file it loads" if resumed
+                else " (no checkpoint saved there yet)")
+            return
         self.event_log.write({"action": "resume_failed", "checkpoint": checkpoint, "reason": str(exc),
                               "rank": self.rank, "time": time.time()})
         if isinstance(exc, ChangedCheckpoint) and self.cfg.on_failed_rollback == "stop":
@@ -597,9 +617,10 @@ class TrainingMonitor(Callback):
             return
         then = ("; training goes on with the weights loaded (on_failed_rollback: continue)"
                 if isinstance(exc, ChangedCheckpoint) else "")
-        logger.bind(report=True).error("resume from {}: run state not restored ({}); the detectors start empty and "
-                                       "no checkpoint from before the restart is a rollback target{}", checkpoint,
-                                       exc, then)
+        report = logger.bind(report=True)
+        (report.warning if isinstance(exc, NotLoaded) else report.error)(
+            "resume from {}: run state not restored ({}); the detectors start empty and no checkpoint from before "
+            "the restart is a rollback target{}", checkpoint, exc, then)
 
     def _continue(self, cb, last_step: int) -> None:
         """A train begin after a train end (``Model.train`` called again, as a loop of one epoch's training and an
@@ -865,7 +886,9 @@ class TrainingMonitor(Callback):
             error = None
             try:
                 self.ledger.verify(target)
-                restore_train_state(cb.train_network, optimizer, target.path, scale)
+                kept = restore_train_state(cb.train_network, optimizer, target.path, scale)
+                if kept:
+                    logger.info("checkpoint {} holds no {}: the current loss scale is kept", target.path, kept[0])
             except (ValueError, RuntimeError, OSError) as exc:
                 error = exc
             # every rank must have loaded the same checkpoint, or all try the next one

@@ -34,6 +34,15 @@ class ResumeError(Exception):
     """The run's state cannot be restored for this checkpoint; the message says why."""
 
 
+class NoCheckpoint(ResumeError):
+    """No file matches the checkpoint pattern to resume from: nothing was saved there yet (a run's first start)."""
+
+
+class NotLoaded(ResumeError):
+    """The network does not hold the weights of the checkpoint to resume from: the trainer did not resume from it (a
+    fresh start, or another checkpoint loaded)."""
+
+
 class ChangedCheckpoint(ResumeError):
     """The checkpoint resumed from is the run's, but its bytes changed since it was saved (same size, another
     checksum: written over in place): the weights loaded from it are not its step's."""
@@ -152,7 +161,7 @@ def checkpoint_file(pattern: str, rank: int | None = None) -> str:
         return pattern
     found = [p for p in glob(pattern) if os.path.isfile(p)]
     if not found:
-        raise ResumeError(f"no file matches {pattern}")
+        raise NoCheckpoint(f"no file matches {pattern}")
     return max(found, key=lambda p: (os.path.getmtime(p), p))
 
 
@@ -223,30 +232,37 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
 
 
 def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, rank: int, run: str,
-            record_log: RecordLog | None, agree=None) -> Resumed:
+            record_log: RecordLog | None, agree=None, holds=None) -> Resumed:
     """:func:`resume` for the live callback, into a new engine with ``engine``'s rules and sinks (the
     returned ``engine``, to use from now on); the carried checkpoints join ``ledger``. ``agree(ok) -> bool``,
     with several ranks: True when every rank's ``ok`` is True; called twice on every rank (restored; its
     checkpoint not written over), so the ranks all restore or all start afresh, and all stop on a changed one.
+    ``holds(path) -> bool``: the network holds the weights of the checkpoint file ``path`` (the trainer loaded it).
 
     Raises:
         ChangedCheckpoint: this rank's (or another rank's) checkpoint was written over since it was saved: the
             weights loaded are not its step's.
-        ResumeError: not restored, for the reason it says (any other failure, a malformed ledger's too); the
-            run may go on afresh, with empty detector windows and no earlier checkpoint.
+        NoCheckpoint, NotLoaded, ResumeError: not restored (no file matches the pattern; the network does not
+            hold the checkpoint's weights; any other reason, a malformed ledger's too, or another rank's); the run
+            may go on afresh, with empty detector windows and no earlier checkpoint.
     """
-    done, why, changed = None, "not restored on every rank", None
+    done, failure, changed = None, ResumeError("not restored on every rank"), None
     try:
         if record_log is None:
             raise ResumeError("the record log is off (record_log: false)")
         done = resume(Engine(engine.rules, engine.sinks), checkpoint, output_dir, rank, run, record_log.path)
+        if holds is not None and not holds(done.path):
+            path, done = done.path, None
+            raise NotLoaded(f"the network does not hold the weights of {path}: the trainer did not resume from it")
     except ChangedCheckpoint as exc:
-        why = changed = str(exc)
-    except (ResumeError, OSError) as exc:
-        why = str(exc)
+        changed = str(exc)
+    except ResumeError as exc:
+        failure = exc
+    except OSError as exc:
+        failure = ResumeError(str(exc))
     except Exception as exc:  # a bug or a malformed ledger: still reach the agreement, or the other ranks wait
         logger.opt(exception=exc).error("resume from {} failed", checkpoint)
-        why = repr(exc)
+        failure = ResumeError(repr(exc))
     if agree is not None:
         restored, intact = agree(done is not None), agree(changed is None)
         changed = changed or (None if intact else "another rank's checkpoint was written over since it was saved")
@@ -254,7 +270,7 @@ def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, ra
     if changed:
         raise ChangedCheckpoint(changed)
     if done is None:
-        raise ResumeError(why)
+        raise failure
     ledger.extend(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
                 "from before the restart kept", run, done.entry.step, done.path, done.records, len(done.carried))

@@ -12,7 +12,7 @@ require("mindformers")  # installed by the README's set-up (extra "mindformers")
 
 from mindformers.core.callback import build_callback  # noqa: E402
 
-from train_helpers import train  # noqa: E402
+from train_helpers import loaded, train  # noqa: E402
 from training_monitor import callbacks  # noqa: E402
 from training_monitor.callbacks import TrainingMonitor, mindformers_train_step  # noqa: E402
 
@@ -130,7 +130,7 @@ def test_a_resume_from_another_step_than_the_trainer_s_is_an_error(tmp_path, log
         log_lines.clear()
         mf = MFLossMonitor(learning_rate=0.05, origin_epochs=1, dataset_size=30, initial_step=initial,
                            global_batch_size=4)
-        train([mf, TrainingMonitor(resume_from=path, **settings)], steps=2)
+        train([mf, TrainingMonitor(resume_from=path, **settings)], steps=2, cell=loaded(path))
         said = [line for line in log_lines if "the trainer resumed at step" in line]
         assert len(said) == wrong
         assert all(f"the trainer resumed at step {initial} but resume_from is the checkpoint of step 20" in line
@@ -155,7 +155,7 @@ def test_a_resume_after_a_rollback_is_checked_against_the_batches_the_checkpoint
         log_lines.clear()
         mf = MFLossMonitor(learning_rate=0.05, origin_epochs=1, dataset_size=50, initial_step=initial,
                            global_batch_size=4)
-        train([mf, TrainingMonitor(resume_from=entry.path, **settings)], steps=2)
+        train([mf, TrainingMonitor(resume_from=entry.path, **settings)], steps=2, cell=loaded(entry.path))
         said = [line for line in log_lines if "the trainer resumed at step" in line]
         assert len(said) == wrong
         assert all("the trainer resumed at step 30 but resume_from is the checkpoint of step 38 (the monitor's step "

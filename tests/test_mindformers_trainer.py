@@ -33,16 +33,25 @@ def write_mindrecord(path: Path, rows: int, width: int) -> None:
     writer.commit()
 
 
-def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_with_the_lr_halved(tmp_path):
-    # 200 rows of seq_length + 1 = 33 token ids (the model shifts the labels inside), batch 2: 100 steps
+def write_config(tmp_path: Path, edit=lambda text: text) -> Path:
+    """tests/data/mindformers/llama_tiny.yaml for ``tmp_path``, changed by ``edit``, over 200 rows of seq_length + 1
+    = 33 token ids (the model shifts the labels inside), batch 2: 100 steps."""
     write_mindrecord(tmp_path / "data.mindrecord", 200, 33)
-    out, mon_out = tmp_path / "output", tmp_path / "monitor"
     config = tmp_path / "llama_tiny.yaml"
-    config.write_text(Template((TESTS / "data" / "mindformers" / "llama_tiny.yaml").read_text()).substitute(
-        data=tmp_path / "data.mindrecord", output=out, monitor_output=mon_out))
-    run = subprocess.run([sys.executable, str(TESTS / "jobs" / "mindformers_trainer.py"), "--config", str(config),
-                          "--register_path", callbacks.MINDFORMERS_REGISTER_PATH, "--nan-at", "50"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    config.write_text(edit(Template((TESTS / "data" / "mindformers" / "llama_tiny.yaml").read_text()).substitute(
+        data=tmp_path / "data.mindrecord", output=tmp_path / "output", monitor_output=tmp_path / "monitor")))
+    return config
+
+
+def trainer(tmp_path: Path, config: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TESTS / "jobs" / "mindformers_trainer.py"), "--config", str(config),
+                           "--register_path", callbacks.MINDFORMERS_REGISTER_PATH, *options],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+
+
+def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_with_the_lr_halved(tmp_path):
+    out, mon_out = tmp_path / "output", tmp_path / "monitor"
+    run = trainer(tmp_path, write_config(tmp_path), "--nan-at", "50")
     assert run.returncode == 0, run.stderr[-4000:]
     # MindFormers' TrainingStateMonitor (check_for_nan_in_loss_and_grad) was in the list and did not end the run
     assert "TrainingStateMonitor raises on a NaN/Inf loss or norm: the monitor judges each step first" in run.stderr
@@ -76,3 +85,36 @@ def test_trainer_yaml_register_path_nan_rolls_back_to_a_checkpoint_monitor_file_
                                   + float(row["callbacks_s"] or 0))  # the step's whole period
     assert float(row["mfu"]) == pytest.approx(flops * tps / 0.05e12, rel=1e-3)  # (flops printed to 4 digits)
     assert len(records) == 1 + 100
+
+
+def test_a_resume_with_a_dynamic_loss_scale_rolls_back_onto_a_checkpoint_saved_before_it(tmp_path):
+    # fp16-style training: a DynamicLossScaleUpdateCell; MindFormers' resume makes its value a parameter of the
+    # network (loss_scaling_manager.loss_scale_value), which the checkpoints saved before the restart lack
+    pattern = str(tmp_path / "output" / "checkpoint" / "rank_{rank}" / "*.ckpt")
+    config = write_config(tmp_path, lambda text: text.replace(
+        "  scale_sense: 1.0\n", "  scale_sense:\n    type: DynamicLossScaleUpdateCell\n    loss_scale_value: 4096\n"
+        "    scale_factor: 2\n    scale_window: 1000\n").replace(
+        "    output_dir:", f"    resume_from: {pattern}\n    output_dir:"))
+    first = trainer(tmp_path, config, "--kill-at", "32")
+    assert first.returncode == -9, first.stderr[-4000:]
+    # the entry names resume_from on a first start too: nothing saved there yet is no failure
+    assert "no checkpoint saved there yet" in first.stderr and " ERROR " not in first.stderr, first.stderr[-4000:]
+    events = tmp_path / "monitor" / "events_rank0.jsonl"
+    assert "resume_failed" not in events.read_text()
+
+    # resumed at step 30 (its newest checkpoint); the weights blow up 3 steps later: the rollback lands on the
+    # newest checkpoint healthy then, step 25's, saved before the restart, and training goes on to its end
+    resumed = trainer(tmp_path, config, "--resume", "--blowup-at", "3")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "resumed run" in resumed.stderr and "from step 30 " in resumed.stderr, resumed.stderr[-4000:]
+    (rb,) = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("action") == "rollback"]
+    assert (rb["at_step"], rb["to_step"]) == (33, 25)
+    assert rb["checkpoint"].endswith("tiny_rank_0-1_25.ckpt")
+    assert "holds no loss_scaling_manager.loss_scale_value: the current loss scale is kept" in resumed.stderr
+
+    # the same entry on a start afresh (no resume_training): the network does not hold that checkpoint's weights,
+    # so the old run's detectors and checkpoints are not taken up
+    fresh = trainer(tmp_path, config)
+    assert fresh.returncode == 0, fresh.stderr[-4000:]
+    assert "the trainer did not resume from it" in fresh.stderr and "resumed run" not in fresh.stderr
+    assert "rolled back" not in fresh.stderr

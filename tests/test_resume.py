@@ -14,7 +14,7 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from train_helpers import AtStep, train
+from train_helpers import AtStep, loaded, train
 from training_monitor.callbacks import TrainingMonitor
 from training_monitor.engine import Engine
 from training_monitor.ledger import file_checksum
@@ -328,14 +328,8 @@ def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):
 
     pattern = str(tmp_path / "checkpoints" / "rank_{rank}" / "*" / os.path.basename(entry.path))
     second = TrainingMonitor(resume_from=pattern, **settings)
-
-    def cell(net, opt):
-        step_cell = ms.nn.TrainOneStepCell(net, opt)
-        ms.load_param_into_net(step_cell, ms.load_checkpoint(checkpoint_file(pattern.format(rank=0))))
-        return step_cell
-
     with pytest.raises(SystemExit, match=r"rollback budget exhausted: 2 rollbacks done \(max_rollbacks=2\)"):
-        train([second], steps=60, poison={5, 40}, cell=cell)
+        train([second], steps=60, poison={5, 40}, cell=loaded(checkpoint_file(pattern.format(rank=0))))
     assert second.resumed is not None and second.resumed.entry.step == entry.step
     (rb,) = second.rollbacks
     assert rb["lr_multiplier"] == 0.25
@@ -382,11 +376,7 @@ def test_a_resume_from_a_checkpoint_written_over_since_its_save_does_not_train_o
     with open(path, "r+b") as f:
         f.seek(size // 2)
         f.write(np.random.default_rng(0).bytes(400))
-
-    def cell(net, opt):
-        step_cell = ms.nn.TrainOneStepCell(net, opt)
-        ms.load_param_into_net(step_cell, ms.load_checkpoint(path))
-        return step_cell
+    cell = loaded(path)
 
     second = TrainingMonitor(resume_from=path, **settings)
     if on_failed == "stop":
@@ -429,13 +419,8 @@ def test_a_resume_onto_weights_that_are_not_finite_stops_the_run(tmp_path, log_l
     last = first.ledger.entries[-1]
     assert (last.step, last.status) == (30, "pending")
 
-    def cell(net, opt):
-        step_cell = ms.nn.TrainOneStepCell(net, opt)
-        ms.load_param_into_net(step_cell, ms.load_checkpoint(last.path))
-        return step_cell
-
     second = TrainingMonitor(resume_from=last.path, **settings)
     with pytest.raises(SystemExit, match=rf"the weights resumed from {last.path} \(step 30\) are not finite"):
-        train([second], steps=10, cell=cell)
+        train([second], steps=10, cell=loaded(last.path))
     assert second.trainer_step == 1  # the step under way when the stop was asked
     assert not any("finite at step 30" in line for line in log_lines)

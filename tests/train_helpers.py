@@ -44,6 +44,16 @@ def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0, skippable=
     return net, opt, source
 
 
+def loaded(path):
+    """A ``cell`` for :func:`train`: the train-step cell with the checkpoint ``path`` loaded, as a resumed job builds
+    it."""
+    def build(net, opt):
+        step_cell = nn.TrainOneStepCell(net, opt)
+        ms.load_param_into_net(step_cell, ms.load_checkpoint(path))
+        return step_cell
+    return build
+
+
 class AtStep(Callback):
     """Calls ``fn(cb_params)`` at the end of every step (after the callbacks listed before it)."""
 

@@ -4,10 +4,15 @@ copied): DIR is exported as ``REGISTER_PATH`` and appended to ``sys.path``, the 
 ``MindFormerConfig``, ``build_context`` sets the context, and ``Trainer(config).train()`` runs.
 
 ``--nan-at N`` adds the test's fault: at the start of trainer step N one weight of the model is filled with
-NaN (as a hardware fault would corrupt it), so that step's loss and gradients are NaN.
+NaN (as a hardware fault would corrupt it), so that step's loss and gradients are NaN. ``--blowup-at N``: every
+weight is multiplied by 30 at the start of step N (its loss spikes). ``--kill-at N``: the process is killed
+(SIGKILL) at the end of step N. ``--resume``: MindFormers resumes from the newest checkpoint of its output folder
+(``load_checkpoint: OUTPUT/checkpoint``, ``resume_training: True``, as ``run_mindformer.py``'s options set them).
+The steps are the process's own count (``cur_step_num``: 1 at a resumed process's first step).
 """
 import argparse
 import os
+import signal
 import sys
 
 import numpy as np
@@ -31,16 +36,45 @@ class NaNWeightAt(Callback):
             param.set_data(Tensor(np.full(param.shape, np.nan, np.float32)))
 
 
+class BlowUpAt(Callback):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_step_begin(self, run_context):
+        cb = run_context.original_args()
+        if cb.cur_step_num == self.step:
+            for param in cb.train_network.optimizer.parameters:
+                param.set_data(param * 30)
+
+
+class KillAt(Callback):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--config", required=True)
 parser.add_argument("--register_path")
 parser.add_argument("--nan-at", type=int)
+parser.add_argument("--blowup-at", type=int)
+parser.add_argument("--kill-at", type=int)
+parser.add_argument("--resume", action="store_true")
 args = parser.parse_args()
 if args.register_path is not None:
     os.environ["REGISTER_PATH"] = args.register_path
     if args.register_path not in sys.path:
         sys.path.append(args.register_path)
 config = MindFormerConfig(args.config)
+if args.resume:
+    config.load_checkpoint, config.resume_training = os.path.join(config.output_dir, "checkpoint"), True
 set_output_path(config.output_dir)
 build_context(config)
-Trainer(config, callbacks=[NaNWeightAt(args.nan_at)] if args.nan_at else None).train()
+faults = [fault(step) for fault, step in ((NaNWeightAt, args.nan_at), (BlowUpAt, args.blowup_at), (KillAt, args.kill_at))
+          if step]
+Trainer(config, callbacks=faults or None).train()
