@@ -155,3 +155,23 @@ def test_a_source_files_path_and_line_is_no_value_and_ends_no_epoch():
     # so it is not the epoch's end: LossMonitor's count going back after it, in the same epoch, is a restart
     epoch = [line for line in r2 if line.lstrip().startswith("epoch: 21 step:")]
     assert [r.step for r in read(epoch[:5] + [warning] + epoch[:2])] == [10, 20, 30, 40, 50, 10, 20]
+
+
+def test_a_counter_alone_before_a_dict_is_its_record_s():
+    # a custom loop's `logger.info(f"Epoch {epoch}: {metrics}")` (wolverinex24/titans-architecture outputs/train.log):
+    # the dict names no counter, the epoch before it is the record's (not the line's position)
+    titans = lines(TUNE / "custom_titans_lm_small_first_run_epochs_0_99_loss_1_12_to_5_25_at_59_and_3_48_at_95_"
+                          "wolverinex24.log")
+    records = read(titans)
+    assert [r.step for r in records] == list(range(100)) and records[59].loss == pytest.approx(5.252811431884766)
+    assert [(e.rule, e.step) for e in replay_file(str(TUNE / "custom_titans_lm_small_first_run_epochs_0_99_loss_1_12_"
+                                                          "to_5_25_at_59_and_3_48_at_95_wolverinex24.log")).events] \
+        == [("loss_spike", 59), ("loss_spike", 95)]
+
+
+def test_a_unit_letter_that_starts_a_name_is_the_name_s():
+    # CycleGAN's loss_log.txt (Arnaud58/Ganilla-Witness-Style): `D_A: 0.066 G_A: 0.941`, G_A no giga unit of 0.066
+    ganilla = lines(TUNE / "cyclegan_ganilla_epochs_1_17_cycle_a_0_93_to_9_4_14_sustained_jump_at_epoch4_iters_3040_"
+                           "arnaud58.log")
+    assert "D_A: 0.066 G_A: 0.941 " in ganilla[1]
+    assert read(ganilla[1:2])[0].loss == pytest.approx(0.066 + 0.941 + 0.045 + 0.800)  # D_A, G_A, D_B, G_B

@@ -225,7 +225,8 @@ _KERAS_BAR = re.compile(r"()(\d+)/(\d+) \[[=>.]*\]()(?= - )")  # Keras' ``  6/6 
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
 _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
-_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z]))?"
+# a value's unit: no part of a name after it (`D_A: 0.066 G_A: 0.941`: `G_A` is a name, not giga)
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z_]))?"
 # a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
 # stays linear in the line
@@ -374,19 +375,26 @@ def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
     return None
 
 
+_COUNTERS = ("step", "epoch")
+
+
 def _dict(text: str) -> str:
     """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
     ``text``; a dict assigned to a name (InternLM's ``.. step=0 loss=11.548 .. grad_norm={'0_default': 61.58}``)
     or naming no loss after the line's loss (ROMP's ``.. Loss 617.70 | Losses {'reg': 567.27, ..}``, its breakdown)
     is no record: ``text`` (``eval result: {'Loss': 2.3}`` is its dict's, and so is a Keras bar's ``- loss: 9.4006``
-    average followed by the batch's ``{'loss': 9.4530907, 'batch': 35, ..}``)."""
+    average followed by the batch's ``{'loss': 9.4530907, 'batch': 35, ..}``). A counter alone before a dict that
+    names none is its record's (``Epoch 59: {'loss': 5.25}``): kept before it."""
     start = text.find("{'") if "{'" in text else text.find('{"')
     if start < 0 or text[:start].rstrip().endswith("="):
         return text
     end = text.rfind("}")
     found = text[start:end + 1] if end > start else text[start:]
-    if "loss" not in found.lower() and any(p[0] == "loss" for p in pairs(text[:start])):  # the loss's breakdown
+    before = pairs(text[:start])
+    if "loss" not in found.lower() and any(p[0] == "loss" for p in before):  # the loss's breakdown
         return text
+    if before and all(p[0] in _COUNTERS for p in before) and not any(p[0] in _COUNTERS for p in pairs(found)):
+        return text[:start] + found
     return found
 
 
