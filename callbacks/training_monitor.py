@@ -860,17 +860,19 @@ class TrainingMonitor(Callback):
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
         self._slow = "rollback"
-        rb = self.policy.rolled_back(d, rewound=True, lr_scale=self.cfg.lr_factor, checkpoint=target.path)
+        factor = 1.0 if d.batch else self.cfg.lr_factor
+        rb = self.policy.rolled_back(d, rewound=True, lr_scale=factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._batches]
         self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         self._read_lr = self._optimizer_lr(cb)
-        logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), "
-                                         "LR x{:g} (now x{:g} of the schedule)", self.rank, step, target.step,
-                                         target.path, self.cfg.lr_factor, rb["lr_multiplier"])
-        return (f"rolled back to the healthy checkpoint at step {target.step}, LR x{self.cfg.lr_factor:g} "
-                f"(now x{rb['lr_multiplier']:g})")
+        lr = (f"LR x{factor:g} (now x{rb['lr_multiplier']:g} of the schedule)" if not d.batch else
+              f"LR kept at x{rb['lr_multiplier']:g} of the schedule: step {d.onset} ran on that checkpoint's own "
+              "weights, its batch is bad")
+        logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), {}",
+                                         self.rank, step, target.step, target.path, lr)
+        return f"rolled back to the healthy checkpoint at step {target.step}, {lr}"
 
     def _load_healthy(self, cb, d: Decision) -> CheckpointEntry | None:
         """Load ``d.target``, or the next target the policy gives when it does not load (on every rank).
@@ -880,7 +882,8 @@ class TrainingMonitor(Callback):
             TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
         """
         optimizer = train_optimizer(cb.train_network, cb.get("optimizer"))
-        scale = lr_scale(cb.train_network, optimizer) * self.cfg.lr_factor  # one cut, however many loads it takes
+        # one cut, however many loads it takes (none for a bad batch's)
+        scale = lr_scale(cb.train_network, optimizer) * (1.0 if d.batch else self.cfg.lr_factor)
         target = d.target
         while target is not None:
             error = None

@@ -36,7 +36,8 @@ class RollbackSettings:
         "doc": "the learning rate is multiplied by this at each rollback (0 < f <= 1)", "min": 0, "max": 1,
         "min_open": True})
     max_rollbacks: int = field(default=3, metadata={
-        "doc": "rollback budget: one more rollback asked for stops the run", "min": 0})
+        "doc": "rollback budget: one more rollback asked for stops the run (also the most bad batches in a "
+               "row undone on a checkpoint's own weights)", "min": 0})
 
 
 @dataclass(slots=True)
@@ -48,7 +49,8 @@ class Decision:
     healthy checkpoint before ``onset - margin``; None: there is none), the LR multiplier becoming
     ``lr_multiplier``; ``rules``: the rules asking. ``skip``: batches to skip ahead of the data reader (the
     ``skip_batches`` action). ``stop``: stop the run, for this reason. ``promoted`` / ``quarantined``: the
-    checkpoints this step made healthy / suspect.
+    checkpoints this step made healthy / suspect. ``batch``: the rollback undoes a batch's update, not the
+    trajectory (see :class:`RollbackPolicy`): the LR multiplier stays.
     """
 
     step: int
@@ -62,6 +64,7 @@ class Decision:
     stop: str | None = None
     promoted: Sequence = ()
     quarantined: Sequence = ()
+    batch: bool = False
 
 
 class RollbackPolicy:
@@ -75,7 +78,11 @@ class RollbackPolicy:
     done already (the run stops instead), or the run did not go back since the last rollback and the onset
     is within ``healthy_after`` steps of the last step that asked for one (the same excursion firing again
     on a log of a run that did not roll back: a loss still up fires again once the rule's cooldown is over,
-    at a later onset). A rule with
+    at a later onset). An anomaly on the first step after the run went back to a checkpoint (a rollback, a
+    resume) whose target is that same checkpoint ran on that checkpoint's own weights: its batch is bad, not the
+    trajectory (a burst of corrupt samples asks for one rollback per bad batch); it rolls back again without
+    another LR cut and without counting against the budget, up to ``max_rollbacks`` such batches in a row (one
+    more stops the run: the data is bad). A rule with
     the ``stop`` action stops the run. After a stop, nothing more is decided.
 
     Args:
@@ -101,6 +108,8 @@ class RollbackPolicy:
         # a run that did not go back since its last rollback: the last step of the excursion (the last that asked
         # for a rollback); None once the run goes back
         self._excursion_to: int | None = None
+        self._landed: int | None = None  # the step of the checkpoint the run last went back to
+        self._batches = 0  # bad batches in a row on a checkpoint's own weights (Decision.batch)
 
     def decide(self, step: int, events: list[Event], went_back: bool = False, judged: bool = True) -> Decision:
         """The decision after ``step`` raised ``events`` (usually none). ``went_back``: the step is not after the
@@ -111,13 +120,14 @@ class RollbackPolicy:
             return d
         if went_back:
             self._excursion_to = None
-            self.ledger.proven_to = step - 1
+            self.ledger.proven_to = self._landed = step - 1
         if judged:
             self.last_step = step
         onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
         s = self.settings
         if not onsets:
             if judged:
+                self._batches = 0
                 d.promoted = self.ledger.observe(step)
                 d.save = bool(s.checkpoint_every) and step % s.checkpoint_every == 0
             if not events:
@@ -129,15 +139,21 @@ class RollbackPolicy:
             if to is not None and onset <= to + s.healthy_after:
                 self._excursion_to = step  # the same excursion goes on
             elif self.rollback:
-                if self.done >= s.max_rollbacks:
+                if self.before_target is not None:
+                    self.before_target()
+                target = self.ledger.rollback_target(onset, s.rollback_margin)
+                batch = target is not None and target.step == self._landed and onset == target.step + 1
+                if batch and self._batches >= s.max_rollbacks:
+                    d.stop = (f"{self._batches + 1} batches in a row were anomalous on the weights of the healthy "
+                              f"checkpoint of step {self._landed}: the data is bad (max_rollbacks="
+                              f"{s.max_rollbacks}); anomaly at step {step}")
+                elif not batch and self.done >= s.max_rollbacks:
                     d.stop = (f"rollback budget exhausted: {self.done} rollbacks done (max_rollbacks="
                               f"{s.max_rollbacks}); anomaly at step {step}")
                 else:
-                    d.rollback, d.lr_multiplier = True, self.multiplier * s.lr_factor
+                    d.rollback, d.target, d.batch = True, target, batch
+                    d.lr_multiplier = self.multiplier * (1.0 if batch else s.lr_factor)
                     d.rules = sorted({e.rule for e in events if "rollback" in e.actions})
-                    if self.before_target is not None:
-                        self.before_target()
-                    d.target = self.ledger.rollback_target(onset, s.rollback_margin)
         d.skip = max((self.skip_extra.get(e.rule, 0) for e in events if "skip_batches" in e.actions), default=0)
         if d.stop is None and any("stop" in e.actions for e in events):
             d.stop = f"rule {events[0].rule} asks to stop at step {step}"
@@ -147,8 +163,9 @@ class RollbackPolicy:
 
     @property
     def done(self) -> int:
-        """Rollbacks done in the run: before a restart (:attr:`earlier`) and in this process."""
-        return self.earlier + len(self.rollbacks)
+        """Rollbacks done in the run: before a restart (:attr:`earlier`) and in this process, but for those that
+        undid a bad batch (:attr:`Decision.batch`)."""
+        return self.earlier + sum(not r.get("batch") for r in self.rollbacks)
 
     def carry(self, rollbacks: int, lr_multiplier: float) -> None:
         """Take up a run resumed from a checkpoint saved after ``rollbacks`` rollbacks that left the LR multiplier
@@ -180,9 +197,10 @@ class RollbackPolicy:
         self.multiplier = d.lr_multiplier
         self._excursion_to = None if rewound else d.step
         if rewound and d.target is not None:
-            self.ledger.proven_to = d.target.step
+            self.ledger.proven_to = self._landed = d.target.step
+        self._batches += d.batch
         record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
-                  "lr_multiplier": d.lr_multiplier, **details}
+                  "lr_multiplier": d.lr_multiplier, **({"batch": True} if d.batch else {}), **details}
         self.rollbacks.append(record)
         return record
 

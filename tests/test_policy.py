@@ -54,9 +54,10 @@ def test_the_budget_stops_the_run_and_then_nothing_is_decided():
     policy = RollbackPolicy(Ledger(None, 2), RollbackSettings(checkpoint_every=5, healthy_after=2, max_rollbacks=1))
     run(policy, range(1, 9))
     policy.rolled_back(policy.decide(9, [nan(9)]), rewound=True)
-    d = policy.decide(6, [nan(6)], went_back=True)
+    policy.decide(6, [], went_back=True)
+    d = policy.decide(7, [nan(7)])
     assert not d.rollback and d.stop.startswith("rollback budget exhausted: 1 rollbacks done (max_rollbacks=1)")
-    assert policy.stop == {"at_step": 6, "reason": d.stop}
+    assert policy.stop == {"at_step": 7, "reason": d.stop}
     later = policy.decide(10, [nan(10)])
     assert (later.save, later.onset, later.rollback, later.stop) == (False, None, False, None)
 
@@ -133,7 +134,22 @@ def test_bad_batches_in_a_row_after_a_rollback_do_not_walk_back_through_proven_c
     for _ in range(2):  # steps 76 again: the restored 75 was proven on 76-95 before the run went back
         d = policy.decide(76, [nan(76)], went_back=True)
         assert d.rollback and not [e for e in d.quarantined if e.step == 75]
-        targets.append(d.target.step)
+        targets.append((d.target.step, d.batch))
         policy.rolled_back(d, rewound=True)
-    assert targets == [75, 75] and policy.multiplier == 0.125
     assert [e.status for e in policy.ledger.entries if e.step <= 75] == [HEALTHY] * 3
+    # step 76 ran on checkpoint 75's own weights: each bad batch after the first is undone with no more LR cut,
+    # and counts against no budget
+    assert targets == [(75, True), (75, True)] and policy.multiplier == 0.5 and policy.done == 1
+    assert [rb.get("batch", False) for rb in policy.rollbacks] == [False, True, True]
+    # ... up to max_rollbacks (3) such batches in a row: one more, and the data is bad: the run stops
+    policy.rolled_back(policy.decide(76, [nan(76)], went_back=True), rewound=True)
+    d = policy.decide(76, [nan(76)], went_back=True)
+    assert not d.rollback and d.stop.startswith("4 batches in a row were anomalous on the weights of the healthy "
+                                                "checkpoint of step 75: the data is bad (max_rollbacks=3)")
+    # a clean step after the rollback ends the streak, and an anomaly later is the trajectory's again
+    other = RollbackPolicy(Ledger(None, 20), RollbackSettings(checkpoint_every=25, healthy_after=20))
+    run(other, range(1, 120))
+    other.rolled_back(other.decide(120, [nan(120)]), rewound=True)
+    other.decide(76, [], went_back=True)
+    later = other.decide(77, [nan(77)])
+    assert later.rollback and not later.batch and later.lr_multiplier == 0.25

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from train_helpers import BATCH, SEQ, AtStep, tiny_net, train
 from training_monitor.callbacks import LossScaleTrainStep, ScaledLearningRate, TrainingMonitor
 from training_monitor.replay import replay_file
+from training_monitor.replay.runner import ReplayOptions, replay_paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
@@ -181,6 +182,28 @@ def test_a_nan_in_the_lr_table_is_caught_at_its_step_and_a_rollback_that_cannot_
     first = next(e for e in mon.kept.events if e.rule == "nan_inf")
     assert (first.step, first.onset_step) == (21, 21) and first.message.startswith("learning rate is nan at step 21")
     assert mon.rollbacks[0]["at_step"] == 21 and len(mon.rollbacks) == 1
+
+
+def test_a_burst_of_bad_batches_costs_one_rollback_and_one_lr_cut(tmp_path, log_lines):
+    # batches 44-46 carry a NaN (a corrupt shard): trainer step 45 rolls back to 30 with the LR halved; the data
+    # iterator goes on, so steps 31 and 31 again run batches 45 and 46 on checkpoint 30's own weights: their
+    # NaN is the batch's, undone with no more LR cut and no budget spent (max_rollbacks: 2 such batches in a
+    # row), and the run trains on to its end
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
+                          max_rollbacks=2)
+    net, opt, source = train([mon], steps=60, poison={44, 45, 46})
+    assert [(rb["at_step"], rb["to_step"], rb["lr_multiplier"], rb.get("batch", False)) for rb in mon.rollbacks] \
+        == [(45, 30, 0.5, False), (31, 30, 0.5, True), (31, 30, 0.5, True)]
+    assert mon.policy.done == 1 and float(opt.learning_rate.asnumpy()) == pytest.approx(0.025)
+    assert mon.stop_reason is None and math.isfinite(mon.last_record.loss)
+    assert mon.trainer_step == 60 and mon.last_record.step == 60 - (45 - 30) - 2
+    assert sum("LR kept at x0.5 of the schedule: step 31 ran on that checkpoint's own weights, its batch is bad"
+               in line for line in log_lines) == 2
+    # live = replay: the record log replayed with the run's checkpoint settings gives the same decisions
+    options = ReplayOptions(checkpoint_every=10, healthy_after=10, max_rollbacks=2)
+    (replayed,) = replay_paths([str(tmp_path / "records_rank0.csv")], options=options)
+    assert [(rb["at_step"], rb["to_step"], rb["lr_multiplier"], rb.get("batch", False))
+            for rb in replayed.would_be_rollbacks()] == [(45, 30, 0.5, False), (31, 30, 0.5, True), (31, 30, 0.5, True)]
 
 
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):

@@ -66,7 +66,9 @@ def rollback_lines(result) -> list[str]:
         who = f" (rank {rb['rank']})" if many else ""
         to = (f"the checkpoint at step {rb['to_step']}" if rb["to_step"] is not None else
               f"the newest healthy checkpoint before step {rb['before_step']} (checkpoint interval not given)")
-        out.append(f"would roll back at step {rb['at_step']} to {to}, {factor}(now x{rb['lr_multiplier']:g} of the "
+        lr = ("LR kept (a bad batch: its step ran on that checkpoint's own weights) " if rb.get("batch") else
+              factor)
+        out.append(f"would roll back at step {rb['at_step']} to {to}, {lr}(now x{rb['lr_multiplier']:g} of the "
                    f"schedule): {', '.join(rb['rules'])} from step {rb['onset_step']}{who}")
     for m in result.rollbacks_without_checkpoint():
         who = f" (rank {m['rank']})" if many else ""
