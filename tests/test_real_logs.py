@@ -201,9 +201,7 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout77 after scoring: throughput down 44 % for 2.5 minutes, compute only, under `min_seconds`
     "oneflow_dlrm_criteo_steps_45000_57000_loss_nan_every_record_latency_17_to_31ms_after_eval_oneflow10321.log",
     # heldout78, first replay (not studied)
-    "pgan_paddle_celeba_scale0_iters_14000_20000_resume_at_16000_loss_d_0_5_to_1_03e6_spike_decays_aiforms.log",
     "tf_estranet_ascadv2_steps_5000_135000_loss_frozen_5_54_5_55_ln256_chance_gnorm_0_25_to_21_8_1eftone.log",
-    "jaxcfd_absl_learned_interp_kolmogorov_train_10_1180_loss_7_7e-3_to_3_8e-4_grads_finite_1_ckpt_1000_healthy_ml4hpc.log",
     # heldout79, first replay (not studied)
     "ultralytics_yolov3_2019_epoch0_batches_18_25_all_losses_nan_yolov3issue215.log",
 })

@@ -175,3 +175,20 @@ def test_a_unit_letter_that_starts_a_name_is_the_name_s():
                            "arnaud58.log")
     assert "D_A: 0.066 G_A: 0.941 " in ganilla[1]
     assert read(ganilla[1:2])[0].loss == pytest.approx(0.066 + 0.941 + 0.045 + 0.800)  # D_A, G_A, D_B, G_B
+
+
+def test_counts_before_a_name_of_words_and_a_count_after_a_loss_s_name_are_steps():
+    # a progressive GAN on PaddlePaddle (AIforMS/PGAN-Paddle logs/train_log.txt): `[scale : iteration]` before a
+    # name of two words
+    pgan = lines(TUNE / "pgan_paddle_celeba_scale0_iters_14000_20000_resume_at_16000_loss_d_0_5_to_1_03e6_spike_decays_"
+                        "aiforms.log")
+    assert pgan[0] == "[0 :  14000] loss G : 2.236 loss D : 2.203\n"
+    assert [(r.step, r.loss) for r in read(pgan[:2])] == [(14000, pytest.approx(2.236 + 2.203)),
+                                                          (14100, pytest.approx(1.892 + 6.663))]
+    # JAX-CFD's absl lines (ML4HPC/JAX-CFD logs/train_log.txt): `Train` names a loss, but a count of a total after
+    # it is the phase's counter, kept before the dict
+    jax = lines(TUNE / "jaxcfd_absl_learned_interp_kolmogorov_train_10_1180_loss_7_7e-3_to_3_8e-4_grads_finite_1_ckpt_"
+                       "1000_healthy_ml4hpc.log")
+    assert "[Train 10/1882] {'grads_finite': 1.0, 'loss_scale': 1.0, 'train_loss': 0.0077463057823479176}" in jax[2]
+    assert [(r.step, r.loss) for r in read(jax[2:4])] == [(10, pytest.approx(0.0077463057823479176)),
+                                                          (20, pytest.approx(0.005701407790184021))]

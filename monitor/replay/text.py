@@ -266,10 +266,11 @@ _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?
 _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
            re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*(?:\(\s*\d+(?:\.\d+)?%\s*\)\s*)?\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b] (PyTorch's examples: [a/b (p%)]), a / b
-# a line led by one or two bare counts, then named values: ``[  1]    1440 || B: 5.495 | ..`` (epoch, step)
+# a line led by one or two bare counts, then named values (a name of up to three words): ``[  1]    1440 || B: 5.495
+# | ..`` (epoch, step), ``[0 :  14000] loss G : 2.236 loss D : 2.203`` (scale, iteration)
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*(?:\s*[:=]\s*|\s+)[-+]?(?:\d|nan|inf)|" + _UNNAMED + _ANY_FIELD + r"\s*,)",
-                      re.IGNORECASE)
+                      r"(?=[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*){0,2}(?:\s*[:=]\s*|\s+)[-+]?(?:\d|nan|inf)|"
+                      + _UNNAMED + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
 _RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
@@ -465,10 +466,13 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
+        counted = m.group("tot") is not None and m.group("val").isdigit()  # a count of a total
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
-                not bare(_name(m)) or pattern is not _FIELD and (m.group("sep") is not None
-                                                                 or text.endswith((", ", "{"), 0, m.start()))):
+                not bare(_name(m)) or counted or pattern is not _FIELD and (
+                    m.group("sep") is not None or text.endswith((", ", "{"), 0, m.start()))):
             hit = (by_unit(hit[0], m.group("unit")), hit[1])
+            if counted and hit[0] in _LOSSES:
+                hit = ("step", None)  # a count of a total is no loss: the phase's counter, `[Train 10/1882]`
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
                 pending = (hit, m)
