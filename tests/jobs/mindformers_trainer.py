@@ -24,38 +24,37 @@ from mindspore import Tensor
 from mindspore.train import Callback
 
 
-class NaNWeightAt(Callback):
-    def __init__(self, step):
+class At(Callback):
+    """Calls ``fault(cb_params)`` at the start of trainer step ``step`` (``end``: at its end)."""
+
+    def __init__(self, step, fault, end=False):
         super().__init__()
-        self.step = step
+        self.step, self.fault, self.at_end = step, fault, end  # (Callback.end is a method)
+
+    def _at(self, run_context, end):
+        cb = run_context.original_args()
+        if end == self.at_end and cb.cur_step_num == self.step:
+            self.fault(cb)
 
     def on_train_step_begin(self, run_context):
-        cb = run_context.original_args()
-        if cb.cur_step_num == self.step:
-            param = next(p for p in cb.train_network.trainable_params() if "embedding" in p.name)
-            param.set_data(Tensor(np.full(param.shape, np.nan, np.float32)))
-
-
-class BlowUpAt(Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_step_begin(self, run_context):
-        cb = run_context.original_args()
-        if cb.cur_step_num == self.step:
-            for param in cb.train_network.optimizer.parameters:
-                param.set_data(param * 30)
-
-
-class KillAt(Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
+        self._at(run_context, False)
 
     def on_train_step_end(self, run_context):
-        if run_context.original_args().cur_step_num == self.step:
-            os.kill(os.getpid(), signal.SIGKILL)
+        self._at(run_context, True)
+
+
+def nan_weight(cb):
+    param = next(p for p in cb.train_network.trainable_params() if "embedding" in p.name)
+    param.set_data(Tensor(np.full(param.shape, np.nan, np.float32)))
+
+
+def blow_up(cb):
+    for param in cb.train_network.optimizer.parameters:
+        param.set_data(param * 30)
+
+
+def kill(cb):
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 parser = argparse.ArgumentParser()
@@ -75,6 +74,6 @@ if args.resume:
     config.load_checkpoint, config.resume_training = os.path.join(config.output_dir, "checkpoint"), True
 set_output_path(config.output_dir)
 build_context(config)
-faults = [fault(step) for fault, step in ((NaNWeightAt, args.nan_at), (BlowUpAt, args.blowup_at), (KillAt, args.kill_at))
-          if step]
+faults = [At(step, fault, fault is kill) for fault, step in ((nan_weight, args.nan_at), (blow_up, args.blowup_at),
+                                                           (kill, args.kill_at)) if step]
 Trainer(config, callbacks=faults or None).train()
