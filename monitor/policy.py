@@ -127,7 +127,6 @@ class RollbackPolicy:
         s = self.settings
         if not onsets:
             if judged:
-                self._batches = 0
                 d.promoted = self.ledger.observe(step)
                 d.save = bool(s.checkpoint_every) and step % s.checkpoint_every == 0
             if not events:
@@ -143,6 +142,7 @@ class RollbackPolicy:
                     self.before_target()
                 target = self.ledger.rollback_target(onset, s.rollback_margin)
                 batch = target is not None and target.step == self._landed and onset == target.step + 1
+                self._batches *= batch  # (a rollback of the trajectory ends a streak of bad batches)
                 if batch and self._batches >= s.max_rollbacks:
                     d.stop = (f"{self._batches + 1} batches in a row were anomalous on the weights of the healthy "
                               f"checkpoint of step {self._landed}: the data is bad (max_rollbacks="
