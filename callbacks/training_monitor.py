@@ -28,7 +28,7 @@ from training_monitor.ledger import CheckpointEntry, Ledger, read_ledger
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
-from training_monitor.policy import Decision, RollbackPolicy
+from training_monitor.policy import FAR, Decision, RollbackPolicy
 from training_monitor.record import StepRecord
 from training_monitor.recordlog import RecordLog
 from training_monitor.replay.fields import evaluation_loss
@@ -931,7 +931,10 @@ class TrainingMonitor(Callback):
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason
         self._undone = self._judged  # NaN-raising callbacks skip this step: the run stops with this reason
-        logger.bind(report=True).error("stopping the run: {}", reason)
+        healthy = self.ledger.rollback_target(FAR)  # (a trainer's save at the end of training is after the stop)
+        resume = "" if healthy is None else f" (resume from the last healthy checkpoint, step {healthy.step}: " \
+                                            f"{healthy.path})"
+        logger.bind(report=True).error("stopping the run: {}{}", reason, resume)
         self.event_log.write({"action": "stop", "reason": reason, "rank": self.rank, "time": time.time()})
         run_context.request_stop()
 

@@ -218,6 +218,9 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
     assert mon.stop_reason.startswith("rollback budget exhausted")
     assert mon.trainer_step == 35, "run should stop at the step of the second NaN"
     assert any("stopping the run: rollback budget exhausted" in line for line in log_lines)
+    # the stop says where to resume from (a trainer's own save at the end of training is after the anomaly)
+    assert any(line.rstrip().endswith(f"(resume from the last healthy checkpoint, step 15: {mon.ckpt_dir}/"
+                                      "step_00000015.ckpt)") for line in log_lines if "stopping the run" in line)
     assert len(list(mon.ckpt_dir.iterdir())) == len(mon.ledger.entries)
     assert all(os.path.exists(e.path) for e in mon.ledger.entries)
 
