@@ -844,11 +844,11 @@ class TrainingMonitor(Callback):
     def _rollback(self, cb, d: Decision) -> str:
         """Carry out the rollback ``d`` (to ``d.target``, or an older one when that does not load); return what
         was done, in words. When that cannot be done, :meth:`_rollback_failed` reports it to the policy."""
-        step = d.step
+        step, factor = d.step, 1.0 if d.batch else self.cfg.lr_factor  # (a bad batch's: no LR cut)
         if self._watchdog is not None:
             self._watchdog.busy()
         try:
-            target = self._load_healthy(cb, d)
+            target = self._load_healthy(cb, d, factor)
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
             return self._rollback_failed(d, str(exc))
         if target is None:
@@ -860,7 +860,6 @@ class TrainingMonitor(Callback):
         self._undone = cb.cur_step_num
         self.engine.rewind(target.step)
         self._slow = "rollback"
-        factor = 1.0 if d.batch else self.cfg.lr_factor
         rb = self.policy.rolled_back(d, rewound=True, lr_scale=factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._batches]
@@ -874,16 +873,15 @@ class TrainingMonitor(Callback):
                                          self.rank, step, target.step, target.path, lr)
         return f"rolled back to the healthy checkpoint at step {target.step}, {lr}"
 
-    def _load_healthy(self, cb, d: Decision) -> CheckpointEntry | None:
-        """Load ``d.target``, or the next target the policy gives when it does not load (on every rank).
-        Returns the one loaded, or None when none is left.
+    def _load_healthy(self, cb, d: Decision, factor: float) -> CheckpointEntry | None:
+        """Load ``d.target``, or the next target the policy gives when it does not load (on every rank), the LR
+        multiplier in force times ``factor``. Returns the one loaded, or None when none is left.
 
         Raises:
             TypeError: the learning rate cannot be scaled in place (nothing is loaded then).
         """
         optimizer = train_optimizer(cb.train_network, cb.get("optimizer"))
-        # one cut, however many loads it takes (none for a bad batch's)
-        scale = lr_scale(cb.train_network, optimizer) * (1.0 if d.batch else self.cfg.lr_factor)
+        scale = lr_scale(cb.train_network, optimizer) * factor  # one cut, however many loads it takes
         target = d.target
         while target is not None:
             error = None

@@ -108,7 +108,6 @@ class RollbackPolicy:
         # a run that did not go back since its last rollback: the last step of the excursion (the last that asked
         # for a rollback); None once the run goes back
         self._excursion_to: int | None = None
-        self._landed: int | None = None  # the step of the checkpoint the run last went back to
         self._batches = 0  # bad batches in a row on a checkpoint's own weights (Decision.batch)
 
     def decide(self, step: int, events: list[Event], went_back: bool = False, judged: bool = True) -> Decision:
@@ -120,7 +119,7 @@ class RollbackPolicy:
             return d
         if went_back:
             self._excursion_to = None
-            self.ledger.proven_to = self._landed = step - 1
+            self.ledger.proven_to = step - 1
         if judged:
             self.last_step = step
         onsets = [e.onset_step for e in events if "rollback" in e.actions] if events else None
@@ -141,11 +140,12 @@ class RollbackPolicy:
                 if self.before_target is not None:
                     self.before_target()
                 target = self.ledger.rollback_target(onset, s.rollback_margin)
-                batch = target is not None and target.step == self._landed and onset == target.step + 1
+                # (ledger.proven_to: the step of the checkpoint the run last went back to)
+                batch = target is not None and target.step == self.ledger.proven_to and onset == target.step + 1
                 self._batches *= batch  # (a rollback of the trajectory ends a streak of bad batches)
                 if batch and self._batches >= s.max_rollbacks:
                     d.stop = (f"{self._batches + 1} batches in a row were anomalous on the weights of the healthy "
-                              f"checkpoint of step {self._landed}: the data is bad (max_rollbacks="
+                              f"checkpoint of step {self.ledger.proven_to}: the data is bad (max_rollbacks="
                               f"{s.max_rollbacks}); anomaly at step {step}")
                 elif not batch and self.done >= s.max_rollbacks:
                     d.stop = (f"rollback budget exhausted: {self.done} rollbacks done (max_rollbacks="
@@ -197,7 +197,7 @@ class RollbackPolicy:
         self.multiplier = d.lr_multiplier
         self._excursion_to = None if rewound else d.step
         if rewound and d.target is not None:
-            self.ledger.proven_to = self._landed = d.target.step
+            self.ledger.proven_to = d.target.step
         self._batches += d.batch
         record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
                   "lr_multiplier": d.lr_multiplier, **({"batch": True} if d.batch else {}), **details}

@@ -212,6 +212,7 @@ LOSS_PPL = "loss_ppl"          # a perplexity, exp(loss): the line's loss, as it
 PPL = "ppl"                    # the perplexity resolve chose: the line's loss is its natural logarithm
 OTHER_LOSSES = frozenset((LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL, LOSS_PPL))  # no loss of the line's unless chosen
 NO_FIELD = OTHER_LOSSES | {"iters"}  # what resolve may leave that is no record field (a reader leaves it out)
+COUNTERS = frozenset(("step", "epoch"))  # the fields that count a record's place in the run
 _LOSS_FIELDS = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE, LOSS_TOTAL))  # a name read as a loss (a perplexity: no)
 _STEP_WORDS = frozenset(("train", "training", "step", "cur", "curr", "current", "total", "tot", "all", "overall",
                          "lm", "iter", "iteration", "batch"))

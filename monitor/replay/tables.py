@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import re
 
-from .fields import EVAL, LOSS_AVERAGE, LOSS_OTHER, NO_FIELD, lookup, resolve
+from .fields import COUNTERS, EVAL, LOSS_AVERAGE, LOSS_OTHER, NO_FIELD, lookup, resolve
 
 _CELL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[KMGT]?%?|(?i:[-+]?nan|[-+]?inf)")
 _COUNT = re.compile(r"(\d+)(?:/(\d+))?")
 # a duration written as a clock, ``[h:]mm:ss`` (fastai's ``time`` column, ``00:21``, ``1:12:49``)
 _CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})")
-_COUNTERS = frozenset(("step", "epoch"))
 _LOSSES = frozenset(("loss", LOSS_OTHER, LOSS_AVERAGE))
 _APART = re.compile(r"\s{2,}")
 # a tqdm bar cut short at the line's end, its count and timing lost (a terminal's width, a poster's cut):
@@ -54,7 +53,7 @@ def header(line: str) -> tuple | None:
         return None
     columns = tuple((n, lookup(n.rstrip(":"))) for n in names)
     fields = {c[1][0] for c in columns if c[1] is not None}
-    return (sep, columns) if fields & _COUNTERS and fields & _LOSSES else None
+    return (sep, columns) if fields & COUNTERS and fields & _LOSSES else None
 
 
 def row(table: tuple, line: str) -> tuple[list, dict] | None:
@@ -71,7 +70,7 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
         if column is None:
             continue
         field, unit = column
-        if field in _COUNTERS:
+        if field in COUNTERS:
             m = _COUNT.fullmatch(cell)
             if m is None:
                 return None

@@ -151,6 +151,7 @@ from . import base, clock, messages, tables
 from .base import BLANK, DUPLICATE, HEADER, MERGED, NO_LOSS, NO_STEP, NUMBER, PROGRESS, SUMMARY, Evaluation, Report
 from .clock import Silence
 from .fields import (
+    COUNTERS,
     EVAL,
     LOSS_AVERAGE,
     LOSS_OTHER,
@@ -376,9 +377,6 @@ def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
     return None
 
 
-_COUNTERS = ("step", "epoch")
-
-
 def _dict(text: str) -> str:
     """The Python or JSON dict in ``text`` when it has one (the values outside it are not the record's), else
     ``text``; a dict assigned to a name (InternLM's ``.. step=0 loss=11.548 .. grad_norm={'0_default': 61.58}``)
@@ -394,7 +392,7 @@ def _dict(text: str) -> str:
     before = pairs(text[:start])
     if "loss" not in found.lower() and any(p[0] == "loss" for p in before):  # the loss's breakdown
         return text
-    if before and all(p[0] in _COUNTERS for p in before) and not any(p[0] in _COUNTERS for p in pairs(found)):
+    if before and all(p[0] in COUNTERS for p in before) and not any(p[0] in COUNTERS for p in pairs(found)):
         return text[:start] + found
     return found
 
@@ -466,12 +464,12 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             if text[pending[1].end():m.start()].isspace() and lookup(m.group("name")) is not None:
                 found.append(pending)
             pending = None
-        counted = m.group("tot") is not None and m.group("val").isdigit()  # a count of a total
+        of_total = m.group("tot") is not None and m.group("val").isdigit()  # a count of a total
         if m.end() > since and (hit := lookup(_name(m))) is not None and (
-                not bare(_name(m)) or counted or pattern is not _FIELD and (
+                not bare(_name(m)) or of_total or pattern is not _FIELD and (
                     m.group("sep") is not None or text.endswith((", ", "{"), 0, m.start()))):
             hit = (by_unit(hit[0], m.group("unit")), hit[1])
-            if counted and hit[0] in _LOSSES:
+            if of_total and hit[0] in _LOSSES:
                 hit = ("step", None)  # a count of a total is no loss: the phase's counter, `[Train 10/1882]`
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
                     and _WORD_AFTER.match(text, m.end())):
@@ -480,7 +478,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 found.append((hit, m))
     marked = [initials(_name(m)) for _, m in found]
     if any(marked):  # a loss's initials: on a step line, apart from a value that is no count (`[E 1 | it 0]`)
-        counted = (any(hit[0] in ("step", "epoch") for hit, _ in found) or _LEADING.match(text) is not None
+        counted = (any(hit[0] in COUNTERS for hit, _ in found) or _LEADING.match(text) is not None
                    or any(count.search(text) for count in _COUNTS))
         found = [(hit, m) for (hit, m), mark in zip(found, marked) if not mark or counted
                  and m.start("val") > m.end("name") and not m.group("val").lstrip("+-").isdigit()]
@@ -500,7 +498,7 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                                                         for f, _, m in out):
         # several counters, one of them global (LMOps' `inner iter: 7/ 8 | ppo epoch: 2/ 4 | global iter: 13`):
         # the others count within an epoch or a phase, and the global one needs no epoch to place it
-        out = [(f, u, m) for f, u, m in out if f not in ("step", "epoch") or "global" in _name(m).lower()]
+        out = [(f, u, m) for f, u, m in out if f not in COUNTERS or "global" in _name(m).lower()]
     return out
 
 
@@ -1404,7 +1402,7 @@ class Parser(base.Parser):
             return NO_STEP
         if self.line is None or self.line[0] != self.last.step:
             return self._fill(values)
-        if not self.line[1].keys().isdisjoint(values) and any(p[0] in ("step", "epoch") for p in best[1]):
+        if not self.line[1].keys().isdisjoint(values) and any(p[0] in COUNTERS for p in best[1]):
             return NO_STEP
         self.line[1] = {**self.line[1], **values}  # the step line's values, completed: read again
         derived = self._derive(*self.line)
