@@ -240,7 +240,7 @@ class TrainingMonitor(Callback):
         self._t_end: float | None = None
         self._t_judged: float | None = None
         self._callbacks_s: float | None = None
-        self._slow: str | None = None  # why the next step is slow (the monitor's own save or rollback)
+        self._slow: str | None = None  # why the next step is slow (the monitor's own save, rollback or resume)
         self._epoch = None
         self._tokens = cfg.tokens_per_step
         self._watchdog: Watchdog | None = None
@@ -511,8 +511,8 @@ class TrainingMonitor(Callback):
                 self._not_resumed(run_context, cb, exc)
             self._resume_from = None
             if self.resumed:  # this process's first step follows the checkpoint's
-                self.engine = self.resumed.engine
-                self.policy.carry(self.resumed.entry.rollbacks, self.resumed.entry.lr_multiplier)
+                self.engine, self._slow = self.resumed.engine, "resume"
+                self.policy.carry(self.resumed.entry)
                 self._carry_lr_scale(cb.train_network)
                 entry = self.resumed.entry  # the trainer counts the batches consumed, rolled-back steps' too
                 saved = entry.step if entry.batches_consumed is None else entry.batches_consumed
@@ -726,7 +726,8 @@ class TrainingMonitor(Callback):
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
         self._slow, self._epoch = None, cb.cur_epoch_num
         rec = StepRecord(step, loss, norm, scale, overflow, lr, step_time, wait, tokens, self.rank,
-                         time.time(), steps, slow_reason=slow, callbacks_s=callbacks_s)
+                         time.time(), steps, slow_reason=slow, callbacks_s=callbacks_s,
+                         trainer_step=self._batches if self.engine.offset else None)
         tps = rec.tokens_per_second
         if self._peak and tps is not None:
             rec.mfu = mfu(self._flops_per_token, tps, self.world_size, self._peak)

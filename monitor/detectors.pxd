@@ -12,7 +12,7 @@ cdef class Rec:
     cdef long long step
     cdef double loss, grad_norm, loss_scale, rate, mfu, lr, period, wait, callbacks, span, next_scale
     cdef bint has_loss, has_grad_norm, has_loss_scale, has_rate, has_mfu, has_lr, positional, applied, has_next_scale
-    cdef bint rolled_back
+    cdef bint restored
     cdef int overflow, unit
     cdef long long overflows
 

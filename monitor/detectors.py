@@ -21,6 +21,7 @@ from array import array
 from dataclasses import dataclass, field
 
 NONE = -(2 ** 63 - 1)  # a step that is not there
+RESTORED = ("rollback", "resume")  # StepRecord.slow_reason of the first record after the monitor restored a checkpoint
 NAN = math.nan
 INF = math.inf
 
@@ -33,9 +34,9 @@ class Rec:
     overflowed since the previous record (StepRecord.overflows), -1 unknown; ``applied``: the overflowed step's
     update was applied (StepRecord.overflow_applied); ``next_scale``: the scale the trainer set for the next step
     (StepRecord.loss_scale_next). ``positional``: the step is the record's position in a log
-    that numbers no steps (:meth:`Judge.by_position`). ``rolled_back``: the record is the first after the monitor
-    restored a checkpoint (StepRecord.slow_reason ``rollback``). One is filled per record (:func:`rec_from`, or the
-    compiled reader)."""
+    that numbers no steps (:meth:`Judge.by_position`). ``restored``: the record is the first after the monitor
+    restored a checkpoint (StepRecord.slow_reason ``rollback`` or ``resume``). One is filled per record
+    (:func:`rec_from`, or the compiled reader)."""
 
     def __init__(self):
         self.step = 0
@@ -43,7 +44,7 @@ class Rec:
         self.period = self.wait = self.span = self.next_scale = 0.0
         self.has_loss = self.has_grad_norm = self.has_loss_scale = self.has_rate = self.has_mfu = False
         self.has_lr = self.has_next_scale = False
-        self.positional = self.applied = self.rolled_back = False
+        self.positional = self.applied = self.restored = False
         self.overflow = self.overflows = -1
         self.unit = 0
 
@@ -91,7 +92,7 @@ def rec_from(r, rec):
     r.applied = rec.overflow_applied is True
     # a step known to be slow (a checkpoint saved, a rollback) is not judged for throughput or MFU
     known_slow = rec.slow_reason is not None
-    r.rolled_back = rec.slow_reason == "rollback"
+    r.restored = rec.slow_reason in RESTORED
     v = rec.mfu
     r.has_mfu = v is not None and not known_slow
     if r.has_mfu:
@@ -1991,9 +1992,10 @@ class Judge:
     first forget what they saw after the step before it, and :attr:`went_back` is True until the next record.
     When the step is before the previous one, none of the records gone back over raised anything (:attr:`raised_at`:
     the step of the last one that did; the records alone decide, so a record log fed again on a resume decides as
-    the live engine did) and the record is not the first after one of the monitor's rollbacks (``Rec.rolled_back``:
-    the live engine was rewound there, whatever asked for the rollback), the run was restarted, not rolled back from
-    trouble (a crash, a preempted job resumed from its last checkpoint and appended to the same log): the detectors
+    the live engine did) and the record is not the first after the monitor restored a checkpoint (``Rec.restored``:
+    a rollback, whatever asked for it, or a process resumed by the monitor: the live engine went on from the
+    checkpoint's step, without the steps gone back over), the run was restarted from its last checkpoint and the log
+    does not say more (a crash, a preempted job appended to the same log): the detectors
     ``resume``, and the spike rules keep those steps' values as the level the resumed steps are judged against. (A
     record at the previous one's step is another rank's or another phase's line of the same step: what came after
     the step before it is forgotten.)
@@ -2040,7 +2042,7 @@ class Judge:
         r.positional, self.positional = self.positional, False
         self.went_back = self.has_last and r.step <= self.last
         if self.went_back:
-            self.forget(r.step - 1, r.step < self.last and self.raised_at < r.step and not r.rolled_back)
+            self.forget(r.step - 1, r.step < self.last and self.raised_at < r.step and not r.restored)
         self.has_last, self.last = True, r.step
         if r.overflow == 1 and not r.applied:
             if not self.skipped_n:

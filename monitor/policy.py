@@ -167,11 +167,13 @@ class RollbackPolicy:
         undid a bad batch (:attr:`Decision.batch`)."""
         return self.earlier + sum(not r.get("batch") for r in self.rollbacks)
 
-    def carry(self, rollbacks: int, lr_multiplier: float) -> None:
-        """Take up a run resumed from a checkpoint saved after ``rollbacks`` rollbacks that left the LR multiplier
-        ``lr_multiplier`` (:class:`~training_monitor.ledger.CheckpointEntry`): they count against the budget, and
-        the next rollback's multiplier compounds on it."""
-        self.earlier, self.multiplier = rollbacks, lr_multiplier
+    def carry(self, entry: CheckpointEntry) -> None:
+        """Take up a run resumed from the checkpoint ``entry``: the run went back to its step, as a rollback goes
+        back to its target (a healthy one is proven by the steps after it before the restart, not by those done
+        again: ``ledger.proven_to``); the rollbacks done before its save count against the budget, and the next
+        rollback's multiplier compounds on the LR multiplier they left."""
+        self.earlier, self.multiplier = entry.rollbacks, entry.lr_multiplier
+        self.ledger.proven_to = entry.step
 
     def _anomaly(self, onset: int) -> list[CheckpointEntry]:
         """Quarantine the checkpoints not proven before ``onset``; return them."""

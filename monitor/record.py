@@ -23,9 +23,10 @@ class StepRecord:
         steps: how many optimizer steps this record covers (sink size in sink mode, else 1).
         mfu: model FLOPs utilisation of the step, 0..1 (:mod:`training_monitor.flops`); None when unknown.
         slow_reason: why the step is known to have been slow, when it is (``checkpoint``: a checkpoint
-            was saved since the previous step; ``rollback``: the monitor restored one; ``epoch``: an epoch
-            ended, with its callbacks, evaluation and the data pipeline's restart); None otherwise. The
-            throughput rules do not judge such a step.
+            was saved since the previous step; ``rollback``: the monitor restored one; ``resume``: the first
+            step of a process that took up the run from a checkpoint (:mod:`training_monitor.resume`);
+            ``epoch``: an epoch ended, with its callbacks, evaluation and the data pipeline's restart); None
+            otherwise. The throughput rules do not judge such a step.
         callbacks_s: seconds the callbacks listed after the monitor took at the end of the previous step
             (host time between the steps that is not waiting for data); None when unknown. The throughput
             rule counts it in the step's period, as it counts the data wait.
@@ -39,6 +40,9 @@ class StepRecord:
             (MindYOLO's and mindcv's ``overflow_still_update``): non-finite gradients went into the weights.
         loss_scale_next: the loss scale the trainer set for the step after this one when it says so (DeepSpeed's
             ``Attempted loss scale: 2, reducing to 1``: ``loss_scale`` 2, ``loss_scale_next`` 1); None when unknown.
+        trainer_step: the trainer's own number of the step when it is not ``step`` (the monitor's): after a
+            rollback, which the trainer's count goes on through, or in a resumed process counting its own way;
+            None when they are the same. Events carry it (:attr:`~training_monitor.events.Event.trainer_step`).
     """
 
     # the order of the fields is relied upon: training_monitor.callbacks.TrainingMonitor and the MindFormers log reader
@@ -62,6 +66,7 @@ class StepRecord:
     overflows: int | None = None
     overflow_applied: bool | None = None
     loss_scale_next: float | None = None
+    trainer_step: int | None = None
 
     @property
     def period_s(self) -> float | None:

@@ -449,7 +449,7 @@ def _integer(v) -> int:
 
 KINDS: dict[str, Callable] = {"step": _integer, "rank": _integer, "steps": _integer, "tokens": _integer,
                               "samples": _integer, "overflow": _truth, "slow_reason": str, "overflows": _integer,
-                              "overflow_applied": _truth}
+                              "overflow_applied": _truth, "trainer_step": _integer}
 
 
 def record(pairs, rank: int = 0, need_loss: bool = True) -> StepRecord | str:

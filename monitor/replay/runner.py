@@ -40,7 +40,6 @@ from .sources import (
     default_run,
     expand,
     first_bytes,
-    is_record_log,
     open_bytes,
     rank_of,
     shown,
@@ -238,11 +237,10 @@ def detect(lines) -> tuple[str, bool]:
 class _Rank:
     """What one rank of a log feeds: its engine, would-be rollback policy, plot series and backfill series."""
 
-    __slots__ = ("engine", "policy", "track", "feed", "seen")
+    __slots__ = ("engine", "policy", "track", "feed")
 
     def __init__(self, engine, policy, track, feed):
         self.engine, self.policy, self.track, self.feed = engine, policy, track, feed
-        self.seen = 0  # records judged
 
 
 class _Slot:
@@ -275,9 +273,6 @@ class _Run:
         self.by_rank = True  # [rankN]: names a line's rank (detect)
         self.own_events = True  # the parsers read this monitor's own event lines (Source.own_events)
         self.reached: dict = {}  # Source.reached
-        # each record is one trainer step (the monitor's own record log): a step going back is a rollback while
-        # the trainer counted on, so the events after it carry the trainer's number (Event.trainer_step)
-        self.stepwise = False
         # trainer slowness reports: (report, the step period before it, or None before any timed step of its rank
         # and then the first timed step after it)
         self.unconfirmed: list[tuple[Report, float | None, StepRecord | None]] = []
@@ -454,6 +449,8 @@ class _Run:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
         if positional:  # its step is its position in a log that numbers none: not known to be at start-up
             st.engine.judge.by_position()
+        t = rec.trainer_step  # (the monitor's record log: after a rollback, in a resumed process)
+        st.engine.offset = 0 if t is None else t - rec.step
         self._judged(st, rec, st.engine.observe(rec))
 
     def _observe_batch(self, batch, start: int, end: int) -> None:
@@ -469,7 +466,6 @@ class _Run:
             stop = batch.next - batch.stopped
             batch.add_step_times(sample, first, stop)
             self._count(stop - first)
-            st.seen += stop - first
             if batch.stopped:
                 self._judged(st, batch.record(stop), events)
         if batch.next > start and not batch.stopped:
@@ -485,9 +481,6 @@ class _Run:
     def _judged(self, st: _Rank, rec: StepRecord, events: list) -> None:
         """``rec`` was judged by ``st``'s engine and raised ``events``: feed the rest."""
         engine, policy = st.engine, st.policy
-        st.seen += 1
-        if self.stepwise and engine.judge.went_back:
-            engine.offset = st.seen - rec.step
         policy.after_step(rec.step, events, engine.judge.went_back)
         self.result.stats.add(rec)
         if st.track is not None:
@@ -775,7 +768,6 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         run.by_rank = by_rank
         run.own_events = source.own_events
         run.reached = source.reached
-        run.stepwise = fmt == csvlog.NAME and is_record_log(first)
         if source.event_log is not None and fmt == csvlog.NAME:
             run.outside = _found_outside(source.event_log)
         path, at = first, [0]
