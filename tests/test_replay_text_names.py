@@ -43,6 +43,12 @@ def nan_or(v):
     ("max_grad_norm", None), ("init_loss_scale", None), ("bbox_loss_coef", None), ("clip_grad_norm", None),
     # a time's unit as an identifier's last part
     ("step_time_ms", "step_time_s"), ("time_ms", "step_time_s"), ("data_time_s", "data_wait_s"), ("loss_s", None),
+    # `so far`, a running value (prednet-paddle's `avg loss so far is ..`); a loss function's name counts for no
+    # qualifier (ESTRNN's `L1_Charbonnier_loss_color`); a phrase ending in a loss's identifier, `is` before its `:`
+    # (CLOCs' `and the cls_loss is : ..`); four qualifiers are still too many (pytorch/examples' word_language_model
+    # `Namespace(annealing_loss_improvement_pct=1.0, ..)`; OLMo's `grad_provenance/embedding_grad_l1_norm`)
+    ("avg loss so far", LOSS_AVERAGE), ("L1_Charbonnier_loss_color", LOSS_OTHER), ("and the cls_loss is", LOSS_OTHER),
+    ("loss is", "loss"), ("annealing_loss_improvement_pct", None), ("embedding_grad_l1_norm", None),
 ])
 def test_a_loss_or_norm_name_is_read_by_its_qualifiers(name, field):
     hit = lookup(name)
@@ -194,3 +200,19 @@ def test_a_configuration_dump_s_loss_and_norm_settings_are_no_values():
 def test_a_time_s_unit_as_its_name_s_last_part_scales_it():
     [rec] = read(["step=7 loss=2.31 time_ms=10.2 data_time_ms=0.5"])
     assert (rec.step, rec.step_time_s, rec.data_wait_s) == (7, pytest.approx(0.0097), pytest.approx(0.0005))
+
+
+def test_names_of_more_words_a_printed_tensor_and_a_block_under_its_epoch_line():
+    # prednet-paddle, CLOCs issue #52 (tests/data/reallogs/tune): a loss named in four words; one in a phrase before
+    # `is :` and a printed tensor
+    prednet = read(lines("paddle_prednet_epochs_70_81_step_25_125_avg_loss_lr_drop_1e-3_to_1e-4_at_75_healthy_"
+                         "icaruswizard.log")[:3])
+    assert [(r.step, r.loss) for r in prednet] == [(25, 0.02149284817278385), (50, 0.022036563605070114)]
+    clocs = read(lines("clocs_fusion_kitti_steps_50_450_cls_loss_tensor_3572_to_10_8_startup_descent_healthy_"
+                       "clocs52.log")[:2])
+    assert [(r.step, r.loss, r.lr) for r in clocs] == [(50, 3572.3164, 0.0003000725556911313),
+                                                       (100, 1367.9292, 0.000300296159683897)]
+    # ESTRNN issue #43: `[Epoch 8 / lr ..]` (an epoch and its LR, no loss), the epoch's times, then its loss
+    estrnn = read(lines("estrnn_deblur_epochs_8_12_prev_loss_1016826_then_0_046_inf_at_epoch_10_then_0_045_"
+                        "zzhtech43.log")[2:5])
+    assert [(r.step, r.loss, r.lr, r.step_time_s) for r in estrnn] == [(8, 0.046, 0.0005, 9.08)]

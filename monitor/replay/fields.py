@@ -2,12 +2,15 @@
 
 A name is normalised (camelCase words apart, lower case, quotes dropped, ``-`` and spaces read as ``_``; of a
 path such as ``train/loss`` or ``optim/total_grad_norm`` the last part, all its parts when the last is a qualifier,
-Composer's ``loss/train/total``) and looked up in :data:`NAMES`. When the
+Composer's ``loss/train/total``; a last word ``is`` dropped, the separator's before a sign, ``cls_loss is : 3572``)
+and looked up in :data:`NAMES`. When the
 whole name is not there:
 
 * a name with the word ``loss`` (or ``losses``) in it (words split at anything but letters and digits: ``step_loss``,
   ``loss train (curr)``, ``s0.loss_cls``) and at most two other words, its qualifiers, none a number (``loss is
-  nan or`` is a phrase, ``loss 2.3`` a name and its value), is a loss, by its qualifiers:
+  nan or`` is a phrase, ``loss 2.3`` a name and its value; a loss function's name counts for none,
+  ``l1_charbonnier_loss_color``, and ``so far`` after it for one, a running value, ``avg loss so far``; a longer
+  phrase ending in a loss's identifier names that identifier, ``and the cls_loss``), is a loss, by its qualifiers:
   - with a setting word (``weight``, ``weights``, ``coef``, ``coeff``, ``coefficient``, ``min``, ``max``, ``init``,
     ``initial``, ``window``, ``threshold``, ``clip``, ``factor``, ``tolerance``): a setting of training, printed
     in a configuration dump, no value (fairseq's ``'loss_weights': [0.1, 10]`` and ``'min_loss_scale': 0.0001``,
@@ -279,7 +282,10 @@ def _qualified(tokens: list[str], phrase: bool) -> tuple[str, str | None] | None
     ``phrase``: the name has words apart (an identifier, ``loss_step``, is never a phrase)."""
     tokens = list(dict.fromkeys(p for t in tokens for p in ((t[:-4], "loss") if t.endswith("loss") and t[:-4].isalpha()
                                                             else ("loss",) if t == "losses" else (t,))))
-    if len(tokens) > 3 or any(t.isdigit() for t in tokens):
+    if tokens[-2:] == ["so", "far"]:
+        tokens[-2:] = ["running"]  # 'avg loss so far': over the steps so far, a running value
+    named = [t for t in tokens if t not in LOSS_FUNCTIONS] if "loss" in tokens else tokens  # ('l1_loss': one word)
+    if len(named) > 3 or any(t.isdigit() for t in tokens):
         return None  # a phrase ('loss is nan or inf'), or a name and its value ('loss 2.3')
     if _SETTING_WORDS.intersection(tokens):
         return None  # a setting: 'loss_weights', 'min_loss_scale', 'loss_scale_window', 'max_grad_norm'
@@ -314,7 +320,9 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     if words and (glued := _GLUED_UNIT.search(words[-1])) is not None:  # 'time(s)': 'time (s)'
         words[-1:] = [words[-1][:glued.start()], glued.group()]
     hit: tuple[str, str | None] | None = None
-    if name in _EXACT:
+    if len(words) > 1 and words[-1] == "is":
+        hit = lookup(" ".join(words[:-1]))  # 'cls_loss is : 3572.3': the separator's word, then its sign
+    elif name in _EXACT:
         hit = _EXACT[name]
     elif name.lower() in _IDENTIFIERS:
         hit = _IDENTIFIERS[name.lower()]
@@ -339,8 +347,10 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = (LOSS_TOTAL, None)  # libfacedetection's `All: 3.02(3.20)` after its loss parts
     elif "_".join(words) in _TRAIN_WORDS:
         hit = (LOSS_OTHER, None)  # demucs' `train=0.1794 valid=0.2343`: the split's objective
-    elif ("loss" in raw or "norm" in raw) and _named(tokens := _TOKENS.split(" ".join(words))):
-        hit = _qualified([t for t in tokens if t], len(words) > 1)
+    elif ("loss" in raw or "norm" in raw) and _named(tokens := [t for t in _TOKENS.split(" ".join(words)) if t]):
+        hit = _qualified(tokens, len(words) > 1)
+        if hit is None and len(tokens) > 3 and len(words) > 1 and "loss" in words[-1] and words[-1] != "loss":
+            hit = lookup(words[-1])  # a phrase ending in a loss's identifier: 'and the cls_loss'
     elif _LOSS_PREFIX.match(raw):
         hit = _qualified(["loss", *_TOKENS.split(raw)[1:]], False)  # BasicSR's `l_pix`, `l_g_gan`: 'l' is the loss
     elif (parts := {t for t in _TOKENS.split(" ".join(words)) if t}) & LOSS_FUNCTIONS and (

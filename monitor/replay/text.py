@@ -97,9 +97,11 @@ What a line becomes:
   record's count are the next step's;
 * a step line naming the step of the record before it, with only values that record lacks (a step's time on a
   line after its loss, MindYOLO's ``Step 100/3995, step time: ..``): it completes that record;
-* a line with a loss and no step right after a line naming only its epoch, a later one than the last record's
-  (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line): read joined to it, a
-  step line at that epoch when the log counts nothing finer;
+* a line with a loss and no step after a line naming its epoch, a later one than the last record's, and no loss
+  (a block ``Epoch    :  8`` then ``LOSS     :  nan``, one name and value per line; nnU-Net's ``Epoch 0``, then
+  ``Current learning rate: 0.01``, then ``train_loss 0.3602``): read joined to it and to the lines between them
+  that name no epoch and no loss (up to :data:`_BLOCK_CHARS`), a step line at that epoch when the log counts
+  nothing finer;
 * a line of a weighted loss term with no step, Caffe's ``Train net output #0: loss = 6.90776 (* 1 = 6.90776
   loss)`` (not a test net's): the last record's loss is the sum of its terms (its step line's ``loss =`` is
   smoothed over the solver's ``average_loss`` iterations);
@@ -557,6 +559,7 @@ _SHAPES: dict[str, tuple] = {}
 MAX_SHAPES = 4096
 OBJECT_LINES = 256  # the most lines of a JSON object printed over several lines read as one (Parser._object)
 _RULE = re.compile(r"\s*-{8,}\s*")  # a line of dashes: the top or bottom of a key-value table (Parser._table_block)
+_BLOCK_CHARS = 2000  # the lines of a block under its epoch line read joined, up to its loss's line: at most this long
 _KV_ROW = re.compile(r"\s*\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|\s*")  # ... and one of its rows, `| loss | 0.423 |`
 _PLAIN = frozenset(("step", "loss", "grad_norm", "loss_scale", "lr") + _TIMES)  # what a plain step line holds
 
@@ -656,7 +659,8 @@ class Parser(base.Parser):
         self.silence: Silence | None = None    # the line times since the last step record (with stall)
         self.table: tuple | None = None        # the columns of the last column table's header (see .tables)
         self.block: tuple | None = None        # (the record, the names) of lines naming one loss each, summed
-        self.counter: tuple[str, int] | None = None  # (the line, its count) of a line naming only its epoch
+        # (the lines, the count, the last line) of a block under a line naming its epoch and no loss, up to its loss
+        self.counter: tuple[str, int, str] | None = None
         self.nonfinite: set[str] = set()       # the names whose running average the log printed non-finite last
         self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
         self.clocked: tuple[int, int] | None = None  # (count, elapsed s) of the bar alone that last gave a time
@@ -965,16 +969,20 @@ class Parser(base.Parser):
         if summary and leading is None:
             self.leading = None  # an evaluation line naming its step says nothing of how the step lines number theirs
         counter, self.counter = self.counter, None
-        if step is None and "loss" in values and counter is not None and counter[0] == prev and (
+        if step is None and counter is not None and counter[2] == prev and (
                 self.last is None or counter[1] > self.last.step):
-            return self._line(prev + " " + text, bar, prev, joiner, prev_part)  # a block under its counter line
+            if "loss" in values:
+                return self._line(counter[0] + " " + text, bar, prev, joiner, prev_part)  # a block under its counter
+            if "epoch" not in values and len(counter[0]) < _BLOCK_CHARS:  # a line before its loss's (the time)
+                self.counter = (counter[0] + " " + text, counter[1], text)
+                return MERGED
         if step is None and "loss" in values and _EVAL_HEADING.fullmatch(prev, _prefix_end(prev)) and (
                 not _EVAL_START.match(text, _prefix_end(text))):
             return self._line(prev.rstrip() + " " + text.lstrip(), bar, prev, joiner, prev_part)  # under its heading
         if step is None and "span_s" in values:
             self.ended = True  # an epoch's time
-        if step is None and values.keys() == {"epoch"}:
-            self.counter = (text, int(values["epoch"][0]))
+        if step is None and "epoch" in values and "loss" not in values:
+            self.counter = (text, int(values["epoch"][0]), text)
             self.bar_epoch = self.counter[1]
         low = text.lower() if "erminat" in text else ""
         if "terminat" in low and ("nan" in low or "inf" in low or "invalid loss" in low):
