@@ -68,7 +68,7 @@ class ModelCheckpointFiles:
         saved = False
         for i, mc, after, name in list(self._new(lag)):
             self._watch[i] = (mc, after, name)
-            self.ledger.add(step, name, batches, **self._lineage())
+            self.ledger.add(step, os.path.abspath(name), batches, **self._lineage())
             self.follow_retention()
             saved = True
         return saved

@@ -7,6 +7,8 @@ from mindspore import nn
 from mindspore.train import RunContext
 from mindspore.train.callback._callback import InternalCallbackParam
 
+from training_monitor.log import logger
+
 from .training_monitor import TrainingMonitor
 
 
@@ -56,6 +58,13 @@ class LoopMonitor:
     """
 
     def __init__(self, monitor: TrainingMonitor, network: nn.Cell, optimizer: nn.Optimizer, dataset=None):
+        """Raises:
+            TypeError: ``monitor``, ``network`` or ``optimizer`` is not what it should be (arguments swapped)."""
+        for name, value, kind in (("monitor", monitor, TrainingMonitor), ("network", network, nn.Cell),
+                                  ("optimizer", optimizer, nn.Optimizer)):
+            if not isinstance(value, kind) or name == "network" and isinstance(value, nn.Optimizer):
+                raise TypeError(f"LoopMonitor(monitor, network, optimizer): {name} must be a {kind.__name__}, "
+                                f"got {type(value).__name__}")
         self.monitor = monitor
         cb = InternalCallbackParam()  # the cb_params object Model.train fills
         cb.mode = "train"
@@ -75,16 +84,23 @@ class LoopMonitor:
         self._cb = cb
         self._run = RunContext(cb)
         self._epochs = 0
+        self._begun = 0  # the steps reported before the current block
+        self._inside = False
 
     def __enter__(self) -> LoopMonitor:
         self.monitor.__enter__()
         self.monitor.on_train_begin(self._run)
+        self._inside, self._begun = True, self._cb.cur_step_num
         return self
 
     def __exit__(self, *err) -> None:
+        self._inside = False
         if err[0] is not None:  # the loop raised: no train end, the exception reported as Model.train's are
             self.monitor.__exit__(*err)
             return
+        if self._cb.cur_step_num == self._begun:
+            logger.warning("LoopMonitor: no step was reported in this block (call loop.step(loss) after each "
+                           "optimizer step): nothing was monitored")
         try:
             self.monitor.on_train_end(self._run)
         finally:
@@ -95,7 +111,7 @@ class LoopMonitor:
         the dataset itself, any iterator), marking each step's begin once its batch is read, so the step time
         excludes reading it and the wait for it is the data wait. Each call is a new epoch. An item (a tuple,
         list or dict of tensors) is the step's inputs: without ``tokens_per_step``, the tokens are inferred
-        from its first 2-D one times the world size, as with ``Model.train``."""
+        from its first 2-D integer one (token ids) times the world size, as with ``Model.train``."""
         self._epochs += 1
         self._cb.cur_epoch_num = self._epochs
         self._cb.dataset_sink_mode = False
@@ -124,7 +140,21 @@ class LoopMonitor:
 
         Returns:
             True when the monitor has stopped the run (:attr:`stopped`): the loop should end.
+
+        Raises:
+            RuntimeError: called outside the ``with LoopMonitor(..)`` block (its train begin never ran: no
+                checkpoints, no record log).
+            TypeError: ``loss`` is not a number, scalar or 1-D (per-device) tensor or array (``grad_fn``'s
+                ``(loss, logits)`` tuple given whole with ``has_aux=True``; a batch's logits), or another value is
+                not a scalar.
         """
+        if not self._inside:
+            raise RuntimeError("LoopMonitor.step called outside its `with LoopMonitor(..) as loop:` block")
+        _check("loss", loss, 1)
+        for name, value in (("grad_norm", grad_norm), ("overflow", overflow), ("loss_scale", loss_scale),
+                            ("lr", lr)):
+            if value is not None:
+                _check(name, value, 0)
         self._cb.cur_step_num += 1
         self._cb.net_outputs = (_host(loss), _host(overflow), _host(loss_scale), _host(lr), _host(grad_norm))
         self.monitor.on_train_step_end(self._run)
@@ -134,6 +164,21 @@ class LoopMonitor:
     def stopped(self) -> bool:
         """True once the monitor has stopped the run (``monitor.stop_reason`` says why)."""
         return self._run.get_stop_requested()
+
+
+def _check(name: str, value, ndim: int) -> None:
+    """``value`` is a number, or a tensor or array of at most ``ndim`` dimensions (scalars: of one element);
+    else TypeError naming ``name``."""
+    if isinstance(value, (bool, int, float, np.number, np.bool_)):
+        return
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        hint = (" (with value_and_grad(.., has_aux=True) the loss is the first item: (loss, aux), grads = "
+                "grad_fn(..))" if isinstance(value, (tuple, list)) else "")
+        raise TypeError(f"LoopMonitor.step: {name} must be a number or a tensor, got {type(value).__name__}{hint}")
+    if len(shape) > ndim and int(np.prod(shape)) != 1:
+        raise TypeError(f"LoopMonitor.step: {name} must be a scalar{' or per-device values' if ndim else ''}, got "
+                        f"a tensor of shape {tuple(shape)}")
 
 
 def _host(value):

@@ -34,6 +34,7 @@ from training_monitor.recordlog import RecordLog
 from training_monitor.replay.fields import evaluation_loss
 from training_monitor.resume import ChangedCheckpoint, NoCheckpoint, NotLoaded, ResumeError, restore, trajectory
 from training_monitor.ruleset import Rules
+from training_monitor.schema import ConfigError
 from training_monitor.sinks import EventList, LoggedEvents, Sink, overrides
 from training_monitor.watchdog import Watchdog
 
@@ -165,6 +166,9 @@ class TrainingMonitor(Callback):
         super().__init__()
         self._count_tokens = count_tokens
         if isinstance(config, (str, Path)):
+            if not os.path.exists(config) and not str(config).endswith((".yaml", ".yml")):
+                raise ConfigError(f"{config}: no such settings file (the first argument is a settings file; "
+                                  f"name the run with run={str(config)!r})")
             cfg = MonitorConfig.from_yaml(config)
         else:
             cfg = config if isinstance(config, MonitorConfig) else MonitorConfig.from_dict(config)
@@ -677,14 +681,20 @@ class TrainingMonitor(Callback):
             lr_scale_parameters(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")))
         except TypeError as exc:
             problems.append(str(exc))
+        then = ("stops the run (on_failed_rollback: stop)" if self.cfg.on_failed_rollback == "stop"
+                else "is only reported (on_failed_rollback: continue)")
         if problems:
-            then = ("stops the run (on_failed_rollback: stop)" if self.cfg.on_failed_rollback == "stop"
-                    else "is only reported (on_failed_rollback: continue)")
             message = (f"rollback is on but cannot be done: {'; '.join(problems)}. An anomaly that asks for a "
                        f"rollback {then}; set rollback: false to only report anomalies")
             if self.cfg.strict:
                 raise MonitorFailure(f"strict: {message}")
             logger.warning(message)
+        elif self.ledger.last_healthy_step is None:
+            every, start = self.cfg.checkpoint_every, self.engine.last_step or 0
+            first = f"step {(start // every + 1) * every + self.ledger.healthy_after}" if every else (
+                f"{self.ledger.healthy_after} steps after the first ModelCheckpoint save")
+            logger.info("the first rollback target turns healthy at {} (a checkpoint and {} clean steps after it): "
+                        "an anomaly that asks for a rollback before then {}", first, self.ledger.healthy_after, then)
 
     @staticmethod
     def _optimizer_lr(cb):
@@ -812,17 +822,23 @@ class TrainingMonitor(Callback):
                                    rank=self.rank, onset=self._finite_at + 1)]
 
     def _infer_tokens(self, cb) -> int | None:
-        """Batch x sequence of the first 2-D input, times the data-parallel device count. A causal LM fed
-        ``seq + 1`` ids per row shifts the labels inside and predicts ``seq`` tokens: the row counts one token
-        less when another 2-D input of the batch (a loss mask, the labels) is one narrower, or when the
-        model's ``config.seq_length`` (MindFormers) is."""
+        """Batch x sequence of the first 2-D integer input (token ids), times the data-parallel device count;
+        None without one (a float feature matrix holds no tokens: the throughput rules then judge samples or
+        steps). A causal LM fed ``seq + 1`` ids per row shifts the labels inside and predicts ``seq`` tokens: the
+        row counts one token less when another 2-D input of the batch (a loss mask, the labels) is one narrower,
+        or when the model's ``config.seq_length`` (MindFormers) is. Logged once when inferred."""
         shapes = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2]
-        if not shapes:
+        ids = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2
+               and str(getattr(x, "dtype", "")).lower().startswith(("int", "uint"))]
+        if not ids:
             return None
-        rows, width = shapes[0]
+        rows, width = ids[0]
         if (rows, width - 1) in shapes or width - 1 == _seq_length(cb.train_network):
             width -= 1
-        return int(rows * width * max(cb.get("device_number") or 1, 1))
+        tokens = int(rows * width * max(cb.get("device_number") or 1, 1))
+        logger.info("tokens per step inferred as {} (token ids of shape {} x {} device(s)); set tokens_per_step "
+                    "if that is not the global batch's", tokens, ids[0], max(cb.get("device_number") or 1, 1))
+        return tokens
 
     def _save(self, cb, step: int) -> None:
         if self._watchdog is not None:
@@ -832,7 +848,7 @@ class TrainingMonitor(Callback):
         if path.exists():  # same step again after a rollback: keep the old file, it is evidence
             path = self.ckpt_dir / f"step_{step:08d}_r{self.policy.done}.ckpt"
         save_train_state(cb.train_network, str(path))
-        self.ledger.add(step, str(path), self._batches, **self._lineage())
+        self.ledger.add(step, os.path.abspath(path), self._batches, **self._lineage())
         if self._watchdog is not None:
             self._watchdog.done()
         self._slow = "checkpoint"  # the save is in the next step's data wait
@@ -870,8 +886,13 @@ class TrainingMonitor(Callback):
         lr = (f"LR x{factor:g} (now x{rb['lr_multiplier']:g} of the schedule)" if not d.batch else
               f"LR kept at x{rb['lr_multiplier']:g} of the schedule: step {d.onset} ran on that checkpoint's own "
               "weights, its batch is bad")
-        logger.bind(report=True).warning("rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), {}",
-                                         self.rank, step, target.step, target.path, lr)
+        left = max(self.cfg.max_rollbacks - self.policy.done, 0)
+        budget = (f"; {left} rollback(s) left of max_rollbacks={self.cfg.max_rollbacks}" if left else
+                  f"; the rollback budget is used up (max_rollbacks={self.cfg.max_rollbacks}): the next anomaly that "
+                  "asks for a rollback stops the run")
+        logger.bind(report=True).warning(
+            "rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), {}{}", self.rank, step,
+            target.step, target.path, lr, budget)
         return f"rolled back to the healthy checkpoint at step {target.step}, {lr}"
 
     def _load_healthy(self, cb, d: Decision, factor: float) -> CheckpointEntry | None:

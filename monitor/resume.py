@@ -126,8 +126,9 @@ def _located(e: CheckpointEntry, moved: tuple[str, str] | None, output_dir: str,
     there; else its path; else a hard link the monitor kept of it from retention
     (``checkpoints/rank_<r>/<process>/kept/<n>-<name>``, of the size saved). The file is verified against its
     checksum before any load."""
-    if moved is not None and e.path.startswith(moved[0]):
-        rebased = moved[1] + e.path[len(moved[0]):]
+    saved = os.path.abspath(e.path)  # (as _moved takes it: a path saved relative to another working directory too)
+    if moved is not None and saved.startswith(moved[0]):
+        rebased = moved[1] + saved[len(moved[0]):]
         if os.path.exists(rebased):
             return rebased
     if os.path.exists(e.path):

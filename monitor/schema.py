@@ -147,8 +147,8 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
     ``lines``: the 1-based line of each key by key path (:func:`training_monitor.yamlfile.load_yaml`), ``path`` the
     key path of ``data`` in that document. ``bounds``: metadata every field has unless it sets its own (e.g.
     ``{"max": 10**7}``). Raises ``error`` (a :class:`ConfigError` by default) naming every key that is wrong,
-    one per line, as ``SOURCE[:LINE]: path.key: expected ..., got VALUE``, or ``SOURCE[:LINE]: path.key: unknown
-    WHAT (did you mean ...? known: ...)``.
+    one per line, as ``SOURCE[:LINE]: path.key: expected ..., got VALUE`` (VALUE not shown for a field whose metadata
+    says ``"secret": True``), or ``SOURCE[:LINE]: path.key: unknown WHAT (did you mean ...? known: ...)``.
     """
     known = {f.name: f for f in dataclasses.fields(cls)}
     meta = {k: {**(bounds or {}), **f.metadata} for k, f in known.items()}
@@ -163,8 +163,9 @@ def check(cls, data: Mapping | None, source: str, lines: Mapping | None = None, 
         if key not in known:
             problems.append(f"{at(key)}: unknown {what} ({did_you_mean(key, known)}known: {', '.join(known)})")
         elif not _ok(value, hints[key], meta[key]):
+            got = "something else (not shown: it may be a secret)" if meta[key].get("secret") else repr(value)
             problems.append(f"{at(key)}: {_mistyped(value, meta[key])}expected {_expects(hints[key], meta[key])}, "
-                            f"got {value!r}")
+                            f"got {got}")
         elif hints[key] is tuple:
             values[key] = tuple(value)
     for key, f in known.items():

@@ -188,6 +188,13 @@ def test_bad_sink_settings_name_the_sink_and_key(sinks, expected):
     assert str(err.value).startswith("monitor.yaml: alerts")
 
 
+def test_a_webhook_url_given_as_url_env_is_refused_and_not_echoed():
+    url = "https://hooks.slack.com/services/T0/B0/XXXXSECRET"  # (the URL itself where its variable's name goes)
+    with pytest.raises(ConfigError, match=r"url_env: expected the name of an environment variable") as err:
+        AlertsConfig.load({"sinks": [{"name": "s", "type": "slack", "url_env": url}]}, "monitor.yaml", {})
+    assert "XXXXSECRET" not in str(err.value) and "hooks.slack.com" not in str(err.value)
+
+
 def test_bad_alerts_settings_in_a_file_name_the_file_line_and_key(tmp_path):
     from training_monitor.config import MonitorConfig
 

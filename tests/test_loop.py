@@ -13,6 +13,7 @@ import pytest
 from mindspore import nn, ops
 from prometheus_client.parser import text_string_to_metric_families
 
+from test_replay_text import read
 from test_training import scrape
 from training_monitor.callbacks import LoopMonitor, ScaledLearningRate, TrainingMonitor
 from training_monitor.detectors import DETECTORS
@@ -188,12 +189,32 @@ def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
     assert len(losses) == 24 and losses[-1] < losses[0]
     assert mon.kept.events == [] and mon.stop_reason is None and mon.rollbacks == []
     assert mon.last_record.step == 24 and mon.last_record.grad_norm > 0 and mon.last_record.step_time_s > 0
-    assert mon.last_record.tokens == BATCH * FEATURES  # inferred from the batch's 2-D input, as Model.train does
+    assert mon.last_record.tokens is None  # (a float feature matrix holds no token ids: no TPS)
     assert [(e.step, e.status) for e in mon.ledger.entries] == [(10, "healthy"), (20, "pending")]
     watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog" and t not in before]
     for t in watchdogs:  # the train end stopped it: the thread ends at its next look (1 s)
         t.join(timeout=5)
     assert not any(t.is_alive() for t in watchdogs)
+
+
+def test_mistaken_arguments_are_type_errors_at_once(tmp_path, log_lines):
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None)
+    model = Network()
+    optimizer = nn.SGD(model.trainable_params(), 0.05)
+    with pytest.raises(TypeError, match="network must be a Cell, got SGD"):
+        LoopMonitor(mon, optimizer, model)  # (swapped)
+    loop = LoopMonitor(mon, model, optimizer)
+    with pytest.raises(RuntimeError, match="outside its `with LoopMonitor"):
+        loop.step(ms.Tensor(1.0))  # (no `with`: no train begin, no checkpoints)
+    logits = ms.Tensor(np.zeros((BATCH, CLASSES), np.float32))
+    with loop:
+        with pytest.raises(TypeError, match=r"loss must be a number or a tensor, got tuple \(with value_and_grad"):
+            loop.step((ms.Tensor(1.0), logits))  # grad_fn's (loss, logits) with has_aux=True, given whole
+        with pytest.raises(TypeError, match=r"loss must be a scalar or per-device values, got a tensor of shape"):
+            loop.step(logits)
+        with pytest.raises(TypeError, match="grad_norm must be a number or a tensor, got tuple"):
+            loop.step(ms.Tensor(1.0), grad_norm=(ms.Tensor(1.0), ms.Tensor(2.0)))  # the gradients, not their norm
+    assert any("no step was reported in this block" in line for line in log_lines)
 
 
 def test_the_monitor_stops_the_loop_and_its_failures_are_survived(tmp_path, log_lines):
@@ -336,11 +357,16 @@ def test_the_quick_start_s_train_loop_called_each_epoch_is_one_run(tmp_path):
     assert '"action": "rollback"' in (tmp_path / "events_rank0.jsonl").read_text()
 
 
-def test_the_quick_start_s_printed_test_loop_and_its_evaluation_after_the_loop_decide_as_live(tmp_path):
+# printed every batch, or every 100 batches as the quick start prints (`if batch % 100 == 0`): once an epoch here, each
+# `[  0/ 12]` line under its `Epoch N` heading, the epochs' steps numbered on: (t - 1) x 12
+@pytest.mark.parametrize("every, printed_steps, eval_step", [(1, range(36), 35), (100, [0, 12, 24], 24)])
+def test_the_quick_start_s_printed_test_loop_and_its_evaluation_after_the_loop_decide_as_live(
+        tmp_path, every, printed_steps, eval_step):
     # the quick start's train_loop (under the monitor) and test_loop, printing as it prints (`loss: 0.58  [  0/12]`,
     # `Test: ` then ` Accuracy: 12.5%, Avg loss:      nan `), the test loss given to the monitor after the `with` block
     # ended: the third test set carries a NaN. The event is in the event log; the printed log replays to the same
-    # evaluation event (no training step was NaN), and so does the monitor's output folder
+    # evaluation event (no training step was NaN), at the last step it printed, and so does the monitor's output
+    # folder
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     ms.set_seed(0)
     mon = TrainingMonitor(output_dir=str(tmp_path / "out"), metrics_port=None)
@@ -356,7 +382,8 @@ def test_the_quick_start_s_printed_test_loop_and_its_evaluation_after_the_loop_d
                 loss, grads = grad_fn(data, label)
                 optimizer(grads)
                 loop.step(loss)
-                print(f"loss: {loss.asnumpy():>7f}  [{batch:>3d}/{size:>3d}]", file=printed)
+                if batch % every == 0:
+                    print(f"loss: {loss.asnumpy():>7f}  [{batch:>3d}/{size:>3d}]", file=printed)
 
     def test_loop(data_set):
         num_batches, total, test_loss, correct = data_set.get_dataset_size(), 0, 0, 0
@@ -383,7 +410,8 @@ def test_the_quick_start_s_printed_test_loop_and_its_evaluation_after_the_loop_d
     (tmp_path / "out.log").write_text(printed.getvalue())
     assert "Test: \n Accuracy: " in printed.getvalue() and "Avg loss:      nan \n" in printed.getvalue()
     replayed = replay_file(str(tmp_path / "out.log"))
-    assert [(e.rule, e.step) for e in replayed.events] == [("eval_nan", 35)]  # the printed counts are 0-based
+    assert [(e.rule, e.step) for e in replayed.events] == [("eval_nan", eval_step)]  # the printed counts are 0-based
+    assert [r.step for r in read(printed.getvalue().splitlines(True))] == list(printed_steps)
     assert replayed.evaluations == 3
     (res,) = replay_paths([str(tmp_path / "out")])
     assert [(e.rule, e.step) for e in res.events] == live

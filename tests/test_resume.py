@@ -147,17 +147,20 @@ def test_a_job_that_loaded_a_checkpoint_without_resume_from_is_told_what_it_lose
                "resume_from to it" in line for line in log_lines)
 
 
-def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_path):
+def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_path, monkeypatch):
     from mindspore.train import CheckpointConfig, ModelCheckpoint
 
     from training_monitor.resume import resume
 
     def saver(name):
-        return ModelCheckpoint(name, str(tmp_path / name), CheckpointConfig(save_checkpoint_steps=10))
+        return ModelCheckpoint(name, name, CheckpointConfig(save_checkpoint_steps=10))
 
-    after = TrainingMonitor(output_dir=str(tmp_path / "after"), metrics_port=None, run="mc")
+    monkeypatch.chdir(tmp_path)  # folders relative to the working directory, as scripts name them
+    after = TrainingMonitor(output_dir="after", metrics_port=None, run="mc")
     train([after, saver("after")], steps=30)  # saved after our step end: step 30's file is seen at the end
     assert [e.step for e in after.ledger.entries] == [10, 20, 30]
+    # ledgered by absolute path: a restart from another working directory finds them
+    assert [e.path for e in after.ledger.entries] == [str(tmp_path / "after" / f"after-1_{s}.ckpt") for s in (10, 20, 30)]
     assert after.ledger.wait(30)
     last = after.ledger.entries[-1]
     (tmp_path / "after" / "ledger_rank0.json").rename(tmp_path / "after" / "ledger_rank0.before-x.json")
@@ -166,6 +169,32 @@ def test_model_checkpoint_files_of_the_last_step_are_ledgered_and_resumable(tmp_
     before = TrainingMonitor(output_dir=str(tmp_path / "before"), metrics_port=None)
     train([saver("before"), before], steps=25)  # ModelCheckpoint's end() saves step 25 before our end
     assert [(e.step, os.path.basename(e.path)) for e in before.ledger.entries][-1] == (25, "before-1_25.ckpt")
+
+
+def test_a_resume_from_another_working_directory_finds_checkpoints_ledgered_by_relative_path(tmp_path, monkeypatch):
+    """Framework-free: a ledger whose paths are relative to the first process's working directory (run7/..), and a
+    restart from another directory naming the checkpoint by its absolute path: the earlier ones stay targets."""
+    from training_monitor.ledger import Ledger
+    from training_monitor.record import StepRecord
+    from training_monitor.recordlog import RecordLog
+    from training_monitor.resume import resume, trajectory
+
+    run = tmp_path / "work" / "run7"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+    log = RecordLog("run7/records_rank0.csv")
+    ledger = Ledger("run7/ledger_rank0.json", healthy_after=5, run="r", checksums=True)
+    for s in range(1, 31):
+        log.on_record(StepRecord(s, 3.0, 1.0))
+        ledger.observe(s)
+        if s % 10 == 0:
+            Path(f"run7/{s}.ckpt").write_bytes(bytes([s]) * 4096)
+            ledger.add(s, f"run7/{s}.ckpt", s, records=trajectory(log, None))
+    assert ledger.wait(10)
+    (run / "ledger_rank0.json").rename(run / "ledger_rank0.before-x.json")  # (as a new process moves it aside)
+    monkeypatch.chdir(tmp_path)
+    done = resume(Engine(), str(run / "30.ckpt"), str(run), 0, "r", str(run / "records_rank0.csv"))
+    assert [(e.step, e.path) for e in done.carried] == [(s, str(run / f"{s}.ckpt")) for s in (10, 20, 30)]
 
 
 def test_corrupted_checkpoint_in_the_middle_is_quarantined_and_the_older_healthy_one_loaded(tmp_path):

@@ -51,8 +51,9 @@ def rollback_probe(mon, seen):
     return AtStep(probe)
 
 
-def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
-    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # output_dir relative to the working directory, as scripts name it
+    mon = TrainingMonitor(output_dir="out", metrics_port=None, checkpoint_every=10, healthy_after=10)
     seen = {}
     # batch 44 carries a NaN: trainer step 45 computes a NaN loss and SGD writes NaN into every weight
     net, opt, source = train([mon, rollback_probe(mon, seen)], steps=60, poison={44})
@@ -69,6 +70,7 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     assert all(np.isfinite(v).all() for v in seen["after_load"].values())
     # ledger: 40 quarantined by the anomaly, 30 healthy; after the rollback step 40 is reached again and
     # saved under another name (the quarantined file is kept as evidence)
+    assert all(e.path.startswith(str(tmp_path / "out") + "/") for e in mon.ledger.entries)  # (a restart elsewhere)
     entries = [(e.step, e.status, e.path.rsplit("/", 1)[1]) for e in mon.ledger.entries]
     assert entries[:4] == [(10, "healthy", "step_00000010.ckpt"), (20, "healthy", "step_00000020.ckpt"),
                            (30, "healthy", "step_00000030.ckpt"), (40, "quarantined", "step_00000040.ckpt")]
@@ -79,14 +81,14 @@ def test_nan_rolls_back_to_healthy_checkpoint_with_halved_lr(tmp_path):
     assert lr_used(seen, ckpt, source) == pytest.approx(0.025, rel=0.02)
 
     # live = replay: the run's record log, replayed offline, gives the same events
-    replayed = replay_file(str(tmp_path / "records_rank0.csv"))
+    replayed = replay_file(str(tmp_path / "out" / "records_rank0.csv"))
     assert replayed.format == "csv" and replayed.steps == 60
     key = lambda e: (e.rule, e.step, e.onset_step, str(e.value))  # noqa: E731
     assert [key(e) for e in replayed.events] == [key(e) for e in mon.kept.events if e.source == "rule"]
 
     # the run went on to the end from step 30 and finished finite
     assert mon.last_record.step == 60 - (45 - 30) and math.isfinite(mon.last_record.loss)
-    log = [json.loads(line) for line in (tmp_path / "events_rank0.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (tmp_path / "out" / "events_rank0.jsonl").read_text().splitlines()]
     at = [i for i, e in enumerate(log) if e.get("rule") == "nan_inf"]
     assert len(at) == 1 and log[at[0] + 1]["action"] == "rollback"  # the event, then what was done about it
 

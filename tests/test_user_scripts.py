@@ -219,6 +219,9 @@ def test_a_mistaken_keyword_setting_names_where_it_came_from():
     with pytest.raises(ConfigError, match=r"^TrainingMonitor arguments \(a MindFormers callbacks entry's keys\): "
                                           r"healthy_aftr: unknown monitor setting \(did you mean 'healthy_after'\?"):
         TrainingMonitor(healthy_aftr=10, metrics_port=None)
+    with pytest.raises(ConfigError, match=r"^tinylm: no such settings file \(the first argument is a settings file; "
+                                          r"name the run with run='tinylm'\)"):
+        TrainingMonitor("tinylm")  # (the run's name given where the settings file goes)
 
 
 def test_scaled_learning_rate_refuses_settings_it_cannot_forward():

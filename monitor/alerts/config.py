@@ -30,7 +30,9 @@ from .platforms import PLATFORMS
 _MENTION = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")  # a platform user id (or "all")
 _URL = (is_http_url, "an http:// or https:// URL")
 _LINK = (lambda v: not v or is_http_url(v), "an http:// or https:// URL")  # empty: none
-_ENV = (is_label, "the name of an environment variable")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_ENV = (lambda v: isinstance(v, str) and _ENV_NAME.fullmatch(v) is not None,
+        "the name of an environment variable (letters, digits, _)")
 
 
 def _limits(v) -> bool:
@@ -46,9 +48,10 @@ class _SinkSettings:
     type: str = field(metadata={"choices": tuple(PLATFORMS)})
     name: str | None = field(default=None, metadata={"check": (lambda v: is_label(v) and "/" not in v,
                                                                "1 to 128 printable characters without '/'")})
-    url: str | None = field(default=None, metadata={"check": _URL})
-    url_env: str | None = field(default=None, metadata={"check": _ENV})
-    secret_env: str | None = field(default=None, metadata={"check": _ENV})
+    # ("secret": a wrong value is not echoed in the error, a webhook URL given by mistake as url_env among them)
+    url: str | None = field(default=None, metadata={"check": _URL, "secret": True})
+    url_env: str | None = field(default=None, metadata={"check": _ENV, "secret": True})
+    secret_env: str | None = field(default=None, metadata={"check": _ENV, "secret": True})
     timeout_s: float = field(default=5.0, metadata={"min": 0, "min_open": True, "max": 300})
     min_severity: str = field(default="warning", metadata={"choices": SEVERITIES})
     rate_limits: list | None = field(default=None, metadata={"check": (

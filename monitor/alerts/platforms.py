@@ -255,5 +255,6 @@ class Alertmanager(Platform):
         return "ok", ""
 
 
-PLATFORMS: dict[str, Platform] = {"slack": Slack(), "feishu": Feishu(), "dingtalk": DingTalk(),
+# (lark: Feishu's international edition, open.larksuite.com, the same custom-bot API)
+PLATFORMS: dict[str, Platform] = {"slack": Slack(), "feishu": Feishu(), "lark": Feishu(), "dingtalk": DingTalk(),
                                   "wecom": WeCom(), "webhook": Webhook(), "alertmanager": Alertmanager()}

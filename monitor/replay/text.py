@@ -665,6 +665,7 @@ class Parser(base.Parser):
         self.terms = -1                         # the step whose loss terms (Caffe's net outputs) the lines summed
         self.clocked: tuple[int, int] | None = None  # (count, elapsed s) of the bar alone that last gave a time
         self.bar_epoch: int | None = None     # ... the last such count (Keras' ``Epoch 51/100``, then its bars)
+        self.count_epoch: int | None = None   # bar_epoch at the last line of a count of a total (_restarted)
         self.members: list[str] | None = None  # the lines so far of a JSON object printed over several lines
         self.rows: list[str] | None = None  # ... of a key-value table between lines of dashes (after its top one)
         self.section = ""                   # ... and the section its rows are in
@@ -1284,7 +1285,9 @@ class Parser(base.Parser):
         """The global step of a count ``step`` of ``total`` on a line naming no epoch. A count that starts again
         (back to its first value or below) when its next print would have passed its total is the next epoch's,
         the epochs before it added: MindSpore's and PyTorch's quick start ``loss: 0.58  [  0/938]``, one line every
-        100 batches, after ``[900/938]``. A count falling back anywhere else (a run resumed from a checkpoint)
+        100 batches, after ``[900/938]``; so is one not above its first value under a later ``Epoch N`` heading
+        than the count's line before (the quick start printing once an epoch: ``[  0/ 60]`` under each), the
+        epochs between added. A count falling back anywhere else (a run resumed from a checkpoint)
         is taken as it is. A "total" that grows while the count stays is no total: the pair is an epoch and the
         step within it (WeNet's and CosyVoice's ``TRAIN Batch 0/4000`` then ``0/4100``: epoch 0, batches 4000 and
         4100), from then on; the record before, still to be judged, is renumbered."""
@@ -1297,11 +1300,14 @@ class Parser(base.Parser):
             if rec is not None and self.line is not None and rec.step == self.line[0] == offset + last:
                 rec.step = self.line[0] = self.line_step = self._global(last, int(before), None)
             return self._global(step, int(total), None)
+        headed, self.count_epoch = self.count_epoch, self.bar_epoch  # (the heading's epoch at the count's last line)
         if total != before:
             first = prev = last = step
             offset = 0
         elif step <= first and step < last and last + (last - prev) >= int(total):
             offset += int(total)
+        elif step <= first and headed is not None and self.bar_epoch is not None and self.bar_epoch > headed:
+            offset += int(total) * (self.bar_epoch - headed)
         self.restarts = (total, first, last, step, offset)
         return offset + step
 
