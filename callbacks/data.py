@@ -16,7 +16,8 @@ class SkippableSource:
     :meth:`skip` acts on the source's read position. MindSpore's pipeline prefetches, so the items
     already read (a few batches, the prefetch depth) are still trained on; the skipped item indices are
     recorded exactly in :attr:`skipped`. When the source yields whole batches (as ``TinyLM``'s does), an
-    item is a batch; with ``.batch(B)`` later in the pipeline, skip ``n * B`` items for ``n`` batches.
+    item is a batch; with ``.batch(B)`` later in the pipeline the monitor skips ``n * B`` items for ``n``
+    batches (:func:`find_skippable` reads ``B`` from the pipeline).
     MindSpore requires an epoch to yield exactly ``len(source)`` items, so after a skip of ``n`` the
     epoch ends with the first ``n`` items of the source again, as the next epoch would begin.
 
@@ -54,12 +55,16 @@ class SkippableSource:
         return first, first + n - 1
 
 
-def find_skippable(dataset) -> SkippableSource | None:
-    """The :class:`SkippableSource` feeding ``dataset`` (a MindSpore dataset pipeline), or None."""
-    stack = [dataset]
+def find_skippable(dataset) -> tuple[SkippableSource, int] | None:
+    """The :class:`SkippableSource` feeding ``dataset`` (a MindSpore dataset pipeline) and how many of its items
+    one batch of the pipeline holds: the product of the ``.batch(B)`` sizes between them (1 when the source
+    yields whole batches; a batch size computed per batch counts as 1), or None."""
+    stack = [(dataset, 1)]
     while stack:
-        node = stack.pop()
+        node, items = stack.pop()
         if isinstance(getattr(node, "source", None), SkippableSource):
-            return node.source
-        stack.extend(getattr(node, "children", None) or ())
+            return node.source, items
+        size = getattr(node, "batch_size", None)
+        items *= size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+        stack.extend((child, items) for child in getattr(node, "children", None) or ())
     return None

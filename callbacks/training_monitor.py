@@ -251,7 +251,7 @@ class TrainingMonitor(Callback):
         self._consensus: RankConsensus | None = None
         self._sd_file: str | None = None
         self._sd_port = 0
-        self._source: SkippableSource | None = None
+        self._source: tuple[SkippableSource, int] | None = None  # (find_skippable)
         self._judged: int | None = None  # trainer step (cur_step_num) the monitor has judged
         self._undone: int | None = None  # trainer step a rollback undid or the run stops at
         self._finite_at = 0  # the last step whose weights were checked finite (_weights_finite)
@@ -941,12 +941,13 @@ class TrainingMonitor(Callback):
             logger.warning("step {}: skip_batches asks to skip {} batches, but the dataset is not fed by a "
                            "training_monitor.callbacks.SkippableSource; nothing skipped", step, n)
             return "batches not skipped (the dataset is not skippable)"
-        first, last = (i + 1 for i in self._source.skip(n) or (-1, -1))  # positions counted from 1, as skipped_batches
-        self.event_log.write({"action": "skip_batches", "at_step": step, "source_positions": [first, last],
-                              "rank": self.rank, "time": time.time()})
-        logger.bind(report=True).warning("rank {}: skipped data source positions {}-{} at step {}", self.rank, first,
-                                         last, step)
-        return f"skipped data positions {first}-{last}"
+        source, items = self._source  # (items: of the source in one batch, .batch(B) in the pipeline)
+        first, last = (i + 1 for i in source.skip(n * items) or (-1, -1))  # positions counted from 1
+        self.event_log.write({"action": "skip_batches", "at_step": step, "batches": n,
+                              "source_positions": [first, last], "rank": self.rank, "time": time.time()})
+        logger.bind(report=True).warning("rank {}: skipped {} batch(es), data source positions {}-{}, at step {}",
+                                         self.rank, n, first, last, step)
+        return f"skipped {n} batch(es), data positions {first}-{last}"
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason

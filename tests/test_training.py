@@ -481,6 +481,19 @@ def test_skip_batches_skips_extra_batches_ahead_of_the_reader_and_records_them(t
     assert source.served[55:60] == [0, 1, 2, 3, 4]
 
 
+def test_skip_batches_of_a_source_of_samples_batched_in_the_pipeline_skips_whole_batches(tmp_path):
+    # the usual shape: GeneratorDataset(SkippableSource(samples)).batch(B): 5 batches are 5 x B samples
+    rules = {"nan_inf": {"actions": ["alert", "rollback", "skip_batches"], "skip_extra_batches": 5}}
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
+                          rules=rules)
+    _, _, rows = train([mon], steps=60, poison={44}, skippable=True, rows=True)
+    (skip,) = [e for e in map(json.loads, open(tmp_path / "events_rank0.jsonl")) if e.get("action") == "skip_batches"]
+    first, last = skip["source_positions"]
+    assert skip["batches"] == 5 and last - first + 1 == 5 * BATCH and (first - 1) % BATCH == 0  # whole batches
+    assert not set(range(first - 1, last)) & set(rows.served[:60 * BATCH])  # never handed to the trainer
+    assert mon.trainer_step == 60
+
+
 def test_skip_batches_without_a_skippable_source_says_so_and_trains_on(tmp_path, log_lines):
     rules = {"nan_inf": {"actions": ["alert", "rollback", "skip_batches"], "skip_extra_batches": 5}}
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,

@@ -27,10 +27,28 @@ class Served(ByteWindows):
         return super().__getitem__(i)
 
 
-def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0, skippable=False):
+class Rows:
+    """The rows of ``batches`` (a :class:`Served`) one by one, a sample per item: ``served`` lists the row indices
+    read (row ``i`` is row ``i % BATCH`` of batch ``i // BATCH``)."""
+
+    def __init__(self, batches):
+        self.batches, self.served = batches, []
+
+    def __len__(self):
+        return len(self.batches) * BATCH
+
+    def __getitem__(self, i):
+        self.served.append(i)
+        ids, mask = self.batches[i // BATCH]
+        return ids[i % BATCH], mask[i % BATCH]
+
+
+def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0, skippable=False, rows=False):
     """Train ``steps`` steps of plain SGD (fixed LR, a Parameter) with ``nn.TrainOneStepCell`` unless
     ``cell(net, opt)`` builds another step cell. With ``skippable`` the batches come through a
-    :class:`SkippableSource` (``source.served`` lists the batch indices read). Returns ``(net, opt, source)``."""
+    :class:`SkippableSource` (``source.served`` lists the batch indices read); with ``rows`` too, the source
+    yields samples (:class:`Rows`, returned as ``source``) and the pipeline batches them (``.batch(BATCH)``).
+    Returns ``(net, opt, source)``."""
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     ms.set_seed(seed)
     net = tiny_net()
@@ -38,8 +56,12 @@ def train(callbacks, steps=60, poison=(), cell=None, lr=0.05, seed=0, skippable=
     source.poison = set(poison)
     opt = nn.SGD(net.trainable_params(), learning_rate=lr)
     step_cell = cell(net, opt) if cell else nn.TrainOneStepCell(net, opt)
+    if rows:
+        source = Rows(source)
     data = make_dataset(source) if not skippable else ds.GeneratorDataset(
         SkippableSource(source), column_names=["input_ids", "loss_mask"], shuffle=False, python_multiprocessing=False)
+    if rows:
+        data = data.batch(BATCH)
     Model(step_cell).train(1, data, callbacks=callbacks, dataset_sink_mode=False)
     return net, opt, source
 
