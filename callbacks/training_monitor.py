@@ -721,12 +721,13 @@ class TrainingMonitor(Callback):
             wait = self._t_begin - self._t_end if self._t_end is not None and self._t_begin else None
         self._t_end = self._t_judged = now
         callbacks_s, self._callbacks_s = self._callbacks_s, None
+        tokens: int | None
         if self._count_tokens is not None:
             tokens = self._count_tokens(cb)
         else:
             if self._tokens is None:
                 self._tokens = self._infer_tokens(cb)
-            tokens = self._tokens
+            tokens = self._tokens or None  # (0: the batch holds no token ids)
         step = self._batches - self.engine.offset
         # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
         # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
@@ -823,21 +824,25 @@ class TrainingMonitor(Callback):
 
     def _infer_tokens(self, cb) -> int | None:
         """Batch x sequence of the first 2-D integer input (token ids), times the data-parallel device count;
-        None without one (a float feature matrix holds no tokens: the throughput rules then judge samples or
-        steps). A causal LM fed ``seq + 1`` ids per row shifts the labels inside and predicts ``seq`` tokens: the
-        row counts one token less when another 2-D input of the batch (a loss mask, the labels) is one narrower,
-        or when the model's ``config.seq_length`` (MindFormers) is. Logged once when inferred."""
-        shapes = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2]
-        ids = [tuple(x.shape) for x in cb.get("train_dataset_element") or () if len(getattr(x, "shape", ())) == 2
-               and str(getattr(x, "dtype", "")).lower().startswith(("int", "uint"))]
-        if not ids:
+        0 when the batch has none (a float feature matrix holds no tokens: the throughput rules then judge samples
+        or steps), None before a batch is seen. A causal LM fed ``seq + 1`` ids per row shifts the labels inside
+        and predicts ``seq`` tokens: the row counts one token less when another 2-D input of the batch (a loss
+        mask, the labels) is one narrower, or when the model's ``config.seq_length`` (MindFormers) is. Logged
+        when inferred."""
+        inputs = cb.get("train_dataset_element")
+        if not inputs:
             return None
-        rows, width = ids[0]
-        if (rows, width - 1) in shapes or width - 1 == _seq_length(cb.train_network):
+        matrices = [x for x in inputs if len(getattr(x, "shape", ())) == 2]
+        ids = [x for x in matrices if str(getattr(x, "dtype", "")).lower().startswith(("int", "uint"))]
+        if not ids:
+            return 0
+        rows, width = ids[0].shape
+        if (rows, width - 1) in [tuple(x.shape) for x in matrices] or width - 1 == _seq_length(cb.train_network):
             width -= 1
-        tokens = int(rows * width * max(cb.get("device_number") or 1, 1))
+        devices = max(cb.get("device_number") or 1, 1)
+        tokens = int(rows * width * devices)
         logger.info("tokens per step inferred as {} (token ids of shape {} x {} device(s)); set tokens_per_step "
-                    "if that is not the global batch's", tokens, ids[0], max(cb.get("device_number") or 1, 1))
+                    "if that is not the global batch's", tokens, tuple(ids[0].shape), devices)
         return tokens
 
     def _save(self, cb, step: int) -> None:
