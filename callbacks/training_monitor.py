@@ -174,7 +174,7 @@ class TrainingMonitor(Callback):
             cfg = config if isinstance(config, MonitorConfig) else MonitorConfig.from_dict(config)
         if settings:
             cfg = MonitorConfig.from_dict({**cfg.__dict__, **settings},
-                                          "TrainingMonitor arguments (a MindFormers callbacks entry's keys)")
+                                          "TrainingMonitor arguments (or a MindFormers callbacks entry's keys)")
         self.cfg = cfg
         with self._strict():
             self._setup(cfg)
@@ -258,6 +258,8 @@ class TrainingMonitor(Callback):
         self._hooked: list = []  # other callbacks whose step end the monitor wraps (training_monitor.callbacks.peers)
         self._recovery_checked = False
         self._read_lr: Callable[[], float | None] | None = None  # lr_reader(..): for cells not outputting it
+        self._idle = False  # another TrainingMonitor earlier in this train call's callback list monitors it
+        self._unsaved: str | None = None  # why the monitor's last checkpoint was not written (None: it was)
 
     # MindSpore callback API -------------------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -267,11 +269,13 @@ class TrainingMonitor(Callback):
         self._t_begin = time.perf_counter()
 
     def on_train_step_end(self, run_context):
-        self._judge(run_context)
+        if not self._idle:
+            self._judge(run_context)
 
     def on_eval_end(self, run_context):
         """``Model.fit`` evaluated (``valid_dataset``): its results (``cb_params.eval_results``) are judged."""
-        self._guard(lambda rc: self.evaluated(rc.original_args().get("eval_results") or {}), run_context)
+        if not self._idle:
+            self._guard(lambda rc: self.evaluated(rc.original_args().get("eval_results") or {}), run_context)
 
     def on_train_end(self, run_context):
         self._unhook_peers()
@@ -475,6 +479,16 @@ class TrainingMonitor(Callback):
     def _begin(self, run_context):
         cb = run_context.original_args()
         cfg = self.cfg
+        first = next((c for c in cb.list_callback if isinstance(c, TrainingMonitor) and c.rank == self.rank), self)
+        self._idle = first is not self
+        if self._idle:  # two would both roll back (the LR cut twice) and write the same record log and ledger
+            message = (f"two TrainingMonitor callbacks of rank {self.rank} in one callback list: this one "
+                       f"({self.output_dir}) does nothing in this train call, the one before it ({first.output_dir}) "
+                       f"monitors the run; give the list one TrainingMonitor")
+            if cfg.strict:
+                raise MonitorFailure(f"strict: {message}")
+            logger.bind(report=True).error(message)
+            return
         if self.last_record is not None:
             self._continue(cb, self.last_record.step)
         if self.stop_reason:
@@ -677,6 +691,11 @@ class TrainingMonitor(Callback):
         problems = []
         if not self.cfg.checkpoint_every and not self.model_checkpoints:
             problems.append("no checkpoint is saved (checkpoint_every is 0 and there is no ModelCheckpoint callback)")
+        elif self.cfg.checkpoint_every:
+            try:
+                self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                problems.append(f"the monitor's checkpoints cannot be written ({exc})")
         try:
             lr_scale_parameters(cb.train_network, train_optimizer(cb.train_network, cb.get("optimizer")))
         except TypeError as exc:
@@ -848,14 +867,20 @@ class TrainingMonitor(Callback):
     def _save(self, cb, step: int) -> None:
         if self._watchdog is not None:
             self._watchdog.busy()
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        path = self.ckpt_dir / f"step_{step:08d}.ckpt"
-        if path.exists():  # same step again after a rollback: keep the old file, it is evidence
-            path = self.ckpt_dir / f"step_{step:08d}_r{self.policy.done}.ckpt"
-        save_train_state(cb.train_network, str(path))
+        try:
+            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+            path = self.ckpt_dir / f"step_{step:08d}.ckpt"
+            if path.exists():  # same step again after a rollback: keep the old file, it is evidence
+                path = self.ckpt_dir / f"step_{step:08d}_r{self.policy.done}.ckpt"
+            save_train_state(cb.train_network, str(path))
+            self._unsaved = None
+        except OSError as exc:  # logged by _guard; a failed rollback names it
+            self._unsaved = f"the monitor's checkpoint of step {step} was not written: {exc}"
+            raise
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.done()
         self.ledger.add(step, os.path.abspath(path), self._batches, **self._lineage())
-        if self._watchdog is not None:
-            self._watchdog.done()
         self._slow = "checkpoint"  # the save is in the next step's data wait
 
     def _lineage(self) -> dict:
@@ -874,7 +899,8 @@ class TrainingMonitor(Callback):
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
             return self._rollback_failed(d, str(exc))
         if target is None:
-            return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}")
+            why = f" ({self._unsaved})" if self._unsaved else ""
+            return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}{why}")
         if self._watchdog is not None:
             self._watchdog.done()
         self.engine.offset += step - target.step  # trainer step minus monitor step: the steps undone

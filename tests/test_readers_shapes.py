@@ -303,6 +303,18 @@ def test_a_fastai_table_s_time_column_is_a_clock_and_its_rows_are_epochs():
     assert [i.step_time_s for i in items if isinstance(i, StepRecord)] == [169.0, 225.0, 3827.0]
 
 
+def test_a_table_behind_a_logger_s_date_and_bare_pairs_counting_from_0():
+    # scuShaker/jde (tests/data/reallogs/tune/jde_mot_epochs_0_3_..): header and rows behind `2021-01-25 05:58:59
+    # [INFO]:`, whose digits made the header look like a row; the count within the epoch, `0/165`, is the step's
+    lines = ["2021-01-25 05:58:00 [INFO]:    Epoch       Batch       box      conf        id     total  nTargets      time",
+             "2021-01-25 05:58:59 [INFO]:     0/29       0/165     0.227      2.06        19       158        83      59.6",
+             "2021-01-25 06:04:17 [INFO]:     0/29      40/165     0.172      1.99      18.7       149      81.4      7.12"]
+    assert [(r.step, r.loss, r.step_time_s) for r in _steps(lines)] == [(0, 158.0, 59.6), (40, 149.0, 7.12)]
+    # PoWeiChiao/CityScapes_Road_Car_Segmentation (tests/data/reallogs/tune/custom_cityscapes_..): bare `epoch loss`
+    # pairs, the first at 0
+    assert [(r.step, r.loss) for r in _steps(["0 0.345724", "1 0.253627"])] == [(0, 0.345724), (1, 0.253627)]
+
+
 def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     from training_monitor.replay import tables
     assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None

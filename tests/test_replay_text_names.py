@@ -202,6 +202,20 @@ def test_a_time_s_unit_as_its_name_s_last_part_scales_it():
     assert (rec.step, rec.step_time_s, rec.data_wait_s) == (7, pytest.approx(0.0097), pytest.approx(0.0005))
 
 
+def test_a_time_in_words_is_a_time_and_no_loss():
+    # B777B2056-2/machine_translation_en2zh (tests/data/reallogs/tune): jieba's start-up line `Loading model cost
+    # 0.644 seconds.` was read as a loss of 0.644 (`cost` without a time unit is a loss named for its objective),
+    # and the epoch lines, which print a Val Loss too, then as evaluations of a log whose step lines print none
+    log = lines("custom_transformer_mt_en2zh_epochs_0_51_loss_11_23_to_8_66_token_acc_frozen_0_066_seq_acc_0_"
+                "profiler_lines_b777b2056.log")
+    assert log[4] == "Loading model cost 0.644 seconds.\n"
+    assert read(log[4:5]) == []
+    recs = read(log[:24])
+    assert [(r.step, r.loss) for r in recs] == [(0, 11.2338), (1, 10.8902)]
+    [rec] = read(["epoch 3 loss 2.1 time 12.5 seconds"])
+    assert rec.step_time_s == 12.5
+
+
 def test_names_of_more_words_a_printed_tensor_and_a_block_under_its_epoch_line():
     # prednet-paddle, CLOCs issue #52 (tests/data/reallogs/tune): a loss named in four words; one in a phrase before
     # `is :` and a printed tensor

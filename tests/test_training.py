@@ -307,6 +307,25 @@ def test_a_second_live_run_on_the_same_output_dir_writes_a_folder_of_its_own(tmp
     assert TrainingMonitor(output_dir=str(tmp_path), metrics_port=None).output_dir == tmp_path  # released at exit
 
 
+def test_a_second_training_monitor_in_the_callback_list_does_nothing_and_says_so(tmp_path, log_lines):
+    """Two monitors in one list (made once in a helper and once inline) both rolled back at a NaN, so the LR was
+    cut twice while each said x0.5, and their rows interleaved in one record log. The first in the list monitors
+    the run; the other does nothing and says so (strict: raises)."""
+    from training_monitor.callbacks import MonitorFailure
+
+    kw = dict(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
+    first, second = TrainingMonitor(**kw), TrainingMonitor(**kw)
+    _, opt, _ = train([first, second], steps=60, poison={44})
+    assert [(r["at_step"], r["to_step"]) for r in first.rollbacks] == [(45, 30)] and second.rollbacks == []
+    assert float(opt.learning_rate.asnumpy()) == pytest.approx(0.025)  # cut once
+    steps = [int(row.split(",")[0]) for row in (tmp_path / "records_rank0.csv").read_text().splitlines()[1:]]
+    assert steps == [*range(1, 46), *range(31, 46)]  # one monitor's rows (back to 30 at 45, 15 steps after)
+    assert second.last_record is None and second.kept.events == []
+    assert any("two TrainingMonitor callbacks of rank 0 in one callback list" in line for line in log_lines)
+    with pytest.raises(MonitorFailure, match="two TrainingMonitor callbacks of rank 0"):
+        train([TrainingMonitor(**kw), TrainingMonitor(**kw, strict=True)], steps=2)
+
+
 def test_corrupted_checkpoint_is_quarantined_and_an_older_one_used(tmp_path):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10)
 
@@ -404,6 +423,22 @@ def test_monitor_failure_is_survived_unless_strict(tmp_path, log_lines):
     strict.engine.observe = None
     with pytest.raises(TypeError):
         train([strict], steps=5)
+
+
+def test_an_unwritable_output_dir_is_said_at_train_begin_and_named_by_the_failed_rollback(tmp_path, log_lines):
+    """The output_dir is a path below a file: train begin said when the first rollback target turns healthy and
+    the stop at a NaN blamed "no loadable healthy checkpoint" alone. Train begin now says the checkpoints
+    cannot be written, and the stop says why none is there; training is not hurt until then."""
+    (tmp_path / "afile").write_text("")
+    mon = TrainingMonitor(output_dir=str(tmp_path / "afile" / "out"), metrics_port=None, checkpoint_every=10,
+                          healthy_after=10, exit_on_stop=False)
+    train([mon], steps=40, poison={34})
+    assert any("rollback is on but cannot be done: the monitor's checkpoints cannot be written ([Errno 20] Not a "
+               "directory" in line for line in log_lines)
+    assert not any("the first rollback target turns healthy" in line for line in log_lines)
+    assert mon.stop_reason.startswith("rollback failed at step 35: no loadable healthy checkpoint before step 35 "
+                                      "(the monitor's checkpoint of step 30 was not written: [Errno 20] Not a "
+                                      "directory")
 
 
 def test_demo_output_dir_is_only_cleared_when_a_demo_made_it(tmp_path):

@@ -216,7 +216,7 @@ def test_a_mistaken_keyword_setting_names_where_it_came_from():
     error names them so (a new user looked for `settings:` in their YAML)."""
     from training_monitor.schema import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^TrainingMonitor arguments \(a MindFormers callbacks entry's keys\): "
+    with pytest.raises(ConfigError, match=r"^TrainingMonitor arguments \(or a MindFormers callbacks entry's keys\): "
                                           r"healthy_aftr: unknown monitor setting \(did you mean 'healthy_after'\?"):
         TrainingMonitor(healthy_aftr=10, metrics_port=None)
     with pytest.raises(ConfigError, match=r"^tinylm: no such settings file \(the first argument is a settings file; "

@@ -374,7 +374,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
     return hit
 
 
-TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0}  # unit: seconds
+TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "s": 1.0, "min": 60.0, "h": 3600.0,  # unit: seconds
+              **dict.fromkeys(("sec", "secs", "second", "seconds"), 1.0), **dict.fromkeys(("mins", "minutes"), 60.0)}
 
 
 def by_unit(field: str, unit: str | None) -> str:

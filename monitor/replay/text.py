@@ -229,7 +229,7 @@ _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # a loss-only train cell's output (TrainOneStepCell's loss) as LossCallBack prints it: ``outputs are [9.748046]``
 _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM + r"))(?=\s*(?:,|$))")
 # a value's unit: no part of a name after it (`D_A: 0.066 G_A: 0.941`: `G_A` is a name, not giga)
-_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|min|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z_]))?"
+_UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z_]))?"
 # a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
 # stays linear in the line
@@ -753,7 +753,7 @@ class Parser(base.Parser):
             return BLANK
         bar = _BAR.search(text) if "%" in text else _KERAS_BAR.search(text) if "] - " in text else None
         joiner = " " if prev_space else ""
-        if self.table is not None or _NUMERAL.search(text) is None:
+        if self.table is not None or _NUMERAL.search(text) is None:  # (a header behind a date: see _values)
             item = self._table(text if bar is None else text[:bar.start()], bar)
             if item is not None:
                 return item
@@ -872,11 +872,12 @@ class Parser(base.Parser):
     def _table(self, text: str, bar):
         """A column table's header (:data:`~.base.HEADER`) or row (a step line, at the count of its bar, when
         it has one), else None (see :mod:`.tables`)."""
-        columns = tables.header(text) if _NUMERAL.search(text) is None else None
+        body = text[_prefix_end(text):]  # the table's cells: after a logger's prefix (JDE's `2021-01-25 05:58:59
+        columns = tables.header(body) if _NUMERAL.search(body) is None else None  # [INFO]:`), as its header
         if columns is not None:
             self.table = columns
             return HEADER
-        got = tables.row(self.table, text) if self.table is not None else None
+        got = tables.row(self.table, body) if self.table is not None else None
         if got is None:
             return None
         found, evaluations = got
@@ -941,7 +942,10 @@ class Parser(base.Parser):
         """What the line of named values ``found`` is (see :meth:`_line`; ``summary``: it has evaluation
         values): a record, a report or a skip reason."""
         if not found:
-            if bar is None and not self.plain and (m := _bare(text)) is not None and int(m[1]) > self.step:
+            if self.table is None and bar is None and self._table(text, None) is HEADER:
+                return HEADER  # behind a logger's date, whose digits are no row's
+            if bar is None and not self.plain and (m := _bare(text)) is not None and (
+                    int(m[1]) > self.step or self.last is None):  # (the first may count from 0)
                 self.numbered = self.found = True  # a log of bare (step, loss) pairs
                 return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
             if self.plain and _EVAL_START.match(text, _prefix_end(text)):
@@ -953,8 +957,9 @@ class Parser(base.Parser):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
         if summary and self.plain and not self._carries(found):
             return SUMMARY  # evaluation values, in a log whose step lines have none
-        if not summary and not {f[0] for f in found} <= {"epoch", "step"}:  # (a counter: none)
-            self.plain = True
+        names = {f[0] for f in found}
+        if not summary and not names <= {"epoch", "step"} and names & {"epoch", "step", "loss"}:  # (a counter or
+            self.plain = True  # a time alone: none; `Loading model cost 0.644 seconds.`)
             if any(f[0] == "loss" for f in found):
                 self.plain_fields = frozenset(f[0] for f in found)
         values = {}
