@@ -10,6 +10,8 @@ Endpoints:
     ``POST /alerts/<sink>``: the same, to one sink by name.
     ``GET /healthz``: 200 ``{"status": "ok"}`` while every sink's sender thread runs, 503 ``{"status":
     "down"}`` when one is dead or stuck; an authenticated caller also gets each sink's counters.
+    ``GET /metrics``: the sinks' counters for Prometheus (``monitor_relay_alerts_total{sink, outcome}``: sent,
+    failed, dropped; read-only, no credentials needed), which the shipped ``AlertRelayUndelivered`` alert reads.
 
 Answers to a POST: 200 ``{"queued": n}`` (and ``"truncated": k`` for the alerts of a notification beyond
 its first 1000, not forwarded: set ``max_alerts: 1000`` in Alertmanager's ``webhook_configs``); 400 naming the
@@ -37,6 +39,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
 from .alerts import Alert, AlertsConfig, AlertSender
 from .http import Limits, Server, is_loopback
@@ -140,6 +145,8 @@ class Relay:
         self._taken: OrderedDict[int, dict[str, set[int]]] = OrderedDict()
         self._lock = threading.Lock()
         self._runbook_said = False  # a runbook link outside alerts.runbook_base was logged as left out
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)  # (collect: the sinks' counters, read at each scrape)
         try:
             self.server = Server(self.app, host, port, limits, name="monitor-relay")
         except OSError:
@@ -207,9 +214,22 @@ class Relay:
             return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "alert queue full; send again later", "refused": refused}
         return HTTPStatus.OK, {"queued": len(alerts), **({"truncated": truncated} if truncated else {})}
 
+    def collect(self):
+        """The sinks' counters as Prometheus metrics (:class:`prometheus_client.registry.Collector`)."""
+        c = CounterMetricFamily("monitor_relay_alerts", "Alerts the relay handed to each sink, by outcome (sent, "
+                                "failed, dropped because the queue was full).", labels=["sink", "outcome"])
+        for sink, st in sorted(self.sender.stats().items()):
+            for outcome in ("sent", "failed", "dropped"):
+                c.add_metric([sink, outcome], st[outcome])
+        yield c
+
     def app(self, environ, start_response):
         """The WSGI application."""
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "").rstrip("/")
+        if path == "/metrics" and method in ("GET", "HEAD"):
+            data = generate_latest(self.registry)
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(data)))])
+            return [data]
         authed = self.auth.allows(environ.get("HTTP_AUTHORIZATION", ""))
         headers = []
         if path == "/healthz" and method in ("GET", "HEAD"):
@@ -219,8 +239,8 @@ class Relay:
                 body["sinks"] = self.sender.stats()
             status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
         elif path != "/alerts" and not path.startswith("/alerts/"):
-            status, body = HTTPStatus.NOT_FOUND, {"error": "the relay answers GET /healthz and POST /alerts or "
-                                                           "/alerts/<sink>"}
+            status, body = HTTPStatus.NOT_FOUND, {"error": "the relay answers GET /healthz, GET /metrics and POST "
+                                                           "/alerts or /alerts/<sink>"}
         elif method != "POST":
             status, body = HTTPStatus.METHOD_NOT_ALLOWED, {"error": "POST to /alerts or /alerts/<sink>"}
             headers.append(("Allow", "POST"))

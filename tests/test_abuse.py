@@ -163,6 +163,38 @@ def test_healthz_says_down_when_a_sender_thread_is_dead(receiver):
         relay.close(0)
 
 
+def test_metrics_count_each_sink_s_alerts_by_outcome_without_credentials(promtool):
+    """The relay answers Alertmanager before it posts: a sink that fails (a wrong Feishu secret) showed only on an
+    authenticated /healthz, which nothing scraped. /metrics counts them for Prometheus (AlertRelayUndelivered)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    receiver = Receiver({"feishu": secret("feishu-right")})
+    cfg, problems = AlertsConfig.load({"sinks": [
+        {"name": "oncall", "type": "feishu", "url": f"{receiver.url}/feishu/hook", "secret_env": "FS"},
+        {"name": "ml", "type": "slack", "url": f"{receiver.url}/slack/hook"}]}, "test", {"FS": secret("feishu-wrong")})
+    assert not problems
+    relay = Relay(cfg, port=0, auth=Auth(token=TOKEN)).start()
+    try:
+        assert post(relay, [alert()]) == (200, {"queued": 1})
+        url = f"http://127.0.0.1:{relay.port}/metrics"
+
+        def counts():
+            with urllib.request.urlopen(url, timeout=5) as r:  # no credentials
+                text = r.read().decode()
+            return {(s.labels["sink"], s.labels["outcome"]): s.value for f in text_string_to_metric_families(text)
+                    for s in f.samples if s.name == "monitor_relay_alerts_total"}, text
+        wait_until(lambda: counts()[0].get(("oncall", "failed")) == 1 and counts()[0].get(("ml", "sent")) == 1, 15,
+                   "the failed and the sent alert counted")
+        got, text = counts()
+        assert got == {("ml", "sent"): 1, ("ml", "failed"): 0, ("ml", "dropped"): 0, ("oncall", "sent"): 0,
+                       ("oncall", "failed"): 1, ("oncall", "dropped"): 0}
+        checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    finally:
+        relay.close(2)
+        receiver.close()
+
+
 @pytest.mark.slow
 def test_healthz_says_down_while_a_sender_is_stuck_on_a_trickling_endpoint(receiver):
     """An endpoint that answers one byte every 0.3 s never trips the client's 0.5 s read timeout: after 3
@@ -275,7 +307,7 @@ def test_chat_text_cannot_mention_anyone_or_link_anywhere(receiver):
 def test_a_runbook_link_cannot_climb_out_of_runbook_base():
     base = "https://git.example.com/ml/monitor/-/blob/main/runbooks"
     for url in (f"{base}/../../../../evil.md", f"{base}/%2e%2e/%2E%2E/evil.md", f"{base}/x/..\\..\\evil.md",
-                f"{base}s/evil.md", "runbooks/.."):
+                f"{base}s/evil.md", "runbooks/..", "runbooks/../../etc/passwd"):
         a = Alert.from_alertmanager({"labels": {"alertname": "X"}, "annotations": {"runbook_url": url}}, "", base)
         assert a.runbook == "", url
     a = Alert.from_alertmanager({"labels": {"alertname": "X"}, "annotations": {"runbook_url": f"{base}/stall.md"}},

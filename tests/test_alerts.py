@@ -98,6 +98,9 @@ def test_a_digest_lists_critical_alerts_first_and_names_every_alert_it_does_not_
     assert lines[0] == "*1000 training alerts on big*" and "[CRITICAL] nan_inf on big" in lines[1]
     assert sum("rank " in line and "down" in line for line in lines) == MAX_LINES - 1
     assert lines[-1] == f"... and {1000 - MAX_LINES} more: [WARNING] TrainingExporterDown on big x{1000 - MAX_LINES}"
+    # the title escaped once, as every other text (it was escaped twice: Slack showed `R&amp;D`)
+    two = [Alert("nan_inf", "critical", "loss is NaN", run="R&D", step=7), Alert("stall", "critical", "no step", run="x")]
+    assert PLATFORMS["slack"].text(two).splitlines()[0] == "*2 training alerts on R&amp;D, x*"
 
 
 @pytest.mark.slow

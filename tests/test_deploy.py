@@ -115,6 +115,8 @@ def test_prometheus_config_wiring():
     (am,) = cfg["alerting"]["alertmanagers"]
     assert am["static_configs"][0]["targets"] == ["127.0.0.1:9093"]
     (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
+    (relay,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "monitor-relay"]
+    assert relay["static_configs"][0]["targets"] == ["127.0.0.1:9095"]  # where `monitor relay` listens by default
     assert job["honor_labels"] is True  # the exposition's run/rank stay run/rank, not exported_run
     (sd,) = job["file_sd_configs"]
     assert all(f.endswith("/*.json") for f in sd["files"])
@@ -168,7 +170,8 @@ def test_every_alert_has_labels_annotations_and_a_runbook_page():
     index = (RUNBOOKS / "README.md").read_text()
     found = alerts()
     assert set(found) == {"TrainingAnomaly", "TrainingStalled", "TrainingExporterDown", "TrainingThroughputDrop",
-                          "TrainingLowMFU", "TrainingOverflowStorm", "TrainingRankStraggler", "TrainingAlertsUndelivered"}
+                          "TrainingLowMFU", "TrainingOverflowStorm", "TrainingRankStraggler", "TrainingAlertsUndelivered",
+                          "AlertRelayUndelivered"}
     for name, rule in found.items():
         assert rule["labels"]["severity"] in ("warning", "critical") or name == "TrainingAnomaly", name
         notes = rule["annotations"]
@@ -237,6 +240,7 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     cfg["global"]["external_labels"]["runbook_base"] = base
     cfg["rule_files"] = [str(PROM / f) for f in cfg["rule_files"]]
     del cfg["alerting"]  # a shared machine: send nothing to whatever listens on 9093
+    cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
     (job,) = cfg["scrape_configs"]
     sd = tmp_path / "file_sd"
     job["file_sd_configs"][0].update(files=[f"{sd}/*.json"], refresh_interval="1s")

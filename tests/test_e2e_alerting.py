@@ -51,7 +51,7 @@ def alertmanager_config(relay_port: int, token_file: str) -> dict:
     return cfg
 
 
-def prometheus_config(sd_dir: str, am_url: str) -> dict:
+def prometheus_config(sd_dir: str, am_url: str, relay_port: int) -> dict:
     cfg = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     cfg["global"].update(scrape_interval="1s", scrape_timeout="1s")
     cfg["rule_files"] = [str(ROOT / "deploy/prometheus" / f) for f in cfg["rule_files"]]
@@ -59,6 +59,8 @@ def prometheus_config(sd_dir: str, am_url: str) -> dict:
     (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
     job["file_sd_configs"][0]["files"] = [f"{sd_dir}/*.json"]
     job["file_sd_configs"][0]["refresh_interval"] = "1s"
+    (relay,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "monitor-relay"]
+    relay["static_configs"][0]["targets"] = [f"127.0.0.1:{relay_port}"]
     return cfg
 
 
@@ -80,7 +82,7 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
         am, am_url = start_alertmanager(str(tmp_path), alertmanager_config(relay_port, str(tmp_path / "relay_token")))
         sd_dir = str(tmp_path / "file_sd")
         os.makedirs(sd_dir)
-        prom, prom_url = start_prometheus(str(tmp_path), prometheus_config(sd_dir, am_url))
+        prom, prom_url = start_prometheus(str(tmp_path), prometheus_config(sd_dir, am_url, relay_port))
 
         def scraped():
             q = http_json(f"{prom_url}/api/v1/query?query=train_anomalies_total%7Brun%3D%22e2e%22%7D")
@@ -101,6 +103,11 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
         relayed_fs = receiver.wait_for("/feishu/relay", 1, timeout=60)
         relayed_dt = receiver.wait_for("/dingtalk/relay", 1, timeout=10)
         mon.close()
+
+        def relay_counted():  # the relay's own counters, scraped from its /metrics (job monitor-relay)
+            q = http_json(f"{prom_url}/api/v1/query?query=monitor_relay_alerts_total%7Boutcome%3D%22sent%22%7D")
+            return {r["metric"]["sink"]: float(r["value"][1]) for r in q["data"]["result"]}
+        wait_until(lambda: relay_counted().get("feishu", 0) >= 1, 20, "the relay's sent alerts scraped")
     except AssertionError as exc:
         logs = "\n".join(f"--- {p.log_path}\n{p.output()}" for p in (relay, am, prom) if p)
         raise AssertionError(f"{exc}\n{logs}") from None

@@ -15,14 +15,16 @@ MAX_FIELD = 200
 _PAGE = re.compile(r"^[\w./-]+$")  # a relative runbook path (runbooks/stall.md)
 
 
+def _no_dots(path: str) -> bool:
+    """No segment of ``path`` is ``.`` or ``..`` (also after a backslash, which browsers read as a slash)."""
+    return not any(part in (".", "..") for part in re.split(r"[/\\]", path))
+
+
 def _under(url: str, base: str) -> bool:
     """``url`` is a page under ``base``: it starts with ``base/`` and no path segment after it is ``.`` or ``..``
-    (also percent-encoded, or after a backslash, which browsers read as a slash)."""
+    (also percent-encoded)."""
     prefix = base.rstrip("/") + "/"
-    if not url.startswith(prefix):
-        return False
-    rest = urllib.parse.unquote(urllib.parse.urlsplit(url[len(prefix):]).path)
-    return not any(part in (".", "..") for part in re.split(r"[/\\]", rest))
+    return url.startswith(prefix) and _no_dots(urllib.parse.unquote(urllib.parse.urlsplit(url[len(prefix):]).path))
 
 
 AM_FIELDS = {"status": str, "labels": dict, "annotations": dict, "startsAt": str, "endsAt": str,
@@ -83,9 +85,9 @@ class Alert:
         """One entry of an Alertmanager webhook's ``alerts`` list (payload version 4). The annotations that
         the monitor's own ``alertmanager`` sink writes (``step``, ``onset_step``, ``trainer_step``, ``value``,
         ``action``, ``runbook_url``, ``dashboard_url``) are read back. Links are kept only under the configured bases: a
-        relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``) is put under
-        ``runbook_base``, any other is kept only when it is under ``runbook_base`` (no ``..`` segment after
-        it, percent-encoded or not); a ``dashboard_url`` or
+        relative ``runbook_url`` (a path such as the shipped ``runbooks/<page>.md``, no ``.`` or ``..`` segment) is
+        put under ``runbook_base``, any other is kept only when it is under ``runbook_base`` (no ``..`` segment
+        after it, percent-encoded or not); a ``dashboard_url`` or
         ``generatorURL`` is kept when it has the origin (scheme, host, port) of ``dashboard``, else
         ``dashboard`` itself is the link. Texts are cut to :data:`MAX_TEXT` (summary) and :data:`MAX_FIELD` characters.
 
@@ -111,9 +113,9 @@ class Alert:
             raise ValueError(f"{where}.status: expected firing or resolved, got {status[:MAX_FIELD]!r}")
         run = labels.get("run", "")[:MAX_FIELD]
         runbook = notes.get("runbook_url", "")
-        if _PAGE.match(runbook):  # a relative page, as the shipped rules name them
+        if _PAGE.match(runbook) and _no_dots(runbook):  # a relative page, as the shipped rules name them
             runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
-        if not (_PAGE.match(runbook) if not runbook_base else _under(runbook, runbook_base)):
+        if not (_PAGE.match(runbook) and _no_dots(runbook) if not runbook_base else _under(runbook, runbook_base)):
             runbook = ""
         home = _dashboard(dashboard, run)
         links = [u for u in (notes.get("dashboard_url", ""), alert.get("generatorURL", ""))

@@ -126,7 +126,7 @@ class Platform(abc.ABC):
                 rest = Counter(a.title() for a in ordered[shown:])
                 more = [f"... and {len(ordered) - shown} more: "
                         + ", ".join(f"{e(title)} x{n}" for title, n in rest.most_common())] if rest else []
-                frame = [self.bold.format(e(self.title(alerts))), *dashboards, *more]
+                frame = [self.bold.format(self.title(alerts)), *dashboards, *more]
                 text = "\n".join(frame[:1] + lines + frame[1:])
                 over = 0 if room is None else len(text.encode()) - room
                 if over <= 0:
