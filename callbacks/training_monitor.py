@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -368,7 +369,21 @@ class TrainingMonitor(Callback):
 
     def _end(self, _run_context, crashed: bool = False) -> None:
         self.model_checkpoints.follow_retention()
+        if self.last_record is not None:
+            logger.info(self._summary(self.last_record.step))
         self._finish(crashed)
+
+    def _summary(self, step: int) -> str:
+        """What this train call's monitoring came to, in one line: the ``step`` it ended at (the monitor's), the
+        trainer's step when it differs, the events by rule, the rollbacks and the stop (``rank 0: training ended at
+        step 45 (trainer step 60): 1 event(s) (nan_inf x1), 1 rollback(s); event log ..``)."""
+        rules = Counter(e.rule for e in self.kept.events)  # (the first MAX_EVENTS; the rest counted)
+        n = sum(rules.values()) + self.kept.events_dropped
+        events = f"{n} event(s) ({', '.join(f'{r} x{k}' for r, k in rules.most_common())})" if n else "no event"
+        trainer = f" (trainer step {self.trainer_step})" if self.trainer_step != step else ""
+        stop = f"; stopped: {self.stop_reason}" if self.stop_reason else ""
+        return (f"rank {self.rank}: training ended at step {step}{trainer}: {events}, "
+                f"{len(self.rollbacks)} rollback(s){stop}; event log {self.event_log.path}")
 
     def _own_values(self) -> str:
         """This rank's own loss and grad norm of the step judged, as text ("" without consensus): the event

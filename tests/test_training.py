@@ -225,6 +225,10 @@ def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_l
                                       "step_00000015.ckpt)") for line in log_lines if "stopping the run" in line)
     assert len(list(mon.ckpt_dir.iterdir())) == len(mon.ledger.entries)
     assert all(os.path.exists(e.path) for e in mon.ledger.entries)
+    # the end of training says in one line what the monitoring came to
+    (end,) = [line for line in log_lines if "training ended at step" in line]
+    assert end.rstrip().endswith(f"rank 0: training ended at step 25 (trainer step 35): 2 event(s) (nan_inf x2), 1 "
+                                 f"rollback(s); stopped: {mon.stop_reason}; event log {tmp_path}/events_rank0.jsonl")
 
 
 def test_an_exception_that_ends_training_is_a_trainer_crash_at_the_last_step_with_its_traceback(tmp_path):
