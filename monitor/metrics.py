@@ -59,6 +59,19 @@ class _Histogram:
         return out
 
 
+
+def alert_counters(name: str, what: str, stats: dict, names: list | None = None,
+                   values: list | None = None) -> CounterMetricFamily:
+    """The counter family ``name`` of :meth:`training_monitor.alerts.AlertSender.stats` (``stats``: sink ->
+    counters), one series per sink and outcome (sent, failed, dropped), after the labels ``names`` = ``values``."""
+    names, values = names or [], values or []
+    c = CounterMetricFamily(name, f"{what}, by outcome (sent, failed, dropped because the queue was full).",
+                            labels=names + ["sink", "outcome"])
+    for sink, st in sorted(stats.items()):
+        for outcome in ("sent", "failed", "dropped"):
+            c.add_metric(values + [sink, outcome], st[outcome])
+    return c
+
 class Metrics(Collector, Sink):
     """A sink (records and events) holding the ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no
     step or free text in labels).
@@ -191,12 +204,7 @@ class Metrics(Collector, Sink):
             if last:
                 yield g
         if self.alert_stats is not None:
-            c = CounterMetricFamily("train_alerts", "Alerts handed to each sink, by outcome (sent, failed, "
-                                    "dropped because the queue was full).", labels=names + ["sink", "outcome"])
-            for sink, st in sorted(self.alert_stats().items()):
-                for outcome in ("sent", "failed", "dropped"):
-                    c.add_metric(values + [sink, outcome], st[outcome])
-            yield c
+            yield alert_counters("train_alerts", "Alerts handed to each sink", self.alert_stats(), names, values)
         for name, doc, hist in (("train_step_duration_seconds", "Wall time of one training step.", self.step_hist),
                                 ("train_data_wait_duration_seconds", "Time each step waited for data.",
                                  self.wait_hist)):

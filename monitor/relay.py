@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily
 
 from .alerts import Alert, AlertsConfig, AlertSender
 from .http import Limits, Server, is_loopback
 from .log import logger
+from .metrics import alert_counters
 
 MAX_BODY = 1 << 20
 MAX_ALERTS = 1000  # alerts of one payload forwarded; the rest are counted as truncated
@@ -216,12 +216,7 @@ class Relay:
 
     def collect(self):
         """The sinks' counters as Prometheus metrics (:class:`prometheus_client.registry.Collector`)."""
-        c = CounterMetricFamily("monitor_relay_alerts", "Alerts the relay handed to each sink, by outcome (sent, "
-                                "failed, dropped because the queue was full).", labels=["sink", "outcome"])
-        for sink, st in sorted(self.sender.stats().items()):
-            for outcome in ("sent", "failed", "dropped"):
-                c.add_metric([sink, outcome], st[outcome])
-        yield c
+        yield alert_counters("monitor_relay_alerts", "Alerts the relay handed to each sink", self.sender.stats())
 
     def app(self, environ, start_response):
         """The WSGI application."""

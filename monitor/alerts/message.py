@@ -113,9 +113,10 @@ class Alert:
             raise ValueError(f"{where}.status: expected firing or resolved, got {status[:MAX_FIELD]!r}")
         run = labels.get("run", "")[:MAX_FIELD]
         runbook = notes.get("runbook_url", "")
-        if _PAGE.match(runbook) and _no_dots(runbook):  # a relative page, as the shipped rules name them
-            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}" if runbook_base else runbook
-        if not (_PAGE.match(runbook) and _no_dots(runbook) if not runbook_base else _under(runbook, runbook_base)):
+        relative = _PAGE.match(runbook) is not None and _no_dots(runbook)  # a page, as the shipped rules name them
+        if relative and runbook_base:
+            runbook = f"{runbook_base.rstrip('/')}/{runbook.rsplit('/', 1)[-1]}"
+        if not (_under(runbook, runbook_base) if runbook_base else relative):
             runbook = ""
         home = _dashboard(dashboard, run)
         links = [u for u in (notes.get("dashboard_url", ""), alert.get("generatorURL", ""))
