@@ -183,8 +183,6 @@ KNOWN_FAILING = frozenset({
     # promoted from heldout67 after scoring: samples/sec declining 10x gradually over 40 records (no excursion; under
     # the 100 records the drop test wants)
     "gluoncv_ssd_epochs_0_19_speed_0_93_to_0_06_samples_per_sec_throughput_decay_sparkszs.log",
-    # promoted from heldout67 after scoring: rows of values with no header line naming their columns
-    "yolov7_results_rows_epochs_0_7_of_149_all_losses_nan_from_epoch_6_wongkinyiu2139.log",
     # promoted from heldout69 after scoring: a loop's `ep 0 it 250/1048 Lc 4.645 ..` lines, read now; its epoch of
     # 3x slower iterations (no line times; its unnamed `157s` column is the time elapsed) not found
     "custom_ecg_ssl_pretrain_epochs_0_4_slowdown_350s_per_250_it_at_ep2_then_resume_yuvaraj.log",
@@ -198,8 +196,6 @@ KNOWN_FAILING = frozenset({
     "oneflow_dlrm_criteo_steps_45000_57000_loss_nan_every_record_latency_17_to_31ms_after_eval_oneflow10321.log",
     # heldout78, first replay (not studied)
     "tf_estranet_ascadv2_steps_5000_135000_loss_frozen_5_54_5_55_ln256_chance_gnorm_0_25_to_21_8_1eftone.log",
-    # heldout79, first replay (not studied)
-    "ultralytics_yolov3_2019_epoch0_batches_18_25_all_losses_nan_yolov3issue215.log",
     # promoted from heldout81 after scoring: its epoch block prints the loss twice, the second line read as the next
     # record (by position), so the inf of epoch 10 is found two records late
     "estrnn_deblur_epochs_8_12_prev_loss_1016826_then_0_046_inf_at_epoch_10_then_0_045_zzhtech43.log",

@@ -294,6 +294,21 @@ def test_bare_step_loss_pairs_are_read_only_in_a_log_of_them():
     assert res.steps == 32 and [(e.rule, e.onset_step) for e in res.events][0] == ("loss_spike", 123892)
 
 
+def test_a_column_tables_rows_without_their_header_are_step_lines_their_first_fraction_the_loss():
+    # WongKinYiu/yolov7 issue #2139: rows of results.txt (epoch of total, GPU memory, losses, ..), losses NaN from 6
+    path = "tests/data/reallogs/tune/yolov7_results_rows_epochs_0_7_of_149_all_losses_nan_from_epoch_6_wongkinyiu2139.log"
+    res = replay_file(path)
+    assert res.steps == 8 and [(e.rule, e.step) for e in res.events][0] == ("nan_inf", 6)
+    rows = open(path, encoding="utf-8").read().splitlines()[1:3]
+    assert [(r.step, r.loss) for r in read(rows)] == [(1, 0.02125), (2, 0.01919)]
+    # a second count is the batch within the epoch (as YOLOv3's); counts of totals alone, or with no value that has a
+    # fraction, are no row; nor is one in a log that names its steps
+    assert [r.step for r in read(["   0/9   698/700   nan   0.25   116", "   0/9   699/700   0.5   0.25   119",
+                                  "   1/9     0/700   0.4   0.25   120"])] == [698, 699, 700]
+    assert not [r for r in read(["1/10 2/20", "3/10 640 480", "4/10 5 6"]) if isinstance(r, StepRecord)]
+    assert [r.step for r in read(["step 1 loss 2.5", "step 2 loss 2.4", "3/10 0.5 0.25"])] == [1, 2]
+
+
 def test_horovods_stall_inspector_is_a_stall_after_the_last_step():
     # dmlc/gluon-nlp via horovod/horovod issue #1442: the warning hard-wrapped over two lines, as stored
     res = replay_file("tests/data/reallogs/tune/gluonnlp_bert_horovod_step_20999_six_ranks_then_stall_inspector_"

@@ -63,7 +63,9 @@ Each physical line is read in four steps.
    colon after it or not) and a value with a fraction (or NaN/Inf), the count higher than the last record's
    (``76930 2.6496577``, ``76980 nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples"
    tutorial and the many loops copied from it print; WaveGlow's ``123873:\t-5.480178833``): the step and its
-   loss (``640 480``, a count that does not rise, a line with anything else is no such pair); else, when
+   loss (``640 480``, a count that does not rise, a line with anything else is no such pair); or a column table's
+   row without its header (:func:`_row`: ``6/149  13.5G  nan  nan .. 640  0``, an epoch of its total, maybe the
+   batch's count of its total, then numbers), its first value with a fraction the loss; else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global from the
    first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]`` first: step 600):
    ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs before
@@ -280,6 +282,12 @@ _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
 # ``76930 2.6496577``, WaveGlow's ``123873:\t-5.480178833``
 _BARE = re.compile(r"\s*(\d{1,15}):?\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+# a column table's row whose header is not in the log (an excerpt of YOLO's ``results.txt``): a count of a total (the
+# epoch), maybe a second (the batch within it), then at least two numbers (``13.5G`` and ``640`` too), nothing else:
+# ``     6/149     13.5G       nan       nan ...  3       640         0``
+_ROW = re.compile(r"\s*(\d{1,9})/\d{1,9}(?:\s+(\d{1,9})/(\d{1,9}))?((?:\s+(?:[-+]?(?:\d+\.?\d*|\.\d+)"
+                  r"(?:[eE][-+]?\d+)?[KMGT%]?|(?i:[-+]?nan|[-+]?inf))){2,})\s*$")
+_ROW_LOSS = re.compile(r"[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf))")
 # ... or a count with its share of the run, and the elapsed time (PyTorch's tutorials: ``5000 5% (0m 12s) 2.4177 Coelho
 # / Portuguese ✓``, ``0m 9s (5000 5%) 2.6479``, ``1m 47s (- 25m 8s) (5000 6%) 2.8642``), words after the value
 _BARE_SHARE = re.compile(r"\s*(?:\d+m \d+s\s+(?:\(-\s*\d+m \d+s\)\s+)?\()?(\d{1,15})\s+\d{1,3}%\)?(?:\s+\(\d+m \d+s\))?"
@@ -408,6 +416,20 @@ def _prefix_end(text: str) -> int:
 def _leading(text: str) -> re.Match | None:
     """The bare counts leading ``text`` behind its logger prefix (:data:`_LEADING`), else None."""
     return _LEADING.match(text, _prefix_end(text))
+
+
+def _row(text: str) -> tuple[int, int | None, int | None, str] | None:
+    """``text`` as a column table's row without its header behind its logger prefix (:data:`_ROW`): ``(epoch,
+    batch count or None, its total or None, loss)``, the loss its first value with a fraction (or NaN/Inf) after
+    the counts (the tables of YOLO's ``results.txt`` put the losses first, after the epoch and the GPU memory),
+    else None."""
+    m = _ROW.match(text, _prefix_end(text))
+    if m is None:
+        return None
+    loss = next((c for c in m[4].split() if _ROW_LOSS.fullmatch(c)), None)
+    if loss is None:
+        return None
+    return int(m[1]), None if m[2] is None else int(m[2]), None if m[3] is None else int(m[3]), loss
 
 
 def _bare(text: str) -> re.Match | None:
@@ -948,6 +970,11 @@ class Parser(base.Parser):
                     int(m[1]) > self.step or self.last is None):  # (the first may count from 0)
                 self.numbered = self.found = True  # a log of bare (step, loss) pairs
                 return self._step_line(int(m[1]), {"loss": (_value(m[2]), None, None)})
+            if bar is None and not self.plain and (row := _row(text)) is not None:
+                epoch, within, total, loss = row  # the epoch, and the batch's count within it
+                self.numbered = self.found = True
+                at = epoch if within is None else self._global(epoch, within, total)
+                return self._step_line(at, {"loss": (_value(loss), None, None)})
             if self.plain and _EVAL_START.match(text, _prefix_end(text)):
                 return SUMMARY
             if bar is not None:
