@@ -202,12 +202,14 @@ cdef class LossDegenerate(Detector):
     cdef public double same_ratio
     cdef public double collapse_ratio
     cdef public double floor_below
+    cdef public double tiny_below
     cdef double last
     cdef double high
     cdef double before
     cdef double unit_bound
     cdef long long same_since
     cdef long long same_n
+    cdef long long tiny_since, tiny_n
     cdef bint rounded
     cdef bint has_last, repeated
     @cython.locals(x=double)

@@ -1359,7 +1359,8 @@ class LossDegenerateSettings(RuleSettings):
     no earlier value of the run was printed twice in a row, or the records span `frozen_steps` steps) or has
     collapsed to under `collapse_ratio` x the run's highest loss or, one unit of the print's last decimal place
     (at most 9), at most `floor_below` (the print's resolution). A zero right after a value at that floor is its
-    rounding: judged as the floor."""
+    rounding: judged as the floor. A loss under `tiny_below` in magnitude for `frozen_records` records in a row
+    has collapsed to zero, its values apart or not."""
 
     severity: str = override(RuleSettings, "severity", 'critical')
     cooldown_steps: int = override(RuleSettings, "cooldown_steps", 100)
@@ -1374,6 +1375,8 @@ class LossDegenerateSettings(RuleSettings):
     collapse_ratio: float = setting(1.0e-3, "...collapsed: under this x the run's highest loss", min=0, max=1)
     floor_below: float = setting(0.01, "...or at most this, a digit at the print's last decimal place (0.0001 at 4 "
                                        "decimals: the print's floor)", min=0)
+    tiny_below: float = setting(1.0e-6, "a loss under this in magnitude in frozen_records records in a row, the "
+                                        "values apart or not, has collapsed to zero (0: off)", min=0)
 
 
 HALF_BITS = 11  # the significand of an IEEE half (fp16; bfloat16 has 8): a loss computed in it repeats by rounding
@@ -1420,7 +1423,12 @@ class LossDegenerate(Detector):
     ``loss: 0.0001`` with ``acc_seg: 100.0000`` six times; DeepLabCut's ``0.0020`` after ``0.0021`` is 20 units
     of its last place, a slow loss's rounding). A zero right after a value at the print's floor is that print's
     rounding, not an exact zero (CompressAI's ``cur_mse: 0.01`` then ``0.00``), judged as the floor is: for
-    ``frozen_records`` records in a row. Onset: the first record of the value."""
+    ``frozen_records`` records in a row. A loss under ``tiny_below`` (1e-6) in magnitude for ``frozen_records``
+    records in a row, its values apart or not, has collapsed to zero: a loss of unit-scale terms (a cross-entropy,
+    a mean squared error of normalised targets) is that small only when every term is, the model fitting each
+    sample to float32's resolution (1.2e-7 near 1), and not by chance in three records (Keras' ``loss: 1.1815e-07``
+    epoch after epoch, its epsilon clipping every prediction; a few-shot fine-tune's ``3.3e-07``, ``4.9e-07``,
+    ``4e-07``). Onset: the first record of the value (of the tiny ones)."""
 
     settings = LossDegenerateSettings
     rule = "loss_degenerate"
@@ -1436,10 +1444,12 @@ class LossDegenerate(Detector):
     same_ratio: float
     collapse_ratio: float
     floor_below: float
+    tiny_below: float
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.has_last, self.last, self.same_since, self.same_n, self.high = False, 0.0, 0, 0, 0.0
+        self.tiny_since, self.tiny_n = 0, 0  # the records in a row under tiny_below: the first one's step, how many
         self.unit_bound = 10.0 ** (1 - self.frozen_digits)  # the most a print's last unit is of a precise value
         self.before = math.nan  # the value before the last one (its print's decimal places)
         self.repeated = False  # an earlier value was printed twice in a row or more
@@ -1454,6 +1464,14 @@ class LossDegenerate(Detector):
                 self.rounded = self.floor(abs(self.last), self.before)
             if not self.has_last or not self.rounded:
                 return x, r.step, f"loss is {x:g} at step {r.step}"
+        if abs(x) < self.tiny_below:
+            self.tiny_since = self.tiny_since if self.tiny_n else r.step
+            self.tiny_n += 1
+            if self.tiny_n >= self.frozen_records:
+                return x, self.tiny_since, (f"loss under {self.tiny_below:g} for {self.tiny_n} records since step "
+                                            f"{self.tiny_since}: collapsed to zero")
+        else:
+            self.tiny_n = 0
         if not self.has_last or not self.same(x):
             self.repeated = self.repeated or self.same_n >= 2
             self.before = self.last if self.has_last else math.nan
@@ -1495,7 +1513,7 @@ class LossDegenerate(Detector):
         return x <= self.floor_below and x * 10.0 ** max(decimals(x), decimals(before)) < 10
 
     def forget(self, step):
-        self.has_last = False
+        self.has_last, self.tiny_n = False, 0
 
 
 @dataclass(frozen=True)

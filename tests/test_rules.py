@@ -536,6 +536,26 @@ def test_a_precise_or_collapsed_loss_repeated_over_a_few_records_is_degenerate(t
     assert res.steps == 1 and res.skipped["duplicate step"] == 3 and res.events == []
 
 
+# A loss under 1e-6 in three records in a row has collapsed to zero whatever its values: a few-shot fine-tune's
+# PaddleNLP Trainer `loss: 3.3e-07`, `4.9e-07`, `4e-07` (tests/data/reallogs/tune/paddlenlp_trainer_fewclue_..),
+# an excerpt that starts collapsed (`Loss: 0.000000479986852`, tests/data/reallogs/tune/dope_train_epoch_..)
+def test_a_loss_under_a_millionth_in_three_records_has_collapsed_to_zero():
+    few_shot = [8.08e-06, 2.494e-05, 3.47e-06, 2.51e-06, 3.3e-07, 4.9e-07, 4e-07, 2.3e-07]
+    assert fired([StepRecord(100 + 10 * i, loss=x) for i, x in enumerate(few_shot)], "loss_degenerate")[0] == (
+        160, 140)
+    dope = [4.79986852e-07, 1.05923948e-06, 3.6008135e-08, 3.0287978e-08, 2.00769165e-07]
+    assert fired([StepRecord(6400 + 3200 * i, loss=x) for i, x in enumerate(dope)], "loss_degenerate")[0] == (
+        19200, 12800)
+    # two such records, or small values that are not that small, are no event; nor with the test off
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate([0.5, 3e-07, 4e-07, 2e-06, 5e-07])],
+                 "loss_degenerate") == []
+    assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate([2.5e-06, 3.1e-06, 2.2e-06, 4.4e-06])],
+                 "loss_degenerate") == []
+    off = Rules({"loss_degenerate": {"tiny_below": 0}})
+    assert not [e for e in run([StepRecord(i + 1, loss=x) for i, x in enumerate(few_shot)], off)
+                if e.rule == "loss_degenerate"]
+
+
 def test_early_plateau_but_not_a_learning_run():
     learning = [5.0 * math.exp(-i / 800) + 0.02 * ((-1) ** i) for i in range(1500)]
     assert fired([StepRecord(i + 1, loss=x) for i, x in enumerate(learning)], "loss_plateau") == []
