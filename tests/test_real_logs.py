@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 86)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 88)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -40,7 +40,8 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout20": 15, "heldout21": 15, "heldout22": 12, "heldout23": 20, "heldout24": 15, "heldout25": 20,
             "heldout26": 15, "heldout27": 15, "heldout28": 9, "heldout29": 6,
             "heldout30": 15, "heldout31": 12, "heldout32": 12,
-            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5, "heldout68": 6, "heldout69": 7, "heldout70": 3, "heldout71": 2, "heldout72": 9, "heldout73": 5, "heldout74": 6, "heldout75": 6, "heldout76": 8, "heldout77": 7, "heldout78": 6, "heldout79": 6, "heldout80": 5, "heldout81": 9, "heldout82": 7, "heldout83": 6, "heldout84": 6, "heldout85": 6}
+            "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5, "heldout68": 6, "heldout69": 7, "heldout70": 3, "heldout71": 2, "heldout72": 9, "heldout73": 5, "heldout74": 6, "heldout75": 6, "heldout76": 8, "heldout77": 7, "heldout78": 6, "heldout79": 6, "heldout80": 5, "heldout81": 9, "heldout82": 7, "heldout83": 6, "heldout84": 6, "heldout85": 6,
+            "heldout86": 8, "heldout87": 9}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -200,6 +201,12 @@ KNOWN_FAILING = frozenset({
     "siastegnet_epochs_52_53_acc_50pct_loss_0_721_stuck_at_chance_siastg1.log",
     # heldout85, first replay (not studied)
     "hf_trainer_apex_o1_wangchanberta_wisesight_steps_0_1352_loss_1_34_to_0_72_three_dynamic_scale_overflows_healthy_vistecai.log",
+    # heldout86, first replay (not studied)
+    "yolov6_epochs_1_8_iou_l1_cls_loss_zero_obj_loss_0_0009_to_0_0002_map_zero_degenerate_meituan41.log",
+    # heldout87, first replay (not studied)
+    "keras_dcgan_steps_426_525_then_0_199_fakeloss_frozen_14p3_degenerate_plxiv.log",
+    "custom_action_detection_steps_100_29800_clsloss_stuck_0p69_loc_falls_robbie-luo.log",
+    "wav2lip_syncnet_eval_steps_4000_20000_loss_1p16_to_4p15_rising_rudrabha39.log",
     # promoted from heldout83 after scoring: an hour-long evaluation whose lines print no time, between two step
     # lines, is a silence over the stall rule's allowance
     "jde_mot_epochs_0_3_batches_0_160_total_loss_negative_eval_time_healthy_scushaker.log",
