@@ -205,7 +205,6 @@ KNOWN_FAILING = frozenset({
     "yolov6_epochs_1_8_iou_l1_cls_loss_zero_obj_loss_0_0009_to_0_0002_map_zero_degenerate_meituan41.log",
     # heldout87, first replay (not studied)
     "keras_dcgan_steps_426_525_then_0_199_fakeloss_frozen_14p3_degenerate_plxiv.log",
-    "custom_action_detection_steps_100_29800_clsloss_stuck_0p69_loc_falls_robbie-luo.log",
     "wav2lip_syncnet_eval_steps_4000_20000_loss_1p16_to_4p15_rising_rudrabha39.log",
     # promoted from heldout83 after scoring: an hour-long evaluation whose lines print no time, between two step
     # lines, is a silence over the stall rule's allowance

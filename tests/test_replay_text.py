@@ -586,13 +586,17 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tm
     bloom = replay_file(str(DATA / "reallogs" / "tune" / "bigscience_bloom_eval_hang_45000.log"))
     assert [(e.rule, e.step, e.rank, round(e.value)) for e in bloom.events] == [("stall", 45000, 7, 3602)]
     # nanoGPT's iteration 3000 waits 36 s for its evaluation and checkpoint, the lines come 11 s apart: within
-    # the stall rule's allowance, max(min_seconds, factor x 11 s); past it with a tighter rule
+    # the stall rule's allowance, max(min_seconds, factor x 11 s); under a tighter rule the evaluation's result
+    # (`step 3000: train loss .., val loss ..`) makes the silence before it the evaluation's, with the allowance of
+    # one (the start-up one); past that too when it is tighter still
     nanogpt = str(DATA / "nanogpt_nan_14.log")
     def stalls(rules=None):
         return [(e.step, e.value) for e in replay_file(nanogpt, rules).events if e.rule == "stall"]
 
-    assert stalls() == [] and stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0}})) == [(2990, 36.0)]
-    assert stalls(Rules({"stall": {"factor": 3.0, "min_seconds": 20.0, "enabled": False}})) == []
+    tight = {"factor": 3.0, "min_seconds": 20.0}
+    assert stalls() == [] and stalls(Rules({"stall": tight})) == []
+    assert stalls(Rules({"stall": {**tight, "startup_seconds": 30.0}})) == [(2990, 36.0)]
+    assert stalls(Rules({"stall": {**tight, "startup_seconds": 30.0, "enabled": False}})) == []
     # torchtitan's 91 s checkpoint save after step 3500 (heldout32, 2.3 s steps): a line says the save begins, the
     # silence after it gets the start-up allowance until the next step line, as the live watchdog's does
     save = ["[titan] 2026-05-10 17:29:47,694 - root - INFO - step: 3498  loss:  2.60358  grad_norm:  0.1318",
@@ -613,6 +617,15 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tm
     assert events(save[:3] + [evaluating] + save[4:]) == []
     arcface = "arcface_torch_r100_fp16_steps_25000_26950_3100_to_2000_samples_s_after_eval_arcfacelog.log"
     assert "stall" not in [e.rule for e in replay_file(str(DATA / "reallogs" / "tune" / arcface)).events]
+    # so does the silence an evaluation's result ends, the evaluation having run unannounced: a loop's 6-minute
+    # validation pass between 11 s step lines (tune/custom_action_detection_..): a stall only past that allowance
+    action = (DATA / "reallogs" / "tune" / "custom_action_detection_steps_100_29800_clsloss_stuck_0p69_loc_falls_"
+              "robbie-luo.log").read_text().splitlines()
+    assert "Validation:" in action[100] and events(action[97:103]) == []
+    path = tmp_path / "titan.log"
+    path.write_text("\n".join(action[97:103]) + "\n")
+    short = Rules({"stall": {"startup_steps": 1, "startup_seconds": 300.0}})
+    assert [(e.rule, e.step) for e in replay_file(str(path), short).events] == [("stall", 10000)]
 
 
 def test_a_line_led_by_bare_counts_numbers_its_step():

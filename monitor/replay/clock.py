@@ -62,8 +62,9 @@ class Silence:
     17060 is past it). Progress is the time of the last step record's line, or of the first line with a time
     after it when that line has none. :meth:`idle` on a later line that is not a step record gives the seconds
     of silence once they pass the allowance (once per silence), else None; after a line saying a checkpoint save
-    begins (:meth:`busy`, :data:`SAVING`) or a line of an evaluation within the allowance (:data:`EVALUATING`), the
-    allowance is at least the start-up one until the next step record,
+    begins (:meth:`busy`, :data:`SAVING`), a line of an evaluation within the allowance (:data:`EVALUATING`) or an
+    evaluation's result at any time (the silence before it was the evaluation running), the allowance is at least
+    the start-up one until the next step record,
     as the live watchdog's during a save (:meth:`~training_monitor.watchdog.Watchdog.busy`). Times are read only
     when needed (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
     """

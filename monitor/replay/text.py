@@ -742,6 +742,8 @@ class Parser(base.Parser):
             elif clock.SAVING.search(line) is not None:
                 silence.busy()
             elif item is None or item.__class__ is Evaluation:
+                if item.__class__ is Evaluation:
+                    silence.busy()  # an evaluation's result: the silence before it was the evaluation running
                 if (idle := silence.idle(line)) is not None:
                     if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
                         self.after.append(item)
