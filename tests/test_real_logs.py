@@ -199,8 +199,6 @@ KNOWN_FAILING = frozenset({
     "estrnn_deblur_epochs_8_12_prev_loss_1016826_then_0_046_inf_at_epoch_10_then_0_045_zzhtech43.log",
     # heldout83, first replay (not studied)
     "siastegnet_epochs_52_53_acc_50pct_loss_0_721_stuck_at_chance_siastg1.log",
-    # heldout85, first replay (not studied)
-    "hf_trainer_apex_o1_wangchanberta_wisesight_steps_0_1352_loss_1_34_to_0_72_three_dynamic_scale_overflows_healthy_vistecai.log",
     # heldout86, first replay (not studied)
     "yolov6_epochs_1_8_iou_l1_cls_loss_zero_obj_loss_0_0009_to_0_0002_map_zero_degenerate_meituan41.log",
     # heldout87, first replay (not studied)

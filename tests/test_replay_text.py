@@ -372,6 +372,25 @@ def test_unnamed_counts_dicts_and_epochs_as_steps():
     assert [(r.step, r.grad_norm) for r in noted] == [(1, 92.1), (2, 29.0)]  # what is outside the dict is not read
 
 
+def test_a_trainer_dict_whose_bar_was_drawn_over_is_a_step_line_at_its_progress_in_epochs():
+    # the Hugging Face Trainer's `{'loss': .., 'learning_rate': .., 'epoch': 0.0518}` printed after tqdm's bar, the
+    # bar drawn over on some lines (vistec-AI/thai2transformers' docs, tune/hf_trainer_apex_o1_..): at the epoch's
+    # fraction times the steps per epoch the lines with both a bar's count and a fraction show (60 / 0.0444)
+    lines = (DATA / "reallogs" / "tune" / "hf_trainer_apex_o1_wangchanberta_wisesight_steps_0_1352_loss_1_34_to_0_72_"
+             "three_dynamic_scale_overflows_healthy_vistecai.log").read_text(encoding="utf-8").splitlines()
+    assert "|" in lines[6] and lines[7].strip().startswith("{'loss'")
+    recs = read(lines[6:13])
+    assert [(r.step, r.loss) for r in recs] == [(60, 1.047784423828125), (70, 1.0573417663574218),
+                                                (80, 1.0460289001464844), (90, 1.0624427795410156),
+                                                (100, 0.9531181335449219), (110, 1.06204833984375),
+                                                (120, 0.92392578125)]
+    # the run's summary, other names than the step lines', is no step line; nor a line without a step before it
+    # that gave both
+    summary = "{'train_runtime': 430.5, 'train_samples_per_second': 25.1, 'train_loss': 0.8, 'epoch': 1.0}"
+    assert [r.step for r in read(lines[6:8] + [summary]) if isinstance(r, StepRecord)] == [60, 70]
+    assert [r.step for r in read(lines[7:9])] == [1, 2]  # numbered by their position, the log naming no step
+
+
 def test_a_watchdog_timeout_cut_short_after_a_bar_is_a_stall_after_the_bar_count():
     # a web viewer's copy of a Hugging Face run: tqdm bars, then PyTorch's NCCL watchdog line cut off by the excerpt
     lines = ["[1757] {'loss': 0.0, 'grad_norm': 1.4142135381698608, 'learning_rate': 4.3e-06, 'epoch': 0.01}\n",

@@ -694,6 +694,8 @@ class Parser(base.Parser):
         self.depth = 0                         # ... and its braces still open
         self.trained = 0                       # the lines that gave or completed a step record
         self.evaluated = -1                    # ... as many as when the last evaluation was read
+        self.fraction: Any = None              # the epoch with a fraction of the line being read (its progress)
+        self.progress: tuple[int, float] | None = None  # (step, fraction) of the last step line giving both
 
     @property
     def done(self) -> int:
@@ -991,16 +993,20 @@ class Parser(base.Parser):
             self.plain = True  # a time alone: none; `Loading model cost 0.644 seconds.`)
             if any(f[0] == "loss" for f in found):
                 self.plain_fields = frozenset(f[0] for f in found)
-        values = {}
+        values, self.fraction = {}, None
         try:
             for field, val, tot, unit in found:
                 if field not in values and (field != "epoch" or val.isdigit()):  # 'epoch': 0.28 counts no epoch
                     values[field] = (_value(val), tot, unit)
+                elif field == "epoch" and self.fraction is None:
+                    self.fraction = _value(val)  # ... it is the run's progress in epochs
         except ValueError:
             return NUMBER
         leading = self.leading
         self.losses = self.losses or "loss" in values
         step = self._step(values, text, bar)
+        if step is not None and self.fraction is not None and self.fraction > 0:
+            self.progress = (step, self.fraction)
         if summary and leading is None:
             self.leading = None  # an evaluation line naming its step says nothing of how the step lines number theirs
         counter, self.counter = self.counter, None
@@ -1398,6 +1404,12 @@ class Parser(base.Parser):
             return NO_STEP
         if "(*" in text and (m := _WEIGHTED.search(text)) is not None and not _EVAL_WORD.search(text, 0, m.start()):
             return self._term(float(m[1]))
+        if (self.progress is not None and self.fraction is not None and "loss" in values and self.line is not None
+                and values.keys() == self.line[1].keys()):
+            step, fraction = self.progress  # a step line but for its step (a bar drawn over, the Trainer's dict
+            at = round(self.fraction * step / fraction)  # left): at its progress, in the steps per epoch seen
+            if at > last.step:
+                return self._step_line(at, values)
         if "loss" in values and last.loss is not None:  # a second loss for the step: an average, a summary
             v = values["loss"][0]
             # not finite: an average over steps one of which had a non-finite loss (a test net's is the evaluation's)
