@@ -204,10 +204,7 @@ KNOWN_FAILING = frozenset({
     # heldout87, first replay (not studied)
     "keras_dcgan_steps_426_525_then_0_199_fakeloss_frozen_14p3_degenerate_plxiv.log",
     "wav2lip_syncnet_eval_steps_4000_20000_loss_1p16_to_4p15_rising_rudrabha39.log",
-    # heldout88, first replay (not studied)
-    "custom_pytorch_hake_ae_pretrain_iters_0_6000_loss_37_to_neg801_then_nan_dirtyharrylyl34.log",
     # heldout89, first replay (not studied)
-    "recbole_mamo_epochs_0_3_train_loss_zero_valid_score_frozen_degenerate_rucaibox1533.log",
     "custom_loop_iters_1_4951_loss_0p52_to_0p10_test_acc_0p61_to_0p78_healthy_stmstmstm.log",
     # promoted from heldout83 after scoring: an hour-long evaluation whose lines print no time, between two step
     # lines, is a silence over the stall rule's allowance

@@ -132,6 +132,7 @@ DECORATIONS = {
     "glog": lambda i, s: f"I0307 06:40:10.569123 140245 train.py:{88 + i}] {s}",
     "logging's source": lambda i, s: f"2024-03-07 06:40:10,569 - [pkg/train.py:{i}] - INFO - {s}",
     "time of day": lambda i, s: f"[06:40:{i % 60:02d}] {s}",
+    "day and month's name": lambda i, s: f"12 Nov 21:{i % 60:02d}    INFO  {s}",  # RecBole's `%d %b %H:%M`
 }
 
 
@@ -663,6 +664,14 @@ def test_a_line_led_by_bare_counts_numbers_its_step():
     assert [r.step for r in lsid] == [154, 155]
     pairs = read(["INFO:root:2018-02-04 05:22:22,000: 76980 2.61\n", "[WARNING] 76990 nan\n"])
     assert [r.step for r in pairs] == [76980, 76990] and math.isnan(pairs[1].loss)
+    # a count may name its counter after it (DirtyHarryLYL/HAKE-Action-Torch issue #34, tune/custom_pytorch_hake_..)
+    hake = (DATA / "reallogs" / "tune" / "custom_pytorch_hake_ae_pretrain_iters_0_6000_loss_37_to_neg801_then_nan_"
+            "dirtyharrylyl34.log").read_text(encoding="utf-8").splitlines()
+    assert [(r.step, r.loss) for r in read(hake[:3])] == [(0, 37.2266), (2000, -403.4386), (4000, -801.8414)]
+    # RecBole's dates, `12 Nov 21:12` (RUCAIBox/RecBole issue #1533, tune/recbole_mamo_..): no count of the line
+    recbole = (DATA / "reallogs" / "tune" / "recbole_mamo_epochs_0_3_train_loss_zero_valid_score_frozen_degenerate_"
+               "rucaibox1533.log").read_text(encoding="utf-8").splitlines()
+    assert [(r.step, r.loss) for r in read(recbole[:8]) if isinstance(r, StepRecord)] == [(0, 0.0), (1, 0.0)]
 
 
 def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():

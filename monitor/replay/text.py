@@ -58,9 +58,9 @@ Each physical line is read in four steps.
    [1][50/5808]``, ``| epoch 010  2000 / 8223``, ``[  0/938]``, PyTorch's examples' ``Train Epoch: 1 [51200/490871
    (10%)]``: samples, as the trainer counts them; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
-   (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``: the last is the step, one
-   before it the epoch); else, in a log that has read no named step line, a line of nothing but a count (a
-   colon after it or not) and a value with a fraction (or NaN/Inf), the count higher than the last record's
+   (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``, ``000 epoch, 02000 iter,
+   ..``: the last is the step, one before it the epoch); else, in a log that has read no named step line, a line
+   of nothing but a count (a colon after it or not) and a value with a fraction (or NaN/Inf), the count higher than the last record's
    (``76930 2.6496577``, ``76980 nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples"
    tutorial and the many loops copied from it print; WaveGlow's ``123873:\t-5.480178833``): the step and its
    loss (``640 480``, a count that does not rise, a line with anything else is no such pair); or a column table's
@@ -186,6 +186,7 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
                     r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?"
                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
                     r"\d\d:\d\d:\d\d(?: \d{4})?"  # C's asctime, Python's time.ctime()
+                    r"|\d\d? (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d\d:\d\d(?::\d\d)?"  # `%d %b %H:%M`
                     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.<>-]+:\d+\]")  # glog's, absl's: thread, source
 # text with a slash that holds no value of the line: a file path, absolute or relative (`/`, `./`, `../` or `~/`
 # and a second `/`; a checkpoint's file name holds metrics, Lightning's `..-val_loss=0.0000-epoch=0.ckpt`; a name
@@ -272,8 +273,11 @@ _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
            re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*(?:\(\s*\d+(?:\.\d+)?%\s*\)\s*)?\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b] (PyTorch's examples: [a/b (p%)]), a / b
 # a line led by one or two bare counts, then named values (a name of up to three words): ``[  1]    1440 || B: 5.495
-# | ..`` (epoch, step), ``[0 :  14000] loss G : 2.236 loss D : 2.203`` (scale, iteration)
-_LEADING = re.compile(r"\s*[\[(]?\s*(\d+)\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)\s*[\])]?)?[\s,:|]+"
+# | ..`` (epoch, step), ``[0 :  14000] loss G : 2.236 loss D : 2.203`` (scale, iteration); a count may name its
+# counter after it (``000 epoch, 02000 iter, average time 0.6359, loss -403.4386``)
+_AFTER = r"(?:\s*(?:epochs?|iter(?:ation)?s?|steps?|batch(?:es)?)\b)?"
+_LEADING = re.compile(r"\s*[\[(]?\s*(\d+)" + _AFTER + r"\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)" + _AFTER
+                      + r"\s*[\])]?)?[\s,:|]+"
                       r"(?=[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*){0,2}(?:\s*[:=]\s*|\s+)[-+]?(?:\d|nan|inf)|"
                       + _UNNAMED + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
 _RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
