@@ -59,13 +59,13 @@ Each physical line is read in four steps.
    (10%)]``: samples, as the trainer counts them; of two printed one after the other,
    ``[ 1/10][101/549]``, the first is the epoch); else one or two bare counts leading a line of named values
    (``[  1]    1440 || B: 5.495 | ..``, ``333 154 Loss=nan``, ``    1 93.44 s run, ..``, ``000 epoch, 02000 iter,
-   ..``: the last is the step, one before it the epoch); else, in a log that has read no named step line, a line
-   of nothing but a count (a colon after it or not) and a value with a fraction (or NaN/Inf), the count higher
-   than the last record's (``76930 2.6496577``, ``76980 nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with Examples"
-   tutorial and the many loops copied from it print; WaveGlow's ``123873:\t-5.480178833``): the step and its
-   loss (``640 480``, a count that does not rise, a line with anything else is no such pair); or a column table's
-   row without its header (:func:`_row`: ``6/149  13.5G  nan  nan .. 640  0``, an epoch of its total, maybe the
-   batch's count of its total, then numbers), its first value with a fraction the loss; else, when
+   ..``: the last is the step, one before it the epoch); else, in a log that has read no named step line, a line of
+   nothing but a count (a colon after it or not) and a value with a fraction (or NaN/Inf), the count higher than the
+   last record's (``76930 2.6496577``, ``76980 nan``: ``print(t, loss.item())``, as PyTorch's "Learning PyTorch with
+   Examples" tutorial and the many loops copied from it print; WaveGlow's ``123873:\t-5.480178833``): the step and its
+   loss (``640 480``, a count that does not rise, a line with anything else is no such pair); or a column table's row
+   without its header (:func:`_row`: ``6/149  13.5G  nan  nan .. 640  0``, an epoch of its total, maybe the batch's
+   count of its total, then numbers), its first value with a fraction the loss; else, when
    the log counts nothing finer, the epoch (one line per epoch). A step counted within its epoch is made global from the
    first epoch the log shows, so an excerpt's steps are the counts it prints (``Epoch [2][600/7004]`` first: step 600):
    ``(epoch - first epoch) x steps per epoch + step`` when the count has a total, else the steps of the epochs before
