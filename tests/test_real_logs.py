@@ -204,8 +204,6 @@ KNOWN_FAILING = frozenset({
     # heldout87, first replay (not studied)
     "keras_dcgan_steps_426_525_then_0_199_fakeloss_frozen_14p3_degenerate_plxiv.log",
     "wav2lip_syncnet_eval_steps_4000_20000_loss_1p16_to_4p15_rising_rudrabha39.log",
-    # heldout89, first replay (not studied)
-    "custom_loop_iters_1_4951_loss_0p52_to_0p10_test_acc_0p61_to_0p78_healthy_stmstmstm.log",
     # promoted from heldout83 after scoring: an hour-long evaluation whose lines print no time, between two step
     # lines, is a silence over the stall rule's allowance
     "jde_mot_epochs_0_3_batches_0_160_total_loss_negative_eval_time_healthy_scushaker.log",

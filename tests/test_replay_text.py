@@ -674,6 +674,19 @@ def test_a_line_led_by_bare_counts_numbers_its_step():
     assert [(r.step, r.loss) for r in read(recbole[:8]) if isinstance(r, StepRecord)] == [(0, 0.0), (1, 0.0)]
 
 
+def test_a_value_named_by_a_phrase_that_places_it_at_a_count_is_at_that_count():
+    # stmstmstm/stm's `Loss for Iter 1: 0.521861, acc = 0.090000` (tune/custom_loop_iters_1_4951_..)
+    lines = (DATA / "reallogs" / "tune" / "custom_loop_iters_1_4951_loss_0p52_to_0p10_test_acc_0p61_to_0p78_healthy_"
+             "stmstmstm.log").read_text(encoding="utf-8").splitlines()
+    assert [(r.step, r.loss) for r in read(lines[1:4])] == [(1, 0.521861), (51, 0.398579), (101, 0.378631)]
+    # `at`, `after`, `of` and `is` too; a phrase whose first words name no field, or with no value after the count,
+    # places nothing
+    assert text.pairs("loss at step 20 is 0.5") == [("step", "20", None, None), ("loss", "0.5", None, None)]
+    assert text.pairs("Mean loss of epoch 3: nan")[0] == ("epoch", "3", None, None)
+    assert text.pairs("Saving model at step 20: done") == [("step", "20", None, None)]
+    assert text.pairs("Loss for Iter 1 done") == []
+
+
 def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():
     # ROMP prints its loss and then its parts as a dict: the line is the record (step, time, loss), not the dict;
     # a dict that names the loss itself after a bar's running average is still the batch's record (Keras)

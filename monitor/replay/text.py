@@ -245,6 +245,16 @@ _PAIR_TEXT = (
     r"(?:\s*/\s*(?P<tot>\d+)(?![\d.]))?"
     + _UNIT)
 _PAIR = re.compile(_PAIR_TEXT)
+# a value named by a phrase that places it at a count, ``Loss for Iter 1: 0.521861``, ``Training loss at step 20:
+# 0.8``: the count's pair (its counter's name, the count) and the value's (the first words, the value)
+_PLACE = r" (?:for|at|after|of|in) "
+_PLACING = re.compile(_PLACE)
+_PLACED_VALUE = r"(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))"
+_PLACED_SEP = r"\s*(?:[:=]|\bis\b)\s*"
+_PLACED = (re.compile(r"[A-Za-z_]\w*(?: [A-Za-z_]\w*)?" + _PLACE + r"(?P<name>[A-Za-z_]\w*)(?P<sep>)\s+(?P<val>\d+)"
+                      r"(?P<tot>(?!))?(?P<unit>(?!))?(?=" + _PLACED_SEP + _PLACED_VALUE + ")"),
+           re.compile(r"(?P<name>[A-Za-z_]\w*(?: [A-Za-z_]\w*)?)(?P<sep>)" + _PLACE + r"[A-Za-z_]\w*\s+\d+"
+                      + _PLACED_SEP + r"(?P<val>" + _PLACED_VALUE + r")(?P<tot>(?!))?(?P<unit>(?!))?"))
 # on a line that is not ASCII, a name may start with any letter (``训练次数:100, Loss:1.98``)
 _WIDE_PAIR = re.compile(_PAIR_TEXT.replace("[A-Za-z_][", r"[^\W\d][").replace("(?<![A-Za-z_])", r"(?<![^\W\d])"))
 # a field printed value first, ``11.8750 loss``, ``93.44 s run``; a line made of them, comma-separated, after one or
@@ -493,10 +503,17 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                 found.append(pending)
             pending = None
         of_total = m.group("tot") is not None and m.group("val").isdigit()  # a count of a total
-        if m.end() > since and (hit := lookup(_name(m))) is not None and (
+        named = lookup(_name(m)) if m.end() > since else None
+        if named is None and m.end() > since and _PLACING.search(m.group("name")):
+            count, value = (r.match(text, m.start()) for r in _PLACED)
+            counter = lookup(count.group("name")) if count else None
+            what = lookup(value.group("name")) if value else None
+            if count and value and counter is not None and counter[0] in COUNTERS and what is not None:
+                found += [(counter, count), (what, value)]
+        elif named is not None and (
                 not bare(_name(m)) or of_total or pattern is not _FIELD and (
                     m.group("sep") is not None or text.endswith((", ", "{"), 0, m.start()))):
-            hit = (by_unit(hit[0], m.group("unit")), hit[1])
+            hit = (by_unit(named[0], m.group("unit")), named[1])
             if of_total and hit[0] in _LOSSES:
                 hit = ("step", None)  # a count of a total is no loss: the phase's counter, `[Train 10/1882]`
             if (pattern is not _FIELD and m.group("sep") is None and m.group("val")[-1:].isalpha()
