@@ -59,7 +59,6 @@ class _Histogram:
         return out
 
 
-
 def alert_counters(name: str, what: str, stats: dict, names: list | None = None,
                    values: list | None = None) -> CounterMetricFamily:
     """The counter family ``name`` of :meth:`training_monitor.alerts.AlertSender.stats` (``stats``: sink ->
@@ -71,6 +70,7 @@ def alert_counters(name: str, what: str, stats: dict, names: list | None = None,
         for outcome in ("sent", "failed", "dropped"):
             c.add_metric(values + [sink, outcome], st[outcome])
     return c
+
 
 class Metrics(Collector, Sink):
     """A sink (records and events) holding the ``train_*`` series of one rank, labelled ``run`` and ``rank`` (no

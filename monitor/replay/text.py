@@ -295,13 +295,14 @@ _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name 
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 # a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
 # ``76930 2.6496577``, WaveGlow's ``123873:\t-5.480178833``
-_BARE = re.compile(r"\s*(\d{1,15}):?\s+([-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*$")
+_FRACTION = r"[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf))"  # a value with a fraction, or NaN/Inf
+_BARE = re.compile(r"\s*(\d{1,15}):?\s+(" + _FRACTION + r")\s*$")
 # a column table's row whose header is not in the log (an excerpt of YOLO's ``results.txt``): a count of a total (the
 # epoch), maybe a second (the batch within it), then at least two numbers (``13.5G`` and ``640`` too), nothing else:
 # ``     6/149     13.5G       nan       nan ...  3       640         0``
 _ROW = re.compile(r"\s*(\d{1,9})/\d{1,9}(?:\s+(\d{1,9})/(\d{1,9}))?((?:\s+(?:[-+]?(?:\d+\.?\d*|\.\d+)"
                   r"(?:[eE][-+]?\d+)?[KMGT%]?|(?i:[-+]?nan|[-+]?inf))){2,})\s*$")
-_ROW_LOSS = re.compile(r"[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf))")
+_ROW_LOSS = re.compile(_FRACTION)
 # ... or a count with its share of the run, and the elapsed time (PyTorch's tutorials: ``5000 5% (0m 12s) 2.4177 Coelho
 # / Portuguese ✓``, ``0m 9s (5000 5%) 2.6479``, ``1m 47s (- 25m 8s) (5000 6%) 2.8642``), words after the value
 _BARE_SHARE = re.compile(r"\s*(?:\d+m \d+s\s+(?:\(-\s*\d+m \d+s\)\s+)?\()?(\d{1,15})\s+\d{1,3}%\)?(?:\s+\(\d+m \d+s\))?"
@@ -715,7 +716,7 @@ class Parser(base.Parser):
         self.depth = 0                         # ... and its braces still open
         self.trained = 0                       # the lines that gave or completed a step record
         self.evaluated = -1                    # ... as many as when the last evaluation was read
-        self.fraction: Any = None              # the epoch with a fraction of the line being read (its progress)
+        self.fraction: float | None = None     # the epoch with a fraction of the line being read (its progress)
         self.progress: tuple[int, float] | None = None  # (step, fraction) of the last step line giving both
 
     @property
@@ -765,14 +766,14 @@ class Parser(base.Parser):
             elif clock.SAVING.search(line) is not None:
                 silence.busy()
             elif item is None or item.__class__ is Evaluation:
-                if item.__class__ is Evaluation:
+                if item is not None:
                     silence.busy()  # an evaluation's result: the silence before it was the evaluation running
                 if (idle := silence.idle(line)) is not None:
                     if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
                         self.after.append(item)
                     return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                                   f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
-                if item is not None or clock.EVALUATING.search(line) is not None:
+                if item is None and clock.EVALUATING.search(line) is not None:
                     silence.busy()  # an evaluation runs: as long as a save may take
         return item
 
