@@ -99,13 +99,14 @@ def rec_from(r, rec):
         r.mfu = v
     v = rec.step_time_s
     r.has_rate = False
-    if v and not known_slow:  # tokens/s when the record has tokens, else samples/s, else steps/s
+    if v and not known_slow:  # tokens/s when the record counts tokens (0 too: a rate printed as 0.0), else
+        # samples/s, else steps/s
         w, c = rec.data_wait_s, rec.callbacks_s
         r.callbacks = c if c is not None and c > 0 else 0.0
         wait = (w if w is not None and w > 0 else 0.0) + r.callbacks
-        if rec.tokens:
+        if rec.tokens is not None:
             throughput(r, rec.tokens, 0, v, wait, rec.steps)
-        elif rec.samples:
+        elif rec.samples is not None:
             throughput(r, rec.samples, 1, v, wait, rec.steps)
         else:
             throughput(r, 1.0, 2, v, wait, rec.steps)
@@ -1791,7 +1792,7 @@ class ThroughputDrop(Detector):
         self.steps[i] = r.step
         self.ring[5 * i], self.ring[5 * i + 1], self.ring[5 * i + 2] = x, r.period, r.wait
         self.ring[5 * i + 3] = max(r.wait - self.waits.median(), 0.0) if known and x < self.ratio * m else 0.0
-        self.ring[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known else 0.0
+        self.ring[5 * i + 4] = r.period * max(1.0 - x / m, 0.0) if known and m > 0 else 0.0
         self.k, self.n = (i + 1) % c, min(self.n + 1, c)
         if self.n < c:
             return early
@@ -1847,17 +1848,18 @@ class ThroughputDrop(Detector):
         if r.span * (1.0 - x / m) < self.excursion_seconds:
             return None
         waited = r.wait - self.early_waits.median()
+        below = f"{m / x:.3g}x below" if x > 0 else "far below"  # (a printed rate of 0: under its last digit)
         if self.first > self.warmup_steps and waited >= self.data_share * lost:
             why = f"{waited:.3g} s of the {lost:.3g} s lost waiting for data"
         elif r.span >= self.min_seconds:
             why = f"for {r.span:.0f} s"
         elif self.slow_n >= 2 and self.slow_seconds >= self.min_seconds:
             return (x, self.slow_since, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is "
-                                        f"{m / x:.3g}x below the median {m:.4g} of the {e.n} earlier steps, each "
+                                        f"{below} the median {m:.4g} of the {e.n} earlier steps, each "
                                         f"record since step {self.slow_since} as slow, for {self.slow_seconds:.0f} s")
         else:
             return None
-        return (x, r.step, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is {m / x:.3g}x below "
+        return (x, r.step, f"{RATE_UNITS[self.unit]}_per_second {x:.4g} at step {r.step} is {below} "
                            f"the median {m:.4g} of the {e.n} earlier steps, {why}")
 
     def forget(self, step):

@@ -132,7 +132,6 @@ KNOWN_FAILING = frozenset({
     # step-0 record, the only faster one (in the warm-up, no reference)
     "epe_ienet2_steps_1_5_column_table_nan_from_step_4_66.log",
     "keras_old_epochs_60_67_loss_0_047_flat_then_0_061_0_096_jump_deepj49.log",
-    "kittiseg_tf_steps_0_300_sec_per_batch_0_48_to_43_imgs_per_sec_0_0_raw_smooth_lines_137.log",
     # promoted from heldout43 after scoring: a GRPO loop's per-sample `[timing] sample processed in 278.92s` lines
     # (126 s -> 1912 s), numbered by no step and outside its 9 step records, which carry no step time
     "custom_grpo_mps_lora_gsm8k_sample_time_126s_to_1380s_1912s_swap_sampling_watchdog_junyij.log",

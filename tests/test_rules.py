@@ -623,6 +623,15 @@ def test_a_finer_count_starts_the_throughput_series_again():
     assert fired(recs, "throughput_drop") == [(405, 400)]
 
 
+def test_a_printed_rate_of_zero_is_a_count_of_zero_not_a_coarser_count():
+    # samples/s, then a rate printed as 0.0 (under its last digit: 43 s a batch of one image): samples 0 is the
+    # samples series' lowest rate, judged as one (not a steps/s record, coarser than the series, not judged)
+    recs = [StepRecord(0, loss=24.9, samples=1, step_time_s=0.48)] + [
+        StepRecord(s, loss=20.0, samples=0, step_time_s=43.0) for s in (100, 200, 300)]
+    (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
+    assert (ev.step, ev.onset_step) == (200, 100) and "far below" in ev.message
+
+
 def test_an_input_bound_run_is_reported_at_any_history():
     # every step after the warm-up waits 2 s for data and computes 0.5 s: no drop, the pipeline sets the pace
     bound = steady(40, wait=2.0)
