@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from test_replay_text import read
-from training_monitor.replay import replay_file
+from training_monitor.record import StepRecord
+from training_monitor.replay import replay_file, text
 from training_monitor.replay.fields import LOSS_OTHER, lookup
 
 TUNE = Path(__file__).parent / "data" / "reallogs" / "tune"
@@ -131,3 +132,30 @@ def test_a_slow_stretch_after_one_faster_record_is_a_drop(tmp_path):
     slower = [line.replace("92.09 seconds/step", "19.57 seconds/step").replace("91.93 seconds/step", "19.56 seconds/step")
               .replace("0.09 examples/second", "0.41 examples/second") for line in psenet]
     assert replay_lines(tmp_path, slower).events == []
+
+
+def test_step_lines_printing_no_step_time_are_timed_by_their_line_times():
+    # the time since the step line before over the steps since it; not across an evaluation or a checkpoint
+    # save's line (that time is not all training); a printed time the wall time rules out (an elapsed total
+    # completing the step, over twice the time since the line before) gives way to it; a printed one that fits stays
+    stamp = "2024-01-01 00:{} INFO Train epoch: 1 [{}/1000] Loss: 2.5{}\n".format
+    lines = [stamp("00:00", 100, ""), stamp("01:00", 200, ""), "2024-01-01 00:01:30 INFO Evaluating\n",
+             stamp("31:00", 300, ""), stamp("32:00", 400, ""), stamp("34:00", 500, ""),
+             "2024-01-01 00:34:00 INFO Time: 33534.01\n", stamp("35:00", 600, " time: 7.5")]
+    parser = text.Parser()
+    recs = [item for item in map(parser.feed, lines) if isinstance(item, StepRecord)]
+    assert [r.step_time_s for r in recs] == [None, None, None, None, 33534.01, 7.5]  # as the lines print them
+    for rec in recs:
+        parser.paced(rec)  # as the runner does before judging each
+    assert [(r.step, r.step_time_s) for r in recs] == [(100, None), (200, 0.6), (300, None), (400, 0.6),
+                                                       (500, 1.2), (600, 7.5)]
+
+
+def test_a_slowdown_shown_by_the_line_times_alone_is_a_drop(tmp_path):
+    # a timm-style distillation loop (tune/timm_style_kd_..._becai.log): `Train: 37 [ 200/390 ( 51%)]  Loss: ..`
+    # lines with no time of their own, 104 s apart for 200 batches in epochs 35-36, then 302 s, 810 s, 1351 s
+    kd = (TUNE / "timm_style_kd_resnet18_epochs_35_41_per_200_batches_104s_to_1752s_throughput_drop_from_epoch37_"
+                 "becai.log").read_text().splitlines(True)
+    drops = [e for e in replay_lines(tmp_path, kd).events if e.rule == "throughput_drop"]
+    assert (drops[0].step, drops[0].onset_step) == (1370, 1169)  # epoch 38's 4.05 s a batch, 7.8x the 0.52 s
+    assert "each record since step 1169 as slow" in drops[0].message

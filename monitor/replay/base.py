@@ -124,6 +124,7 @@ class Parser(abc.ABC):
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
         self.reached: dict[int, int] = {}  # rank -> the step its own log reached (sources.Source.reached)
+        self.paces: dict[int, tuple[float, int]] = {}  # id(record) -> (wall s, steps) by the line times (paced)
 
     @property
     def step(self) -> int:
@@ -168,6 +169,15 @@ class Parser(abc.ABC):
             if self.times and item.timestamp is None and line.__class__ is str:
                 item.timestamp = line_time(line)  # the line's own time prefix, when it has one
         return item
+
+    def paced(self, rec: StepRecord) -> None:
+        """Give ``rec``, about to be judged, the step time its line's time shows (:attr:`paces`: the wall time
+        since the step line before and the steps since it, set by a format that reads line times) when its lines
+        printed none, or printed one over twice that wall time and a second (a time its step cannot have taken:
+        an elapsed total, SiaStegNet's ``Time: 33558.5`` after the epoch's last step line)."""
+        pace = self.paces.pop(id(rec), None)
+        if pace is not None and (rec.step_time_s is None or rec.step_time_s > 2.0 * pace[0] + 1.0):
+            rec.step_time_s = pace[0] / pace[1]
 
     @abc.abstractmethod
     def parse(self, line):

@@ -426,6 +426,7 @@ class _Run:
                 self._observe(rec, True)
         else:
             self._place(slot, rec.step)
+            slot.parser.paced(rec)
             self._observe(rec)
         waiting, slot.waiting = slot.waiting, []
         for ev, key in waiting:

@@ -92,6 +92,7 @@ What a line becomes:
   running token totals give the record's tokens; a printed TPS gives them with the step time (a printed
   samples/s its samples); a printed step time holds the data time printed with it, when not shorter (the
   record's step time is the rest); an epoch's line (epoch time and per-step time) stands for their ratio's steps;
+  a step line printing no step time is timed by the line times (:meth:`Parser._timed`);
 * a record holding nothing but its step (a line naming a step alone, ``Recording summary at step 0.``, a header's
   ``1 epoch = 330 batches``), when the next record has values: replaced by it (the line merged);
 * a tqdm bar's line after the record's own (tqdm draws a postfix when it is set, then again when the bar counts
@@ -718,6 +719,8 @@ class Parser(base.Parser):
         self.evaluated = -1                    # ... as many as when the last evaluation was read
         self.fraction: float | None = None     # the epoch with a fraction of the line being read (its progress)
         self.progress: tuple[int, float] | None = None  # (step, fraction) of the last step line giving both
+        self.stamp: tuple[int, str] | None = None  # (step, line) of the last step line (its time: _timed)
+        self.paused = False                    # ... and a checkpoint save or an evaluation line came since
 
     @property
     def done(self) -> int:
@@ -759,13 +762,21 @@ class Parser(base.Parser):
             self.ended = False
         elif cls is Evaluation or item is None and self.reason == SUMMARY:
             self.ended = True
-        if self.stall is not None and line.__class__ is str:
+        if line.__class__ is not str:
+            return item
+        if cls is StepRecord:
+            self._timed(item, line)
+            if self.stall is not None:
+                (self.silence or self._silence()).record(item.step, line)
+            return item
+        saving = clock.SAVING.search(line) is not None
+        evaluating = not saving and (cls is Evaluation or item is None and clock.EVALUATING.search(line) is not None)
+        self.paused = self.paused or saving or evaluating
+        if self.stall is not None:
             silence = self.silence or self._silence()
-            if item.__class__ is StepRecord:
-                silence.record(item.step, line)
-            elif clock.SAVING.search(line) is not None:
+            if saving:
                 silence.busy()
-            elif item is None or item.__class__ is Evaluation:
+            elif item is None or cls is Evaluation:
                 if item is not None:
                     silence.busy()  # an evaluation's result: the silence before it was the evaluation running
                 if (idle := silence.idle(line)) is not None:
@@ -773,9 +784,24 @@ class Parser(base.Parser):
                         self.after.append(item)
                     return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
                                   f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
-                if item is None and clock.EVALUATING.search(line) is not None:
+                if item is None and evaluating:
                     silence.busy()  # an evaluation runs: as long as a save may take
         return item
+
+    def _timed(self, rec: StepRecord, line: str) -> None:
+        """The pace of ``rec``, a step line's record, by the line times (its lines print no step time): the time
+        since the step line before, over the steps since it, when both lines have a time and no checkpoint save or
+        evaluation line came between them (``rec``'s time is then not all training). Its step time when it is
+        judged, unless its lines gave one its wall time allows (:meth:`~.base.Parser.paced`)."""
+        before, self.stamp = self.stamp, (rec.step, line)
+        paused, self.paused = self.paused, False
+        if before is None or paused or rec.step_time_s is not None or rec.step <= before[0]:
+            return
+        then, now = clock.line_time(before[1]), clock.line_time(line)
+        if then is not None and now is not None and now > then:
+            if len(self.paces) >= 64:
+                self.paces.clear()  # (records never judged: absorbed, merged)
+            self.paces[id(rec)] = (now - then, rec.step - before[0])
 
     def _silence(self) -> Silence:
         self.silence = Silence(self.stall.params)
