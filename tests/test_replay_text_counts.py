@@ -192,3 +192,30 @@ def test_counts_before_a_name_of_words_and_a_count_after_a_loss_s_name_are_steps
     assert "[Train 10/1882] {'grads_finite': 1.0, 'loss_scale': 1.0, 'train_loss': 0.0077463057823479176}" in jax[2]
     assert [(r.step, r.loss) for r in read(jax[2:4])] == [(10, pytest.approx(0.0077463057823479176)),
                                                           (20, pytest.approx(0.005701407790184021))]
+
+
+def test_a_count_running_on_across_an_epoch_is_the_run_s_and_an_evaluation_s_bar_is_no_step():
+    # PaddleSeg's shape (synthetic lines): `iter: a/b` counts the run's iterations, its epoch changing under it;
+    # after `Start evaluating ..` the evaluation's Keras-style bar, no loss, counts its own batches (no steps)
+    train = "[TRAIN] epoch: {}, iter: {}/120000, loss: 0.5{}, lr: 0.000500, batch_cost: 0.9, reader_cost: 0.7\n".format
+    seg = read([train(80, 39600, 4), train(81, 39610, 5), train(81, 39620, 6),
+                "Start evaluating (total_samples: 500, total_iters: 500)...\n",
+                "  1/500 [..............................] - ETA: 1:59 - batch_cost: 0.2390 - reader cost: 0.1883\n",
+                "500/500 [==============================] - 20s 40ms/step - batch_cost: 0.04 - reader cost: 0.12\n",
+                train(81, 39630, 7)])
+    assert [(r.step, r.loss) for r in seg] == [(39600, 0.54), (39610, 0.55), (39620, 0.56), (39630, 0.57)]
+    # a count of the epoch's batches rising by more than its stride under the next epoch is an excerpt's gap
+    # (MindSpore's CycleGAN, heldout4: `step:[ 320/1019]`, `...`, then the next epoch's `[ 960/1019]`)
+    gap = read([f"Epoch:[{e}/ 7], step:[{b:4d}/1019], time:0.9s, loss_g:3.5\n" for e, b in ((1, 240), (1, 320),
+                                                                                          (2, 960), (3, 0))])
+    assert [r.step for r in gap] == [240, 320, 1019 + 960, 2 * 1019]
+
+
+def test_a_bare_bracketed_count_before_a_count_of_a_total_is_its_epoch():
+    # MMEngine's `Epoch(train)  [17][ 50/290]` (tune/mmengine_yolo_world_..yw276.log), and a log of one line at
+    # each epoch's end (synthetic, as heldout38's mmaction2 run prints them): `[2][15/15]` is epoch 2's
+    yolo = read(lines(TUNE / "mmengine_yolo_world_prompt_tuning_epochs_16_17_grad_norm_0_and_nan_at_17_50_loss_dfl_"
+                             "frozen_yw276.log"))
+    assert [r.step for r in yolo] == [200, 250, 340, 390]
+    ends = read([f"Epoch(train)  [{e}][15/15]  lr: 1.0000e-02  time: 0.1925  loss: {3 - e / 10}\n" for e in (1, 2, 3)])
+    assert [r.step for r in ends] == [15, 30, 45]

@@ -35,6 +35,11 @@ _TIME = re.compile(r"(\d{4}([-/])\d\d\2\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{
 _last: tuple[tuple[str, str] | None, float] = (None, 0.0)
 
 
+def stamped(line: str) -> bool:
+    """``line`` starts with a date-time :func:`line_time` reads (its digits may be any: a line's shape)."""
+    return _TIME.search(line, 0, 64) is not None
+
+
 def line_time(line: str) -> float | None:
     """Unix time (seconds) of the date-time at the start of ``line``, or None when it has none."""
     m = _TIME.search(line, 0, 64)

@@ -283,6 +283,7 @@ _VALUE_FIRST = re.compile(r"\s*(?:\d+:?\s+){0,2}" + _UNNAMED + _ANY_FIELD + r"(?
 _COUNTS = (re.compile(r"\(\s*(\d+)\s*/\s*(\d+)\s*\)"),
            re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*(?:\(\s*\d+(?:\.\d+)?%\s*\)\s*)?\]"),
            re.compile(r"(?<![\d.])(\d+) / (\d+)(?![\d.])"))  # (a/b), [a/b] (PyTorch's examples: [a/b (p%)]), a / b
+_OUTER = re.compile(r"\[\s*(\d+)\s*\]$")  # a bare bracketed count right before a count of a total: its outer count
 # a line led by one or two bare counts, then named values (a name of up to three words): ``[  1]    1440 || B: 5.495
 # | ..`` (epoch, step), ``[0 :  14000] loss G : 2.236 loss D : 2.203`` (scale, iteration); a count may name its
 # counter after it (``000 epoch, 02000 iter, average time 0.6359, loss -403.4386``)
@@ -393,13 +394,17 @@ def _outputs(m: re.Match) -> str:
 
 def _count(text: str, epoch) -> tuple[str, str, str | None] | None:
     """An unnamed count ``(a, b, outer)`` in ``text`` (not the epoch's own ``[e/E]``; ``[  0/938]`` too): of two
-    printed one after the other (``[ 1/10][101/549]``) the second, ``outer`` the first's count (the epoch's), else
-    None."""
+    printed one after the other (``[ 1/10][101/549]``) the second, ``outer`` the first's count (the epoch's); after
+    a bare bracketed count (OpenMMLab's ``[epoch][iter/total]``, MMEngine's ``Epoch(train) [2][10/15]``), ``outer``
+    that count; else None."""
     for pattern in _COUNTS:
         for m in pattern.finditer(text):
             if epoch is None or int(m.group(1)) != epoch[0] or m.group(2) != epoch[1]:
                 inner = pattern.match(text, m.end() + len(text[m.end():]) - len(text[m.end():].lstrip(" ")))
-                return (m.group(1), m.group(2), None) if inner is None else (inner.group(1), inner.group(2), m.group(1))
+                if inner is not None:
+                    return inner.group(1), inner.group(2), m.group(1)
+                outer = _OUTER.search(text, 0, m.start())
+                return m.group(1), m.group(2), None if outer is None else outer.group(1)
     return None
 
 
@@ -672,6 +677,9 @@ class Parser(base.Parser):
         self.overflow_seen = False           # a trainer overflow message was read
         self.epoch: Any = None               # epoch of the last step line
         self.base: int | None = None         # the epoch of the first step line that named one
+        self.counts: tuple[int, int, int] | None = None  # (epoch, count, total) of the last line counting a count
+        self.run_count = False                # ... which ran on across an epoch: the count is the run's
+        self.stride = 0                       # ... the most it rose between two lines of one epoch
         self.offset, self.top, self.low = 0, 0, 0  # steps of the epochs before; this epoch's highest, lowest
         self.ended = False                   # an epoch's end (its time, an evaluation) was read after the last record
         self.drawn: Any = None               # (the last record, moved) when a tqdm bar counted its step
@@ -834,6 +842,9 @@ class Parser(base.Parser):
         glued = valued = False  # a trainer message glued after a bar; the bar has values
         if bar is not None:
             n, total = int(bar.group(2)), int(bar.group(3))
+            if self.paused and self.last is not None and n < self.last.step and "loss" not in text.lower():
+                return SUMMARY  # a bar with no loss, behind the step, after an evaluation's line: the evaluation's
+                # progress (PaddleSeg's `Start evaluating ..`, then `1/500 [....] - ETA: 1:59 - batch_cost: ..`)
             if self.bar_total is None or total != self.bar_total and self.bar >= self.bar_total and not self.plain:
                 self.bar_total = total  # the first bar, or, before any step line, one after the last finished
             if total == self.bar_total and not self.finished:  # (checkpoint shards, a dataset's map, then training);
@@ -1217,13 +1228,15 @@ class Parser(base.Parser):
         its digits 1-9 as 0s) when such a line, once its first ``lead`` characters (decorations) are off, is of
         the shape ``shape`` read before and ``recipe`` (see :func:`_recipe`) reads it; None when no recipe reads
         such lines, or decorations within them, or a trainer message's mark, would make :meth:`parse` read
-        them another way."""
+        them another way, or they print no step time but a line time (their time: :meth:`_timed`)."""
         if "\x1b" in key or "ensor(" in key:
             return None
         text = _undecorated(key)
         shape = _SHAPES.get(text)
         if shape is None or shape[2] is None or messages.mentioned(text):
             return None
+        if all(slot[0] != "step_time_s" for slot in shape[2][0]) and clock.stamped(key):
+            return None  # a step line with no step time and a line time: timed by it (_timed), read in full
         return len(key) - len(text), text, shape[2]
 
     def wraps(self, shape: str) -> bool:
@@ -1400,10 +1413,26 @@ class Parser(base.Parser):
         return offset + step
 
     def _global(self, epoch: int, step: int, per_epoch: int | None) -> int:
+        """The global step of the count ``step`` printed with ``epoch`` (of ``per_epoch`` when the count is of a
+        total): the epochs since the first one seen times ``per_epoch`` added, unless the count ran on across an
+        epoch (higher under the next epoch than under the one before, by no more than it rose between two lines of
+        one epoch, or than half of itself before any did: a count of the run's steps, its total the run's; a count
+        rising more may be an excerpt's gap, CycleGAN's `step:[ 320/1019]` then `...` then the next epoch's
+        `[ 960/1019]`, or a count within each epoch, mmdetection's `Epoch [1][50/5808]` then `Epoch [2][100/5808]`);
+        with no total, the epochs' counts seen so far added when the count starts again."""
         if self.base is None:
             self.base = epoch
         if per_epoch:
-            return max(0, epoch - self.base) * per_epoch + step
+            before, self.counts = self.counts, (epoch, step, per_epoch)
+            if before is None or before[2] != per_epoch:
+                pass  # another count (an evaluation's: MMEngine's `Epoch(val) [1][4/4]`), or the first
+            elif epoch == before[0] and step > before[1]:
+                self.stride = max(self.stride, step - before[1])
+            elif epoch < before[0]:
+                self.run_count = False  # a new run in the same log
+            elif epoch > before[0] and before[1] < step <= before[1] + (self.stride or before[1] // 2):
+                self.run_count = True  # (PaddleSeg's `epoch: 81, iter: 39610/120000` after `epoch: 80, iter: 39600`)
+            return step if self.run_count else max(0, epoch - self.base) * per_epoch + step
         if self.epoch is None or epoch < self.epoch:  # the first step line, or a new run in the same log
             self.epoch, self.offset, self.top, self.low = epoch, 0, step, step
         elif epoch > self.epoch:
