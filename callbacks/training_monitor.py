@@ -25,7 +25,7 @@ from training_monitor.file_sd import remove_file_sd_target, write_file_sd_target
 from training_monitor.files import lock, unlock
 from training_monitor.flops import ModelFlops, mfu
 from training_monitor.hardware import peak_flops
-from training_monitor.ledger import CheckpointEntry, Ledger, read_ledger
+from training_monitor.ledger import DELETED, HEALTHY, PENDING, CheckpointEntry, Ledger, read_ledger
 from training_monitor.log import logger
 from training_monitor.metrics import Metrics
 from training_monitor.mindformers_layout import write_health_json, write_iteration_status
@@ -897,6 +897,27 @@ class TrainingMonitor(Callback):
                 self._watchdog.done()
         self.ledger.add(step, os.path.abspath(path), self._batches, **self._lineage())
         self._slow = "checkpoint"  # the save is in the next step's data wait
+        self._retain()
+
+    def _retain(self) -> None:
+        """Delete the monitor's own checkpoint files beyond ``keep_checkpoints`` (see :class:`MonitorConfig`):
+        of those pending or healthy, all but the newest N, the pending ones and the newest healthy one."""
+        keep = self.cfg.keep_checkpoints
+        if not keep:
+            return
+        own_dir, newest = os.path.abspath(self.ckpt_dir), self.ledger.last_healthy_step
+        own = [e for e in self.ledger.entries if e.status in (PENDING, HEALTHY) and os.path.dirname(e.path) == own_dir]
+        for e in own[:-keep]:
+            if e.status == PENDING or e.step == newest:
+                continue
+            try:
+                os.remove(e.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                logger.warning("checkpoint {} not deleted (keep_checkpoints={}): {}", e.path, keep, exc)
+                continue
+            self.ledger.quarantine(e, f"file deleted (keep_checkpoints={keep})", DELETED)
 
     def _lineage(self) -> dict:
         """The ledger fields of a checkpoint saved now that a resumed run takes up (:class:`CheckpointEntry`)."""

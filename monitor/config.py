@@ -23,6 +23,9 @@ class MonitorConfig(RollbackSettings):
         rank: this process's rank; None reads ``RANK_ID``/``RANK`` from the environment (msrun sets them).
         output_dir: folder for ``events_rank<r>.jsonl``, ``records_rank<r>.csv``, ``ledger_rank<r>.json``
             and the monitor's checkpoints.
+        keep_checkpoints: the monitor's own checkpoints (``checkpoint_every``) kept on disk: the newest N, and
+            always the pending ones and the newest healthy one (the rollback target); an older file is deleted
+            after each save and its ledger entry marked ``deleted``. Quarantined ones stay (evidence). 0 keeps all.
         metrics_host, metrics_port: where ``/metrics`` is served. Each rank serves on ``metrics_port +
             local rank`` (so the ranks of one node do not collide); ``null`` serves nothing, 0 takes any
             free port.
@@ -68,6 +71,7 @@ class MonitorConfig(RollbackSettings):
     run: str = field(default="default", metadata={"check": (is_label, LABEL)})
     rank: int | None = field(default=None, metadata={"max": 10**7})
     output_dir: str = field(default="monitor_output", metadata={"min": 1})
+    keep_checkpoints: int = field(default=5, metadata={"min": 0})
     metrics_host: str = field(default="127.0.0.1", metadata={"min": 1})
     metrics_port: int | None = field(default=9400, metadata={"max": 65535})
     export_ranks: str = field(default="all", metadata={"choices": ("all", "rank0")})

@@ -579,3 +579,24 @@ def test_a_world_size_without_communication_is_an_error_and_training_goes_on(tmp
     assert any("communication is not initialised" in line for line in log_lines)
     assert mon.metrics_url == f"http://127.0.0.1:{port}/metrics"  # port + this rank (not 0: before init())
     mon.close()
+
+
+def test_the_monitor_keeps_its_newest_checkpoints_and_its_rollback_target(tmp_path):
+    # a checkpoint every 5 steps for 60 steps, keep_checkpoints 2: the files of the two newest, the pending ones
+    # and the newest healthy one stay; the older ones are deleted and marked so in the ledger; a NaN batch at
+    # step 45 still rolls back to the newest healthy checkpoint (35), whose file was kept until then
+    mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=5, healthy_after=5,
+                          keep_checkpoints=2)
+    train([mon], steps=60, poison={44})
+    (rb,) = mon.rollbacks
+    assert (rb["at_step"], rb["to_step"]) == (45, 35) and mon.stop_reason is None  # loaded (40: still pending)
+    on_disk = sorted(p.name for p in mon.ckpt_dir.glob("*.ckpt"))
+    live = [e for e in mon.ledger.entries if e.status != "deleted"]
+    assert on_disk == sorted(os.path.basename(e.path) for e in live) and 2 <= len(on_disk) <= 4
+    gone = [e for e in mon.ledger.entries if e.status == "deleted"]
+    assert gone and all(not os.path.exists(e.path) and "keep_checkpoints=2" in e.reason for e in gone)
+    # 0 keeps every file
+    every = TrainingMonitor(output_dir=str(tmp_path / "all"), metrics_port=None, checkpoint_every=5, healthy_after=5,
+                            keep_checkpoints=0)
+    train([every], steps=30)
+    assert len(list(every.ckpt_dir.glob("*.ckpt"))) == 6
