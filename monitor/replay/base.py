@@ -124,7 +124,8 @@ class Parser(abc.ABC):
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
         self.reached: dict[int, int] = {}  # rank -> the step its own log reached (sources.Source.reached)
-        self.paces: dict[int, tuple[float, int]] = {}  # id(record) -> (wall s, steps) by the line times (paced)
+        # id(record) -> (the record, wall s, steps) by the line times (paced; the record held: its id not reused)
+        self.paces: dict[int, tuple[StepRecord, float, int]] = {}
 
     @property
     def step(self) -> int:
@@ -176,8 +177,8 @@ class Parser(abc.ABC):
         printed none, or printed one over twice that wall time and a second (a time its step cannot have taken:
         an elapsed total, SiaStegNet's ``Time: 33558.5`` after the epoch's last step line)."""
         pace = self.paces.pop(id(rec), None)
-        if pace is not None and (rec.step_time_s is None or rec.step_time_s > 2.0 * pace[0] + 1.0):
-            rec.step_time_s = pace[0] / pace[1]
+        if pace is not None and pace[0] is rec and (rec.step_time_s is None or rec.step_time_s > 2.0 * pace[1] + 1.0):
+            rec.step_time_s = pace[1] / pace[2]
 
     @abc.abstractmethod
     def parse(self, line):

@@ -807,9 +807,10 @@ class Parser(base.Parser):
             return
         then, now = clock.line_time(before[1]), clock.line_time(line)
         if then is not None and now is not None and now > then:
-            if len(self.paces) >= 64:
-                self.paces.clear()  # (records never judged: absorbed, merged)
-            self.paces[id(rec)] = (now - then, rec.step - before[0])
+            if len(self.paces) >= 64:  # the oldest half: records never judged (absorbed, merged), not the pending one
+                for key in list(self.paces)[:32]:
+                    del self.paces[key]
+            self.paces[id(rec)] = (rec, now - then, rec.step - before[0])
 
     def _silence(self) -> Silence:
         self.silence = Silence(self.stall.params)
@@ -1273,6 +1274,7 @@ class Parser(base.Parser):
         self.heads = heads
         self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
         self.nan_reported = False
+        self.stamp, self.paused = (step, line(count - 1)), False  # (as _timed leaves them: these print step times)
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
