@@ -177,7 +177,7 @@ class Parser(abc.ABC):
         printed none, or printed one over twice that wall time and a second (a time its step cannot have taken:
         an elapsed total, SiaStegNet's ``Time: 33558.5`` after the epoch's last step line)."""
         pace = self.paces.pop(id(rec), None)
-        if pace is not None and pace[0] is rec and (rec.step_time_s is None or rec.step_time_s > 2.0 * pace[1] + 1.0):
+        if pace is not None and (rec.step_time_s is None or rec.step_time_s > 2.0 * pace[1] + 1.0):
             rec.step_time_s = pace[1] / pace[2]
 
     @abc.abstractmethod
