@@ -646,6 +646,14 @@ def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tm
     path.write_text("\n".join(action[97:103]) + "\n")
     short = Rules({"stall": {"startup_steps": 1, "startup_seconds": 300.0}})
     assert [(e.rule, e.step) for e in replay_file(str(path), short).events] == [("stall", 10000)]
+    # an evaluation whose lines have no time of their own ran somewhere in the silence, for as long as the line times
+    # cannot tell: JDE's hour of `Image Total P R mAP` rows and feature extraction between timed step lines 5
+    # minutes apart (tune/jde_mot_..); the same silence with those lines left out is a stall, and so is BLOOM's above
+    # (its untimed validation result came before hours of pulses, and no step line followed them)
+    jde = (DATA / "reallogs" / "tune" / "jde_mot_epochs_0_3_batches_0_160_total_loss_negative_eval_time_healthy_"
+           "scushaker.log").read_text(encoding="utf-8").splitlines()
+    assert any(line.split() == ["Image", "Total", "P", "R", "mAP"] for line in jde) and events(jde) == []
+    assert events([line for line in jde if line.startswith("2021-")]) == [("stall", 160)]
 
 
 def test_a_line_led_by_bare_counts_numbers_its_step():

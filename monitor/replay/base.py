@@ -114,6 +114,8 @@ class Parser(abc.ABC):
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record
+        # a stall report that a step record withdraws (the silence was an evaluation's), published at the log's end
+        self.deferred: Report | None = None
         self.after: list = []  # reports, evaluations (or an overflow record) of the line of the record just returned
         self.named = False  # the log named a step (a step line's, a bar's count): the records before it are not
         self.placing: StepRecord | None = None  # ... numbered by their position, as the line read numbers this one

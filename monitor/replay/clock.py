@@ -27,8 +27,10 @@ from ..watchdog import allowance
 SAVING = re.compile(r"(?i)(?<!finished )(?<!done )\bsav(?:e|es|ing)\b\W+(?:\w+\W+){0,3}?"
                     r"(?:checkpoint|ckpt|model|weights)\b|checkpoint\b.{0,60}\bis about to be saved")
 # a line of an evaluation (a word for one, or a metric evaluations report: EFNet's ``Validation debug, # psnr: ..``,
-# arcface_torch's ``[lfw][26000]Accuracy-Flip: ..``, ``Test 00001088: 100%|..``)
-EVALUATING = re.compile(r"(?i)\b(?:eval\w*|valid\w*|test(?:ing)?|accuracy|top-?[15]|psnr|bleu)\b")
+# arcface_torch's ``[lfw][26000]Accuracy-Flip: ..``, ``Test 00001088: 100%|..``, a detector's ``Image Total P R mAP``
+# table and ``AP: 0.0073``, COCO's ``AP50``; the precision metrics in capitals only: ``map`` and ``ap`` are words)
+EVALUATING = re.compile(r"(?i)\b(?:eval\w*|valid\w*|test(?:ing)?|accuracy|top-?[15]|psnr|bleu"
+                        r"|(?-i:m?AP)(?:\d*|@\S*))\b")
 # a date-time, the date ISO's or with slashes (PaddlePaddle's ``[2022/10/08 04:06:38]``), the time to the second
 _TIME = re.compile(r"(\d{4}([-/])\d\d\2\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # the last (date, hour) converted and its Unix time: lines come in order
@@ -70,7 +72,9 @@ class Silence:
     begins (:meth:`busy`, :data:`SAVING`), a line of an evaluation within the allowance (:data:`EVALUATING`) or an
     evaluation's result at any time (the silence before it was the evaluation running), the allowance is at least
     the start-up one until the next step record,
-    as the live watchdog's during a save (:meth:`~training_monitor.watchdog.Watchdog.busy`). Times are read only
+    as the live watchdog's during a save (:meth:`~training_monitor.watchdog.Watchdog.busy`). A line of an
+    evaluation with no time of its own (:meth:`unseen`, :attr:`hidden`) ran somewhere in the silence, for as long
+    as the line times cannot tell: the reader waits for what follows (``text.Parser.deferred``). Times are read only
     when needed (the sampled pairs' when the allowance is, or when :data:`PENDING` wait).
     """
 
@@ -88,17 +92,26 @@ class Silence:
         self.allowed = 0.0  # the allowance the last silence passed
         self.fired = False
         self.slow = False  # a checkpoint save began since the last step record
+        self.hidden = False  # an evaluation line with no time came since the last step record (see unseen)
 
     def record(self, step: int, line: str) -> None:
         """A step record's line."""
         self.count += 1
         if self.count <= 50 or self.count % self.SAMPLE == 0:
             self._sampled(self.line, line)
-        self.step, self.line, self.since, self.fired, self.slow = step, line, None, False, False
+        self.record_at(step, line)
+
+    def record_at(self, step: int, line: str) -> None:
+        """Progress at a step record's ``line``: a new silence begins."""
+        self.step, self.line, self.since, self.fired, self.slow, self.hidden = step, line, None, False, False, False
 
     def busy(self) -> None:
         """A line says a checkpoint save begins, or an evaluation runs."""
         self.slow = True
+
+    def unseen(self) -> None:
+        """A line of an evaluation with no time of its own came in this silence (:attr:`hidden`)."""
+        self.hidden = True
 
     def took(self, count: int, step: int, line) -> None:
         """``count`` step records in a row, the last at ``step``, as :meth:`record` of each; ``line(i)``: the i-th's
@@ -110,7 +123,7 @@ class Silence:
                                  range(low + (-low) % self.SAMPLE, self.count + 1, self.SAMPLE)):
             i = c - first
             self._sampled(line(i - 1) if i else self.line, line(i))
-        self.step, self.line, self.since, self.fired, self.slow = step, line(count - 1), None, False, False
+        self.record_at(step, line(count - 1))
 
     def _sampled(self, before: str, line: str) -> None:
         self.pending.append((before, line))

@@ -616,6 +616,8 @@ class _Run:
                 self._report(raised[1], slot, key)  # the log ends in a traceback (messages.traceback)
             if slot.parser.held:
                 self._release(slot, key, slot.parser.step)
+            if slot.parser.deferred is not None:  # no step record came after the silence
+                self._report(slot.parser.deferred, slot, key)
             self._settle(slot)
         if self.unconfirmed and self.result.last is not None:
             self._confirm(self.result.last)  # (the last record of a batch: its records skip _judged)

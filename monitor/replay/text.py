@@ -774,6 +774,7 @@ class Parser(base.Parser):
             return item
         if cls is StepRecord:
             self._timed(item, line)
+            self.deferred = None
             if self.stall is not None:
                 (self.silence or self._silence()).record(item.step, line)
             return item
@@ -788,12 +789,18 @@ class Parser(base.Parser):
                 if item is not None:
                     silence.busy()  # an evaluation's result: the silence before it was the evaluation running
                 if (idle := silence.idle(line)) is not None:
+                    report = Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
+                                    f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+                    if silence.hidden:  # an evaluation with no line times ran in it: a stall unless steps follow
+                        self.deferred = report
+                        return item
                     if item is not None:  # (a skipped or merged line, or an evaluation: handed on after the report)
                         self.after.append(item)
-                    return Report("stall", self.done, idle, f"no step line for {idle:.0f} s after step {self.done} "
-                                  f"(line times; {silence.allowed:.0f} s allowed)", self.rank)
+                    return report
                 if item is None and evaluating:
                     silence.busy()  # an evaluation runs: as long as a save may take
+            if evaluating and not clock.stamped(line):
+                silence.unseen()
         return item
 
     def _timed(self, rec: StepRecord, line: str) -> None:
@@ -1275,6 +1282,7 @@ class Parser(base.Parser):
         self.prev, self.prev_space, self.prev_message, self.mentioned = text, text[-1:].isspace(), False, False
         self.nan_reported = False
         self.stamp, self.paused = (step, line(count - 1)), False  # (as _timed leaves them: these print step times)
+        self.deferred = None
         if self.stall is not None:
             (self.silence or self._silence()).took(count, step, line)
 
