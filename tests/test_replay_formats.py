@@ -5,6 +5,7 @@ itself."""
 import io
 import math
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -339,6 +340,23 @@ def test_jsonl_named_fields_share_the_csv_aliases(tmp_path):
     assert res.skipped == {"no step fields": 1} and res.evaluations == 1
     assert [(e.rule, e.step) for e in res.events] == [("nan_inf", 25)]
     assert res.last.lr == 3e-4 and res.last.grad_norm == 1.0
+
+
+def test_a_csv_export_with_a_row_per_epoch_counts_its_rows_in_epochs(tmp_path):
+    # synthetic rows under the headers Ultralytics' results.csv and Keras' CSVLogger write: no step column, the
+    # epoch column counts the rows; the training loss parts (`train/box_loss` ..) are the loss, `val/..` not
+    yolo = ("epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),"
+            "metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2\n"
+            "1,1.2,2.3,1.4,0.5,0.6,0.7,0.4,1.1,2.2,1.3,0.01,0.01,0.01\n"
+            "2,1.1,2.2,1.3,0.6,0.7,0.8,0.5,1.0,2.1,1.2,0.009,0.009,0.009\n"
+            "3,nan,nan,nan,0,0,0,0,nan,nan,nan,0.008,0.008,0.008\n")
+    res = replay_file(write(tmp_path, "results.csv", yolo))
+    assert res.format == "csv" and res.steps == 3 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 3)]
+    keras = replay_file(write(tmp_path, "training.log", "epoch,loss,val_loss\n0,0.52,0.48\n1,0.41,0.40\n"))
+    assert keras.format == "csv" and [(r.step, r.loss) for r in [keras.last]] == [(1, 0.41)]
+    # a step column, where there is one, is the step (Lightning's metrics.csv: `..,global_step,epoch,..`)
+    lightning = "tests/data/reallogs/tune/stablesr_lightning_csv_metrics_healthy_161.log"
+    assert replay_file(str(Path(__file__).parent.parent / lightning)).last.step == 649
 
 
 # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout(): logPrefix() + "Watchdog caught

@@ -1,5 +1,6 @@
 """CSV logs with named columns: the monitor's own record log (``records_rank<r>.csv``), or any trainer's CSV
-export. The header row names the columns (the names of :mod:`.fields`); other columns are ignored::
+export. The header row names the columns (the names of :mod:`.fields`; an epoch column is the step when no column
+names one: a row per epoch); other columns are ignored::
 
     step,loss,grad_norm,loss_scale,overflow,lr,step_time_s,data_wait_s,tokens,rank,timestamp,steps,mfu
     1,10.62,1.53,65536.0,False,1e-05,0.41,0.002,16384,0,1714550400.1,1,
@@ -27,6 +28,8 @@ def _cells(line: str) -> list[str]:
 
 def _columns(line: str) -> list[str] | None:
     names = resolve([canonical(n) for n in _cells(line)])
+    if "step" not in names and names.count("epoch") == 1:  # a row per epoch: Keras' CSVLogger, Ultralytics'
+        names[names.index("epoch")] = "step"  # results.csv, timm's summary.csv count their rows in epochs
     return names if "step" in names and ("loss" in names or LOSS_PART in names or PPL in names) else None
 
 

@@ -236,10 +236,11 @@ _NET_OUTPUT = re.compile(r"\boutputs are (?:\[\s*(" + _NUM + r")\s*\]|(" + _NUM 
 _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]i?B|[KMGT])(?![A-Za-z_]))?"
 # a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
-# stays linear in the line
+# stays linear in the line; a word value ends before a capitalised word glued to it, the next line's start when a
+# line break was lost (Keras' `loss: nanEpoch 1/1000`)
 _PAIR_TEXT = (
     r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
-    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!\w|"
+    r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!(?![A-Z][a-z])\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
     r"|(?![\w./-]*\s+(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))))))"
