@@ -734,3 +734,15 @@ def test_a_few_nul_bytes_in_a_log_do_not_make_it_binary(tmp_path):
     log.write_bytes(lines.encode() + b"\x00" * 16 + b"step 41 loss nan\n")
     res = replay_file(str(log))
     assert res.steps == 41 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 41)]
+
+
+def test_a_word_value_ends_before_a_capitalised_word_glued_to_it():
+    # Keras' bar with the next line's start glued on, its line break lost (kr-colab/ReLERNN issue #26,
+    # heldout92/keras_relernn_..): `- loss: nanEpoch 1/1000` holds a NaN loss, not a word `nanEpoch`
+    lines = (DATA / "reallogs" / "heldout92" / "keras_relernn_epochs_308_310_loss_0_2445_to_nan_at_309_val_nan_"
+             "krcolab26.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    assert lines[4].rstrip().endswith("loss: nanEpoch 1/1000")
+    recs = [r for r in read(lines) if isinstance(r, StepRecord)]
+    assert len(recs) == 3 and [math.isnan(r.loss) for r in recs] == [False, True, True]
+    # a word glued in lower case is still a word (`nanoseconds`, `information`): no value
+    assert [r.loss for r in read(["step 3 loss: 2.5\n", "step 4 loss: nanoseconds 4\n"])] == [2.5, None]
