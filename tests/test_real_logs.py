@@ -210,10 +210,8 @@ KNOWN_FAILING = frozenset({
     "paddleocr_ppocrv5_det_db_steps_10_20_loss_pinned_1p0_shrink_threshold_0_degenerate_saifulkamil.log",
     # heldout92, first replay (not studied)
     "keras_relernn_epochs_308_310_loss_0_2445_to_nan_at_309_val_nan_krcolab26.log",
-    "numpy_macrograd_mlp_mnist_steps_0_20000_loss_14_06_to_0_30_healthy_cccbook.log",
     "torch7_lua_fcn_alexnet_epoch4_batches_250_450_loss_2_7_flat_step_time_0_83_to_1_34s_slowdown_caunion.log",
     # heldout93, first replay (not studied)
-    "basicsr_codeformer_stage3_iters_1400_1500_l_g_pix_percep_identity_nan_from_first_record_sczhou367.log",
     "centernet_ctdet_resdcn101_epochs_1_7_hm_loss_frozen_9p208497_loss_11p5_flat_degenerate_xingyizhou342.log",
     "ultralytics_yolov10n_results_csv_epochs_1_40_box_om_3p48_to_1p27_cls_om_5p50_to_1p73_healthy_thumig.log",
 })

@@ -693,6 +693,12 @@ def test_a_value_named_by_a_phrase_that_places_it_at_a_count_is_at_that_count():
     assert text.pairs("Mean loss of epoch 3: nan")[0] == ("epoch", "3", None, None)
     assert text.pairs("Saving model at step 20: done") == [("step", "20", None, None)]
     assert text.pairs("Loss for Iter 1 done") == []
+    # a word before the counter's name: a hand-written loop's last line (cccbook/py2gpt, heldout92/numpy_macrograd_..)
+    macrograd = (DATA / "reallogs" / "heldout92" / "numpy_macrograd_mlp_mnist_steps_0_20000_loss_14_06_to_0_30_healthy_"
+                 "cccbook.log").read_text(encoding="utf-8").splitlines()
+    assert macrograd[-1].startswith("loss in final step 20000 is")
+    assert [r.step for r in read(macrograd)] == list(range(0, 20001, 1000))
+    assert text.pairs("Training loss at global step 20: 0.8")[1] == ("loss", "0.8", None, None)
 
 
 def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():
@@ -746,3 +752,16 @@ def test_a_word_value_ends_before_a_capitalised_word_glued_to_it():
     assert len(recs) == 3 and [math.isnan(r.loss) for r in recs] == [False, True, True]
     # a word glued in lower case is still a word (`nanoseconds`, `information`): no value
     assert [r.loss for r in read(["step 3 loss: 2.5\n", "step 4 loss: nanoseconds 4\n"])] == [2.5, None]
+
+
+def test_a_loss_part_that_is_not_finite_makes_the_line_s_loss_not_finite():
+    # CodeFormer's BasicSR log (sczhou/CodeFormer issue #367, heldout93/basicsr_codeformer_..): a finite
+    # `cross_entropy_loss` is the line's loss, but `l_g_pix`, `l_g_percep` and `l_identity`, parts of the objective
+    # it optimises, are NaN: so is the objective
+    lines = (DATA / "reallogs" / "heldout93" / "basicsr_codeformer_stage3_iters_1400_1500_l_g_pix_percep_identity_nan_"
+             "from_first_record_sczhou367.log").read_text(encoding="utf-8").splitlines()
+    recs = read(lines[-2:])
+    assert [r.step for r in recs] == [1400, 1500] and all(math.isnan(r.loss) for r in recs)
+    # finite parts leave the line's own loss as it is; a NaN running average is no part (a past step's NaN)
+    assert [r.loss for r in read(["step 3 cross_entropy_loss: 2.5 l_g_pix: 0.1\n",
+                                  "step 4 loss: 2.4 (avg nan) l_g_pix: 0.1\n"])] == [2.5, 2.4]

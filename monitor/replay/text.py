@@ -248,14 +248,16 @@ _PAIR_TEXT = (
     + _UNIT)
 _PAIR = re.compile(_PAIR_TEXT)
 # a value named by a phrase that places it at a count, ``Loss for Iter 1: 0.521861``, ``Training loss at step 20:
-# 0.8``: the count's pair (its counter's name, the count) and the value's (the first words, the value)
+# 0.8``, ``loss in final step 20000 is 0.30`` (a word before the counter's name): the count's pair (its counter's
+# name, the count) and the value's (the first words, the value)
 _PLACE = r" (?:for|at|after|of|in) "
 _PLACING = re.compile(_PLACE)
 _PLACED_VALUE = r"(?:" + _NUM + r"|(?i:[-+]?nan|[-+]?inf))"
 _PLACED_SEP = r"\s*(?:[:=]|\bis\b)\s*"
-_PLACED = (re.compile(r"[A-Za-z_]\w*(?: [A-Za-z_]\w*)?" + _PLACE + r"(?P<name>[A-Za-z_]\w*)(?P<sep>)\s+(?P<val>\d+)"
-                      r"(?P<tot>(?!))?(?P<unit>(?!))?(?=" + _PLACED_SEP + _PLACED_VALUE + ")"),
-           re.compile(r"(?P<name>[A-Za-z_]\w*(?: [A-Za-z_]\w*)?)(?P<sep>)" + _PLACE + r"[A-Za-z_]\w*\s+\d+"
+_COUNTER = r"(?:[A-Za-z_]\w* )?"  # (a word before a counter's name: ``final step``, ``global step``)
+_PLACED = (re.compile(r"[A-Za-z_]\w*(?: [A-Za-z_]\w*)?" + _PLACE + _COUNTER + r"(?P<name>[A-Za-z_]\w*)(?P<sep>)\s+"
+                      r"(?P<val>\d+)(?P<tot>(?!))?(?P<unit>(?!))?(?=" + _PLACED_SEP + _PLACED_VALUE + ")"),
+           re.compile(r"(?P<name>[A-Za-z_]\w*(?: [A-Za-z_]\w*)?)(?P<sep>)" + _PLACE + _COUNTER + r"[A-Za-z_]\w*\s+\d+"
                       + _PLACED_SEP + r"(?P<val>" + _PLACED_VALUE + r")(?P<tot>(?!))?(?P<unit>(?!))?"))
 # on a line that is not ASCII, a name may start with any letter (``训练次数:100, Loss:1.98``)
 _WIDE_PAIR = re.compile(_PAIR_TEXT.replace("[A-Za-z_][", r"[^\W\d][").replace("(?<![A-Za-z_])", r"(?<![^\W\d])"))
@@ -296,6 +298,7 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)" + _AFTER + r"\s*[\])]?(?:[\s,:|]+[\[(
 _RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
+_NOT_FINITE = re.compile(r"(?i)[-+]?(?:nan|inf)\w*")  # a value NaN or Inf as printed (``nan``, ``-inf``, ``nanxxx``)
 # a line of a count (a colon after it or not) and a value with a fraction (or NaN/Inf), nothing else: ``76980 nan``,
 # ``76930 2.6496577``, WaveGlow's ``123873:\t-5.480178833``
 _FRACTION = r"[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf))"  # a value with a fraction, or NaN/Inf
@@ -545,6 +548,10 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
                     found.append(((field, None), m))
                     have.add(field)
     names = resolve([hit[0] for hit, _ in found])
+    if "loss" in names and LOSS_OTHER in names:  # a loss part not finite: so is the objective summing it
+        bad = [m for field, (_, m) in zip(names, found) if field == LOSS_OTHER and _NOT_FINITE.fullmatch(m["val"])]
+        if bad and not _NOT_FINITE.fullmatch(found[names.index("loss")][1]["val"]):
+            found[names.index("loss")] = (found[names.index("loss")][0], bad[0])
     out = [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
            for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
     if sum(f == "step" for f, _, _ in out) > 1 and any(f == "step" and "global" in _name(m).lower()
