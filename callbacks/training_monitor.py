@@ -564,6 +564,11 @@ class TrainingMonitor(Callback):
             logger.warning("the network's global step is {} at the start: if this job resumed from a checkpoint, set "
                            "resume_from to it, or the detectors start empty and no checkpoint from before the "
                            "restart is a rollback target", loaded)
+        elif self.last_record is None and self.record_log is not None and self.record_log.inherited:
+            logger.warning("{} holds the records of an earlier process; this one's follow them without its state "
+                           "(no resume_from), and a replay reads them as a restart: give a new run its own "
+                           "output_dir, or set resume_from to the checkpoint this job resumed from",
+                           self.record_log.path)
         self._source = find_skippable(cb.get("train_dataset"))
         checks = self._hook_peers(cb.list_callback)
         # the monitor judges a step at its place in the list or at a NaN check before it

@@ -17,6 +17,7 @@ from .sinks import Sink
 
 FIELDS = [f.name for f in fields(StepRecord)]  # the column order RecordLog.write formats
 _ROW = attrgetter(*FIELDS)  # a record's values in that order (one C call)
+_HEADER = (",".join(FIELDS) + "\n").encode()
 
 
 def _cell(value) -> str:
@@ -40,6 +41,7 @@ class RecordLog(Sink):
         self._last = time.monotonic()
         self._fd: int | None = None
         self.start = self.open() or 0  # where this process's rows begin
+        self.inherited = self.start > len(_HEADER)  # the file held an earlier process's rows
 
     def open(self) -> int | None:
         """Open the file for appending (again after :meth:`close`: a monitor's next ``Model.train`` call).
@@ -50,7 +52,7 @@ class RecordLog(Sink):
             self._fd = open_append(self.path)
             size = os.fstat(self._fd).st_size
             if size == 0:
-                os.write(self._fd, (",".join(FIELDS) + "\n").encode())
+                os.write(self._fd, _HEADER)
             else:
                 with open(self.path, "rb") as f:  # a machine crash may have cut the last row: start a new line
                     f.seek(size - 1)

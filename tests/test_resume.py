@@ -432,8 +432,12 @@ def test_a_resume_from_a_checkpoint_written_over_since_its_save_does_not_train_o
 
 def test_another_run_in_the_same_output_folder_is_told_it_shares_the_logs(tmp_path, log_lines):
     train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="first", checkpoint_every=2)], steps=3)
+    assert not any("holds the records of an earlier process" in line for line in log_lines)
+    # the same run started again afresh (no resume_from): its records follow the earlier ones, and it is told so
     train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="first", checkpoint_every=2)], steps=3)
     assert not any("holds run" in line for line in log_lines)
+    assert any(f"{tmp_path / 'records_rank0.csv'} holds the records of an earlier process; this one's follow them "
+               "without its state (no resume_from)" in line for line in log_lines)
     train([TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, run="second", checkpoint_every=2)], steps=3)
     assert any(f"{tmp_path} holds run 'first' (its ledger); run 'second' appends its records and events to the "
                "same logs" in line for line in log_lines)
