@@ -765,3 +765,21 @@ def test_a_loss_part_that_is_not_finite_makes_the_line_s_loss_not_finite():
     # finite parts leave the line's own loss as it is; a NaN running average is no part (a past step's NaN)
     assert [r.loss for r in read(["step 3 cross_entropy_loss: 2.5 l_g_pix: 0.1\n",
                                   "step 4 loss: 2.4 (avg nan) l_g_pix: 0.1\n"])] == [2.5, 2.4]
+
+
+def test_a_line_tagged_as_an_evaluation_is_no_training_step():
+    # PaddleClas' `[Eval][Epoch 1][Iter: 0/67]CELoss: ..` lines between its `[Train]` epochs
+    # (heldout93/paddleclas_repvgg_..): each evaluation batch's loss had been a training step's
+    paddleclas = (DATA / "reallogs" / "heldout93" / "paddleclas_repvgg_d2se_epochs_1_10_iters_0_140_celoss_2p44_to_"
+                  "1p46_batch_cost_0p10_to_0p15_healthy_tomry1114.log").read_text(encoding="utf-8").splitlines()
+    assert "[Eval][Epoch 1][Iter: 0/67]CELoss" in paddleclas[16]
+    items = read(paddleclas[:30], evaluations=True)
+    assert [r.step for r in items if isinstance(r, StepRecord)] == [*range(0, 141, 10), 148, 158, 168]
+    # the evaluation's first line is its evaluation, after the last step (the lines after it repeat it: no step
+    # line between them)
+    assert [(e.step, e.loss) for e in items if isinstance(e, Evaluation)] == [(140, 2.2008)]
+    # MMEngine's `Epoch(val) [1][4/4]` after `Epoch(train)   [1][15/15]` (heldout38/mmaction2_mmengine_..)
+    mmengine = (DATA / "reallogs" / "heldout38" / "mmaction2_mmengine_epochs_1_19_grad_norm_nan_inf_loss_finite_"
+                "cjlsysu.log").read_text(encoding="utf-8").splitlines()
+    assert "Epoch(val) [1][4/4]" in mmengine[5]
+    assert [r.step for r in read(mmengine[:12]) if isinstance(r, StepRecord)] == [15, 30]

@@ -42,6 +42,12 @@ def stamped(line: str) -> bool:
     return _TIME.search(line, 0, 64) is not None
 
 
+def stamp_end(line: str) -> int:
+    """Where the date-time :func:`line_time` reads in ``line`` ends, 0 when it has none."""
+    m = _TIME.search(line, 0, 64)
+    return 0 if m is None else m.end()
+
+
 def line_time(line: str) -> float | None:
     """Unix time (seconds) of the date-time at the start of ``line``, or None when it has none."""
     m = _TIME.search(line, 0, 64)

@@ -325,6 +325,10 @@ _AVERAGED = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\W{0,3}[:=]?\s*[-+]?(?:\d+
 _AVERAGED_FIELDS = (("loss", None), ("grad_norm", None), (LOSS_AVERAGE, None), (LOSS_TOTAL, None))
 _LOSSES = frozenset(("loss", LOSS_PART)) | OTHER_LOSSES  # a line's losses, the line's own or not
 _EVAL_START = re.compile(rf"\s*(?:{_EVAL_NAMES})\b", re.IGNORECASE)
+# an evaluation's tag before the line's first count (PaddleClas' ``[Eval][Epoch 1][Iter: 0/67]``, MMEngine's
+# ``Epoch(val) [1][4/4]``, fairseq's ``[valid][INFO]``): its lines are no training steps
+_EVAL_TAG = re.compile(rf"[\[(](?:{_EVAL_NAMES})[\])]", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 # a line that only announces an evaluation, its values on the next line (the MindSpore quick start's ``Test: ``, then
 # `` Accuracy: 91.5%, Avg loss: 0.281200 ``)
 _EVAL_HEADING = re.compile(rf"\s*(?:{_EVAL_NAMES}|evaluating|validating|testing)(?: (?:set|results?|metrics))?"
@@ -436,6 +440,16 @@ def _prefix_end(text: str) -> int:
     """Where the text after ``text``'s logger prefix (:data:`_PREFIX`, which matches any text) begins."""
     m = _PREFIX.match(text)
     return 0 if m is None else m.end()
+
+
+def _evaluating(text: str) -> bool:
+    """``text`` is an evaluation's line by its start: an evaluation word after its logger prefix, or an evaluation's
+    tag before its first count (:data:`_EVAL_TAG`)."""
+    start = _prefix_end(text)
+    if _EVAL_START.match(text, start) is not None:
+        return True
+    digit = _DIGIT.search(text, max(start, clock.stamp_end(text)))
+    return _EVAL_TAG.search(text, 0, len(text) if digit is None else digit.start()) is not None
 
 
 def _leading(text: str) -> re.Match | None:
@@ -626,7 +640,7 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     """``(summary, pairs, shape)`` of a line read in full: the shape holds, for each pair, the places of its
     value and total in the line (a word value, ``nan`` or ``True``, is part of the shape: itself)."""
     cleaned = clean(text)
-    summary = _EVAL_START.match(cleaned, _prefix_end(cleaned)) is not None
+    summary = _evaluating(cleaned) or _evaluating(text)  # (clean blanks part of a date: read its tags in the line)
     found, shape = [], []
     for field, unit, m in _pairs(cleaned):
         summary = summary or field == EVAL
@@ -1000,7 +1014,7 @@ class Parser(base.Parser):
                 if rec is not None:
                     return rec
         summary, found = self._read(_dict(text), bar is None)
-        evaluation = self._evaluation(text) if summary or _EVAL_START.match(text, _prefix_end(text)) else None
+        evaluation = self._evaluation(text) if summary or _evaluating(text) else None
         if evaluation is None:
             return self._values(text, bar, prev, joiner, prev_part, summary, found)
         carries = self._carries(found)
@@ -1054,7 +1068,7 @@ class Parser(base.Parser):
                 self.numbered = self.found = True
                 at = epoch if within is None else self._global(epoch, within, total)
                 return self._step_line(at, {"loss": (_value(loss), None, None)})
-            if self.plain and _EVAL_START.match(text, _prefix_end(text)):
+            if self.plain and _evaluating(text):
                 return SUMMARY
             if bar is not None:
                 return self._counted(bar)
@@ -1304,7 +1318,7 @@ class Parser(base.Parser):
         m = _EVAL_LOSS.search(cleaned)
         if m is not None:
             x, named = m.group("val"), m.group("step")
-        elif _EVAL_START.match(cleaned, _prefix_end(cleaned)):
+        elif _evaluating(cleaned) or _evaluating(text):
             _, found, _ = _reading(_dict(text))
             x, named = next((v for f, v, *_ in found if f in _LOSSES), None), None
             if x is None:
