@@ -184,7 +184,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEAD = re.compile(r"(?:\s*>(?: |$)|\s*\[\d+\] |\[(?:rank|default)\d+\]:"
                    r"|\((?:[^()]*[ ,] ?)?pid=\d+(?:, ip=[\d.]+)?\) ?)+")
 _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
-                    r"|\[?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?"
+                    r"|\[?(?:\d\d)?\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d\]?"  # PaddlePaddle's `[2025/06/14 ..]` too
                     r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
                     r"\d\d:\d\d:\d\d(?: \d{4})?"  # C's asctime, Python's time.ctime()
                     r"|\d\d? (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d\d:\d\d(?::\d\d)?"  # `%d %b %H:%M`
@@ -640,7 +640,7 @@ def _reading(text: str) -> tuple[bool, list, tuple]:
     """``(summary, pairs, shape)`` of a line read in full: the shape holds, for each pair, the places of its
     value and total in the line (a word value, ``nan`` or ``True``, is part of the shape: itself)."""
     cleaned = clean(text)
-    summary = _evaluating(cleaned) or _evaluating(text)  # (clean blanks part of a date: read its tags in the line)
+    summary = _evaluating(cleaned) or _evaluating(text)  # (clean blanks a prefix's tags: `[Evaluation][1000]loss:`)
     found, shape = [], []
     for field, unit, m in _pairs(cleaned):
         summary = summary or field == EVAL
