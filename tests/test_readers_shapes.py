@@ -713,7 +713,7 @@ def test_a_key_value_table_between_lines_of_dashes_is_one_record_and_a_log2_scal
 
 
 def test_a_logger_date_with_a_four_digit_year_and_slashes_is_its_prefix_whole():
-    # PaddlePaddle's `[2025/06/14 22:43:50] ppcls INFO: ..` (heldout93/paddleclas_repvgg_..): the whole date-time is
+    # PaddlePaddle's `[2025/06/14 22:43:50] ppcls INFO: ..` (tune/paddleclas_repvgg_..): the whole date-time is
     # the prefix, as `[09/13/23 09:33:10]` is, not its last 2-digit-year-shaped part with `[20` left before it
     line = "[2025/06/14 22:43:50] ppcls INFO: [Train][Epoch 1/1000][Iter: 0/148]CELoss: 2.44466, loss: 2.44466"
     assert text.clean(line).startswith(" " * 21 + " ppcls INFO:") and text._prefix_end(line) >= 21

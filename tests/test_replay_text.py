@@ -693,12 +693,22 @@ def test_a_value_named_by_a_phrase_that_places_it_at_a_count_is_at_that_count():
     assert text.pairs("Mean loss of epoch 3: nan")[0] == ("epoch", "3", None, None)
     assert text.pairs("Saving model at step 20: done") == [("step", "20", None, None)]
     assert text.pairs("Loss for Iter 1 done") == []
-    # a word before the counter's name: a hand-written loop's last line (cccbook/py2gpt, heldout92/numpy_macrograd_..)
-    macrograd = (DATA / "reallogs" / "heldout92" / "numpy_macrograd_mlp_mnist_steps_0_20000_loss_14_06_to_0_30_healthy_"
+    # a word before the counter's name: a hand-written loop's last line (cccbook/py2gpt, tune/numpy_macrograd_..)
+    macrograd = (DATA / "reallogs" / "tune" / "numpy_macrograd_mlp_mnist_steps_0_20000_loss_14_06_to_0_30_healthy_"
                  "cccbook.log").read_text(encoding="utf-8").splitlines()
     assert macrograd[-1].startswith("loss in final step 20000 is")
     assert [r.step for r in read(macrograd)] == list(range(0, 20001, 1000))
     assert text.pairs("Training loss at global step 20: 0.8")[1] == ("loss", "0.8", None, None)
+    # leader dashes between the separator and the value (Rudrabha/Wav2Lip issue #39, tune/wav2lip_syncnet_..)
+    wav2lip = (DATA / "reallogs" / "tune" / "wav2lip_syncnet_eval_steps_4000_20000_loss_1p16_to_4p15_rising_"
+               "rudrabha39.log").read_text(encoding="utf-8").splitlines()
+    assert wav2lip[0] == "4000step: current averaged_loss is ---------- 1.1633416414260864"
+    recs = read(wav2lip)
+    assert [r.step for r in recs] == list(range(4000, 20001, 1000)) and recs[0].loss == 1.1633416414260864
+    assert text.pairs("loss: ------- 2.5 lr: 0.1") == [("loss", "2.5", None, None), ("lr", "0.1", None, None)]
+    assert text.pairs("loss:---2.5") == []  # (no leader: dashes glued to the value)
+    # leader dots are Megatron's arguments list, no step's values (tune/megatron_llama_500iter_..)
+    assert text.pairs("0: :  inprocess_progress_watchdog_interval ............ 1.0") == []
 
 
 def test_a_dict_after_the_line_s_own_loss_is_its_breakdown():
@@ -744,8 +754,8 @@ def test_a_few_nul_bytes_in_a_log_do_not_make_it_binary(tmp_path):
 
 def test_a_word_value_ends_before_a_capitalised_word_glued_to_it():
     # Keras' bar with the next line's start glued on, its line break lost (kr-colab/ReLERNN issue #26,
-    # heldout92/keras_relernn_..): `- loss: nanEpoch 1/1000` holds a NaN loss, not a word `nanEpoch`
-    lines = (DATA / "reallogs" / "heldout92" / "keras_relernn_epochs_308_310_loss_0_2445_to_nan_at_309_val_nan_"
+    # tune/keras_relernn_..): `- loss: nanEpoch 1/1000` holds a NaN loss, not a word `nanEpoch`
+    lines = (DATA / "reallogs" / "tune" / "keras_relernn_epochs_308_310_loss_0_2445_to_nan_at_309_val_nan_"
              "krcolab26.log").read_text(encoding="utf-8").splitlines(keepends=True)
     assert lines[4].rstrip().endswith("loss: nanEpoch 1/1000")
     recs = [r for r in read(lines) if isinstance(r, StepRecord)]
@@ -755,10 +765,10 @@ def test_a_word_value_ends_before_a_capitalised_word_glued_to_it():
 
 
 def test_a_loss_part_that_is_not_finite_makes_the_line_s_loss_not_finite():
-    # CodeFormer's BasicSR log (sczhou/CodeFormer issue #367, heldout93/basicsr_codeformer_..): a finite
+    # CodeFormer's BasicSR log (sczhou/CodeFormer issue #367, tune/basicsr_codeformer_..): a finite
     # `cross_entropy_loss` is the line's loss, but `l_g_pix`, `l_g_percep` and `l_identity`, parts of the objective
     # it optimises, are NaN: so is the objective
-    lines = (DATA / "reallogs" / "heldout93" / "basicsr_codeformer_stage3_iters_1400_1500_l_g_pix_percep_identity_nan_"
+    lines = (DATA / "reallogs" / "tune" / "basicsr_codeformer_stage3_iters_1400_1500_l_g_pix_percep_identity_nan_"
              "from_first_record_sczhou367.log").read_text(encoding="utf-8").splitlines()
     recs = read(lines[-2:])
     assert [r.step for r in recs] == [1400, 1500] and all(math.isnan(r.loss) for r in recs)
@@ -769,8 +779,8 @@ def test_a_loss_part_that_is_not_finite_makes_the_line_s_loss_not_finite():
 
 def test_a_line_tagged_as_an_evaluation_is_no_training_step():
     # PaddleClas' `[Eval][Epoch 1][Iter: 0/67]CELoss: ..` lines between its `[Train]` epochs
-    # (heldout93/paddleclas_repvgg_..): each evaluation batch's loss had been a training step's
-    paddleclas = (DATA / "reallogs" / "heldout93" / "paddleclas_repvgg_d2se_epochs_1_10_iters_0_140_celoss_2p44_to_"
+    # (tune/paddleclas_repvgg_..): each evaluation batch's loss had been a training step's
+    paddleclas = (DATA / "reallogs" / "tune" / "paddleclas_repvgg_d2se_epochs_1_10_iters_0_140_celoss_2p44_to_"
                   "1p46_batch_cost_0p10_to_0p15_healthy_tomry1114.log").read_text(encoding="utf-8").splitlines()
     assert "[Eval][Epoch 1][Iter: 0/67]CELoss" in paddleclas[16]
     items = read(paddleclas[:30], evaluations=True)

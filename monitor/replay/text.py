@@ -237,9 +237,13 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]
 # a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
 # stays linear in the line; a word value ends before a capitalised word glued to it, the next line's start when a
-# line break was lost (Keras' `loss: nanEpoch 1/1000`)
+# line break was lost (Keras' `loss: nanEpoch 1/1000`); leader dashes may stand between a separator and its value
+# (Wav2Lip's `averaged_loss is ---------- 1.16`)
+# leader dashes between a name's separator and its value (not dots: Megatron's arguments, `lr ....... 0.0003`, are
+# no step's values)
+_LEADER = r"(?:-{3,}\s+)?"
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")\[?\s*['\"]?"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!(?![A-Z][a-z])\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
@@ -293,7 +297,8 @@ _OUTER = re.compile(r"\[\s*(\d+)\s*\]$")  # a bare bracketed count right before 
 _AFTER = r"(?:\s*(?:epochs?|iter(?:ation)?s?|steps?|batch(?:es)?)\b)?"
 _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)" + _AFTER + r"\s*[\])]?(?:[\s,:|]+[\[(]?\s*(\d+)" + _AFTER
                       + r"\s*[\])]?)?[\s,:|]+"
-                      r"(?=[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*){0,2}(?:\s*[:=]\s*|\s+)[-+]?(?:\d|nan|inf)|"
+                      r"(?=[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*){0,2}(?:\s*(?:[:=]|\bis\b)\s*" + _LEADER
+                      + r"|\s+)[-+]?(?:\d|nan|inf)|"
                       + _UNNAMED + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
 _RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
