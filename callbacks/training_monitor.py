@@ -58,6 +58,8 @@ from .rollback import (
 # the project's own packages: strict mode raises the errors their modules log (see TrainingMonitor._strict)
 _PACKAGES = {Engine.__module__.split(".")[0], __name__.split(".")[0]}
 _NOTHING = nullcontext()
+# why no rollback can be done, said at train begin and again when one is needed
+_NONE_SAVED = "no checkpoint is saved: checkpoint_every is 0 and there is no ModelCheckpoint callback"
 _INSTANCES = itertools.count(1)  # the monitors of this process, for each one's own ledger and checkpoint folder
 
 
@@ -710,7 +712,7 @@ class TrainingMonitor(Callback):
         self._recovery_checked = True
         problems = []
         if not self.cfg.checkpoint_every and not self.model_checkpoints:
-            problems.append("no checkpoint is saved (checkpoint_every is 0 and there is no ModelCheckpoint callback)")
+            problems.append(_NONE_SAVED)
         elif self.cfg.checkpoint_every:
             try:
                 self.ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -940,7 +942,8 @@ class TrainingMonitor(Callback):
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
             return self._rollback_failed(d, str(exc))
         if target is None:
-            why = f" ({self._unsaved})" if self._unsaved else ""
+            unsaved = self._unsaved or (None if self.cfg.checkpoint_every or self.model_checkpoints else _NONE_SAVED)
+            why = f" ({unsaved})" if unsaved else ""
             return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}{why}")
         if self._watchdog is not None:
             self._watchdog.done()
