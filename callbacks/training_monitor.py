@@ -705,13 +705,17 @@ class TrainingMonitor(Callback):
     def _lr_applied(self, lr: float) -> None:
         self._read_lr = lambda: lr
 
+    def _saves_none(self) -> bool:
+        """No checkpoint is saved: neither the monitor's own (checkpoint_every 0) nor a ModelCheckpoint's."""
+        return not self.cfg.checkpoint_every and not self.model_checkpoints
+
     def _check_recovery(self, cb) -> None:
         """Once, at the first train begin: warn (strict: raise) when a rollback could not be done."""
         if not self.cfg.rollback or self._recovery_checked:
             return
         self._recovery_checked = True
         problems = []
-        if not self.cfg.checkpoint_every and not self.model_checkpoints:
+        if self._saves_none():
             problems.append(_NONE_SAVED)
         elif self.cfg.checkpoint_every:
             try:
@@ -942,7 +946,7 @@ class TrainingMonitor(Callback):
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
             return self._rollback_failed(d, str(exc))
         if target is None:
-            unsaved = self._unsaved or (None if self.cfg.checkpoint_every or self.model_checkpoints else _NONE_SAVED)
+            unsaved = self._unsaved or (_NONE_SAVED if self._saves_none() else None)
             why = f" ({unsaved})" if unsaved else ""
             return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}{why}")
         if self._watchdog is not None:

@@ -41,7 +41,11 @@ class RecordLog(Sink):
         self._last = time.monotonic()
         self._fd: int | None = None
         self.start = self.open() or 0  # where this process's rows begin
-        self.inherited = self.start > len(_HEADER)  # the file held an earlier process's rows
+
+    @property
+    def inherited(self) -> bool:
+        """The file held an earlier process's rows when this log first opened it."""
+        return self.start > len(_HEADER)
 
     def open(self) -> int | None:
         """Open the file for appending (again after :meth:`close`: a monitor's next ``Model.train`` call).

@@ -37,15 +37,15 @@ _TIME = re.compile(r"(\d{4}([-/])\d\d\2\d\d)[ T-](\d\d):(\d\d):(\d\d)(?:[.,](\d{
 _last: tuple[tuple[str, str] | None, float] = (None, 0.0)
 
 
-def stamped(line: str) -> bool:
-    """``line`` starts with a date-time :func:`line_time` reads (its digits may be any: a line's shape)."""
-    return _TIME.search(line, 0, 64) is not None
-
-
 def stamp_end(line: str) -> int:
     """Where the date-time :func:`line_time` reads in ``line`` ends, 0 when it has none."""
     m = _TIME.search(line, 0, 64)
     return 0 if m is None else m.end()
+
+
+def stamped(line: str) -> bool:
+    """``line`` starts with a date-time :func:`line_time` reads (its digits may be any: a line's shape)."""
+    return stamp_end(line) > 0
 
 
 def line_time(line: str) -> float | None:

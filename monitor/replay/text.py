@@ -569,8 +569,9 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
     names = resolve([hit[0] for hit, _ in found])
     if "loss" in names and LOSS_OTHER in names:  # a loss part not finite: so is the objective summing it
         bad = [m for field, (_, m) in zip(names, found) if field == LOSS_OTHER and _NOT_FINITE.fullmatch(m["val"])]
-        if bad and not _NOT_FINITE.fullmatch(found[names.index("loss")][1]["val"]):
-            found[names.index("loss")] = (found[names.index("loss")][0], bad[0])
+        hit, m = found[at := names.index("loss")]
+        if bad and not _NOT_FINITE.fullmatch(m["val"]):
+            found[at] = (hit, bad[0])
     out = [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
            for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
     if sum(f == "step" for f, _, _ in out) > 1 and any(f == "step" and "global" in _name(m).lower()
