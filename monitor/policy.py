@@ -100,7 +100,7 @@ class RollbackPolicy:
         self.ledger, self.settings, self.rollback = ledger, settings or RollbackSettings(), rollback
         self.on_failed_rollback, self.before_target = on_failed_rollback, before_target
         self.skip_extra = skip_extra or {}
-        self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", **details}
+        self.rollbacks: list[dict] = []  # {"at_step", "onset_step", "to_step", "lr_multiplier", "rules", **details}
         self.earlier = 0  # rollbacks done before a restart, on the way to the checkpoint resumed from (:meth:`carry`)
         self.multiplier = 1.0
         self.stop: dict | None = None  # {"at_step", "reason"}
@@ -149,7 +149,7 @@ class RollbackPolicy:
                               f"{s.max_rollbacks}); anomaly at step {step}")
                 elif not batch and self.done >= s.max_rollbacks:
                     d.stop = (f"rollback budget exhausted: {self.done} rollbacks done (max_rollbacks="
-                              f"{s.max_rollbacks}); anomaly at step {step}")
+                              f"{s.max_rollbacks}); anomaly at step {step}{self._recurring(onset, events)}")
                 else:
                     d.rollback, d.target, d.batch = True, target, batch
                     d.lr_multiplier = self.multiplier * (1.0 if batch else s.lr_factor)
@@ -160,6 +160,21 @@ class RollbackPolicy:
         if d.stop is not None:
             self.stop = {"at_step": step, "reason": d.stop}
         return d
+
+    def _recurring(self, onset: int, events) -> str:
+        """What the budget's stop adds about this process's rollbacks of the trajectory: the rules and onsets
+        of each; when every one came within ``healthy_after`` steps of ``onset`` (the anomaly back where it was,
+        on a lower LR each time), that it follows the run's path, which a rollback replays."""
+        done = [r for r in self.rollbacks if not r.get("batch")]
+        if not done:
+            return ""
+        rules = ", ".join(sorted({e.rule for e in events if "rollback" in e.actions}))
+        seen = "; ".join(f"onset {r['onset_step']} ({', '.join(r.get('rules') or ['?'])})" for r in done)
+        text = f" ({rules}, onset {onset}); the rollbacks before: {seen}"
+        if all(abs(r["onset_step"] - onset) <= self.settings.healthy_after for r in done):
+            text += (f"; the anomaly came back at the same steps at each lower LR (now x{self.multiplier:g}): it "
+                     "follows the run's path, its LR schedule or the data at those steps, which a rollback replays")
+        return text
 
     @property
     def done(self) -> int:
@@ -195,14 +210,15 @@ class RollbackPolicy:
         ``rewound``: the run went back to the target (live), so a later onset before ``d.step`` is a new
         excursion; else the next steps are the same run's until a step goes back, and events on them are the same
         excursion until ``healthy_after`` steps pass with none asking for a rollback. Returns the record
-        ``{"at_step", "onset_step", "to_step", "lr_multiplier", **details}``, kept in :attr:`rollbacks`."""
+        ``{"at_step", "onset_step", "to_step", "lr_multiplier", "rules", **details}``, kept in :attr:`rollbacks`."""
         self.multiplier = d.lr_multiplier
         self._excursion_to = None if rewound else d.step
         if rewound and d.target is not None:
             self.ledger.proven_to = d.target.step
         self._batches += d.batch
         record = {"at_step": d.step, "onset_step": d.onset, "to_step": d.target.step if d.target is not None else None,
-                  "lr_multiplier": d.lr_multiplier, **({"batch": True} if d.batch else {}), **details}
+                  "lr_multiplier": d.lr_multiplier, "rules": d.rules, **({"batch": True} if d.batch else {}),
+                  **details}
         self.rollbacks.append(record)
         return record
 

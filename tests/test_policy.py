@@ -44,7 +44,8 @@ def test_a_rollback_goes_to_the_newest_healthy_checkpoint_before_onset_minus_mar
     assert [e.step for e in d.quarantined] == [20, 30]
     assert policy.rollbacks == []  # decided, not done: the caller reports it
     rb = policy.rolled_back(d, rewound=True, checkpoint="step 10")
-    assert rb == {"at_step": 33, "onset_step": 22, "to_step": 10, "lr_multiplier": 0.5, "checkpoint": "step 10"}
+    assert rb == {"at_step": 33, "onset_step": 22, "to_step": 10, "lr_multiplier": 0.5, "rules": ["nan_inf"],
+                  "checkpoint": "step 10"}
     run(policy, range(11, 30))  # the run goes on from the checkpoint's step: 20 saved again, healthy at 25
     d = policy.decide(30, [nan(30)])
     assert (d.target.step, d.lr_multiplier) == (20, 0.25)
@@ -60,6 +61,35 @@ def test_the_budget_stops_the_run_and_then_nothing_is_decided():
     assert policy.stop == {"at_step": 7, "reason": d.stop}
     later = policy.decide(10, [nan(10)])
     assert (later.save, later.onset, later.rollback, later.stop) == (False, None, False, None)
+
+
+def test_the_budget_s_stop_names_the_rollbacks_before_and_an_anomaly_that_comes_back_where_it_was():
+    # an LR schedule that surges at step 30 (or bad data there): each rollback replays the steps to it, on a lower
+    # LR, and the anomaly comes back at the same step until the budget stops the run
+    settings = RollbackSettings(checkpoint_every=10, healthy_after=5, max_rollbacks=2)
+    policy = RollbackPolicy(Ledger(None, 3), settings)
+    run(policy, range(1, 30))
+    for _ in range(2):
+        policy.rolled_back(policy.decide(30, [nan(30)]), rewound=True)
+        policy.decide(21, [], went_back=True)
+        run(policy, range(22, 30))
+    d = policy.decide(30, [nan(30)])
+    assert d.stop == ("rollback budget exhausted: 2 rollbacks done (max_rollbacks=2); anomaly at step 30 (nan_inf, "
+                      "onset 30); the rollbacks before: onset 30 (nan_inf); onset 30 (nan_inf); the anomaly came "
+                      "back at the same steps at each lower LR (now x0.25): it follows the run's path, its LR "
+                      "schedule or the data at those steps, which a rollback replays")
+    # anomalies far apart are named, with no such reading
+    policy = RollbackPolicy(Ledger(None, 3), settings)
+    run(policy, range(1, 30))
+    policy.rolled_back(policy.decide(30, [nan(30)]), rewound=True)
+    policy.decide(21, [], went_back=True)
+    run(policy, range(22, 70))
+    policy.rolled_back(policy.decide(70, [nan(70)]), rewound=True)
+    policy.decide(61, [], went_back=True)
+    run(policy, range(62, 90))
+    d = policy.decide(90, [nan(90)])
+    assert d.stop.endswith("anomaly at step 90 (nan_inf, onset 90); the rollbacks before: onset 30 (nan_inf); "
+                           "onset 70 (nan_inf)")
 
 
 def test_the_same_excursion_again_asks_for_no_second_rollback_until_the_run_goes_back():

@@ -390,6 +390,26 @@ def test_a_global_counter_is_the_step_among_phase_counters_and_tot_is_total():
     assert [(r.step, r.loss) for r in _steps([line.replace("global iter:     14/  5000| ", "")])] == [(1, 3.1123)]
 
 
+def test_a_total_step_counts_the_run_and_no_epoch_places_it():
+    # InsightFace_TF (tests/data/reallogs/tune/insightface_tf_total_step_..): `epoch 0, total_step 880, total loss
+    # is 3.01 , ..`, the weight-decay loss exploding to 1.66e13 at total_step 920
+    path = "tests/data/reallogs/tune/insightface_tf_total_step_880_940_weight_decay_loss_2_87_to_1_66e13_at_920_59.log"
+    with open(path) as f:
+        assert [r.step for r in _steps(f.read().splitlines())] == [880, 900, 920, 940]
+    res = replay_file(path)
+    assert [(e.rule, e.step) for e in res.events] == [("loss_spike", 920)]
+    # the count runs on across an epoch (the same shape, the next epoch): never offset by the epochs before, and
+    # a count within the epoch beside it gives way (MVSNet's format `epoch, %d, step %d, total_step %d, loss = ..`)
+    lines = ["epoch 0, total_step 980, total loss is 3.01 , lr is 0.000300",
+             "epoch 1, total_step 1000, total loss is 2.87 , lr is 0.000300"]
+    assert [r.step for r in _steps(lines)] == [980, 1000]
+    lines = ["epoch, 0, step 60, total_step 60, loss = 1.5000", "epoch, 0, step 120, total_step 120, loss = 1.4000",
+             "epoch, 1, step 20, total_step 140, loss = 1.3000"]
+    assert [r.step for r in _steps(lines)] == [60, 120, 140]
+    # a total's plural is the run's end, no count
+    assert lookup("total_step") == lookup("total iter") == ("step", None) and lookup("total_steps") is None
+
+
 def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
     # TF PSENet (tests/data/reallogs/heldout11/tensorflow_psenet_..), TF-Slim (tests/data/reallogs/tune/
     # tf_slim_duplicated_lines_healthy_2980.log), PaddleNLP (tests/data/reallogs/tune/paddlenlp_ernie_..)
@@ -560,9 +580,14 @@ def test_a_json_object_printed_over_several_lines_is_one_record():
 def test_a_name_and_its_value_as_two_comma_separated_items_are_a_pair():
     # howdrox/MRI-Analysis's log.txt: `.., step 10, loss_train, 0.838` (a list of items, the name one, its value the
     # next); a count and a word before the comma (`105 samples, 105 ..`) and a tuple in a config are no pair
-    res = replay_file("tests/data/reallogs/tune/custom_unet_mri_epochs_1_4_steps_10_410_loss_0_84_to_0_21_val_loss_0_66_"
-                      "to_0_27_healthy_howdrox.log")
-    assert res.events == [] and (res.last.step, res.last.loss) == (410, 0.211)
+    path = ("tests/data/reallogs/tune/custom_unet_mri_epochs_1_4_steps_10_410_loss_0_84_to_0_21_val_loss_0_66_"
+            "to_0_27_healthy_howdrox.log")
+    assert replay_file(path).events == []
+    with open(path) as f:
+        recs = _steps(f.read().splitlines())
+    assert [(r.step, r.loss) for r in recs if r.loss is not None][-1] == (410, 0.211)
+    # each phase's heading counts the run's steps (`epoch 4, phase valid, total step 416`): a step, no loss
+    assert (recs[-1].step, recs[-1].loss) == (416, None)
     assert text.pairs(text.clean("epoch 1, phase train, step 10, loss_train, 0.838"))[-1] == (
         "loss", "0.838", None, None)
     assert text.pairs(text.clean("Training summary: 105 samples, 105 batches/epoch, batch size 1")) == []

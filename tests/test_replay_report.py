@@ -3,6 +3,7 @@ summary and its bounded sample, the progress bar, and the HTML report rendered b
 import json
 import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def test_would_be_rollbacks_are_the_live_runs_rollbacks(tmp_path):
     assert [(r["at_step"], r["to_step"]) for r in res["would_be_rollbacks"]] == live
     assert [r["lr_multiplier"] for r in res["would_be_rollbacks"]] == [0.5, 0.25]
     assert [(s["at_step"], s["reason"].split(":")[0]) for s in res["would_stop"]] == \
-        [(int(mon.stop_reason.rsplit(" ", 1)[1]), "rollback budget exhausted")]
+        [(int(re.search(r"anomaly at step (\d+)", mon.stop_reason)[1]), "rollback budget exhausted")]
     assert res["files"][0]["would_be_rollbacks"] == [{k: v for k, v in r.items() if k != "file"}
                                                      for r in res["would_be_rollbacks"]]
 

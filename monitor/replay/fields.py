@@ -88,7 +88,8 @@ or summary value, never a training one.
 field                  names
 =====================  ==============================================================================
 ``step``               step, iter, iteration, iter_num, global_step, num_updates, updates, batch, itr, cur_iter,
-                       current_steps, ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``), up.
+                       current_steps, total_step, total_iter (a total's plural, ``total_steps``, is the run's
+                       end), ``#`` (a table's count column, spaCy's ``E    #       LOSS TOK2VEC``), up.
                        (Marian's ``Ep. 2 : Up. 576000 : ..``);
                        ``iters`` on a line naming no other step and a loss or a time (CycleGAN's ``(epoch: 1,
                        iters: 100, time: 0.507, data: 0.091)``; alone it is the run's total, mlx-lm's
@@ -231,6 +232,7 @@ _SETTING_WORDS = frozenset(("weight", "weights", "coef", "coeff", "coefficient",
 _LOG_WORDS = frozenset(("lg", "ln", "log2", "log10"))  # its logarithm (guided-diffusion's `lg_loss_scale`)
 _GRAD_WORDS = frozenset(("grad", "grads", "gradient", "gradients"))
 _GLOBAL_WORDS = frozenset(("global", "total", "l2"))
+_RUN_COUNTS = frozenset(f"total_{n}" for n in ("step", "iter", "iteration"))  # a total's singular: the run's count
 LOSS_FUNCTIONS = frozenset(("mse", "mae", "rmse", "nll", "bce", "ce", "kl", "kld", "l1", "huber", "ctc", "xent",
                             "crossentropy", "smoothl1", "sisnr"))
 _PPL_WORDS = frozenset(("ppl", "perplexity"))
@@ -343,6 +345,8 @@ def lookup(name: str) -> tuple[str, str | None] | None:
         hit = (EVAL, None)
     elif "_".join(words) in NAMES:
         hit = NAMES["_".join(words)]
+    elif "_".join(words) in _RUN_COUNTS:
+        hit = ("step", None)  # 'total_step': the run's count (InsightFace_TF, MVSNet); 'total_steps': its end
     elif "_".join(words) in _TOTAL_WORDS:
         hit = (LOSS_TOTAL, None)  # libfacedetection's `All: 3.02(3.20)` after its loss parts
     elif "_".join(words) in _TRAIN_WORDS:

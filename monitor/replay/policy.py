@@ -68,7 +68,7 @@ class WouldBeRollbacks:
         if d.rollback and d.target is None and self.settings.checkpoint_every:
             self.missed.append({"at_step": d.step, "onset_step": d.onset, "before_step": before, "rules": d.rules})
         elif d.rollback:
-            self.policy.rolled_back(d, before_step=before, rules=d.rules)
+            self.policy.rolled_back(d, before_step=before)
         self.last_healthy = self.ledger.last_healthy_step
 
     def _prune(self) -> None:

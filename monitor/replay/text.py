@@ -574,12 +574,21 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
             found[at] = (hit, bad[0])
     out = [(EVAL if (field == "step" or field == "steps") and _RANGE.match(text, m.end()) else field, hit[1], m)
            for field, (hit, m) in zip(names, found) if field not in NO_FIELD]
-    if sum(f == "step" for f, _, _ in out) > 1 and any(f == "step" and "global" in _name(m).lower()
-                                                        for f, _, m in out):
-        # several counters, one of them global (LMOps' `inner iter: 7/ 8 | ppo epoch: 2/ 4 | global iter: 13`):
-        # the others count within an epoch or a phase, and the global one needs no epoch to place it
-        out = [(f, u, m) for f, u, m in out if f not in COUNTERS or "global" in _name(m).lower()]
+    if any(f == "step" and _global(m) for f, _, m in out):
+        # a counter of the whole run (LMOps' `inner iter: 7/ 8 | ppo epoch: 2/ 4 | global iter: 13`, MVSNet's
+        # `epoch, 3, step 120, total_step 9120`): the other steps count within an epoch or a phase, and the
+        # global one needs no epoch to place it (InsightFace_TF's `epoch 0, total_step 880`: its unit RUN)
+        out = [(f, RUN if f == "step" else u, m) for f, u, m in out if f != "step" or _global(m)]
     return out
+
+
+RUN = "run"  # the unit of a step counting the whole run, by its name (:func:`_global`): no epoch places it
+
+
+def _global(m) -> bool:
+    """A counter's name in ``m`` says it counts the whole run (``global iter``, ``total_step``)."""
+    name = _name(m).lower()
+    return "global" in name or "total" in name
 
 
 def _named_loss(text: str) -> str | None:
@@ -1378,8 +1387,10 @@ class Parser(base.Parser):
         draw, ``0/4245 [00:00<?, ?it/s]{'loss': 2.99, ..}``) are the first logged step's, read as the lines of
         values after it are."""
         epoch, self.epoch_start = values.get("epoch"), False
+        run = False
         if "step" in values:
-            v, tot, _ = values["step"]
+            v, tot, unit = values["step"]
+            run = unit is RUN
             if bar is not None and (n := int(bar.group(2))) != v and float(f"{n:.3g}") == v:
                 v = float(n)  # a bar's postfix rounds its numbers to 3 digits (tqdm): the bar's count is exact
         elif bar is None and self.leading is not False and (m := _leading(text)) is not None:
@@ -1417,6 +1428,9 @@ class Parser(base.Parser):
             return self._restarted(step, tot) if tot else step
         before, self.counted_epoch = self.counted_epoch, int(epoch[0])
         self.epoch_start = before is not None and self.counted_epoch > before  # (its record: slow_reason "epoch")
+        if run:  # (the first epoch seen is still the one later counts within an epoch start from)
+            self.base = int(epoch[0]) if self.base is None else self.base
+            return self._restarted(step, tot) if tot else step
         step = self._global(int(epoch[0]), step, int(tot) if tot else None)
         return step if step < 1e15 else None
 
