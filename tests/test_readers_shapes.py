@@ -410,6 +410,58 @@ def test_a_total_step_counts_the_run_and_no_epoch_places_it():
     assert lookup("total_step") == lookup("total iter") == ("step", None) and lookup("total_steps") is None
 
 
+def test_one_step_reported_by_two_loggers_is_one_record_the_later_line_s_values_winning():
+    # Megatron-DeepSpeed (tests/data/reallogs/tune/megatron_deepspeed_tp1pp4dp4_..): DeepSpeed's `steps: 10 loss:
+    # 12.5049 iter time (s): 25.206 ..`, then Megatron's `iteration 10/ 50 | .. lm loss: 1.250494E+01 | ..` of the
+    # same step, its loss to more digits
+    path = ("tests/data/reallogs/tune/megatron_deepspeed_tp1pp4dp4_iters_10_40_grad_norm_1_9_to_31_6_at_19_and_51_5_"
+            "at_31_lockclock.log")
+    with open(path) as f:
+        recs = _steps(f.read().splitlines())
+    assert [r.step for r in recs] == list(range(10, 41))
+    assert (recs[0].loss, recs[0].grad_norm, recs[0].loss_scale) == (12.50494, 1.889, 1.0)
+    assert [(e.rule, e.step) for e in replay_file(path).events] == [("grad_norm_spike", 18)]
+    # another loss at the same step is another record (a second run, another rank's line)
+    assert [(r.step, r.loss) for r in _steps(["step 5 loss 2.5000", "step 5 loss 2.6000"])] == [(5, 2.5), (5, 2.6)]
+
+
+def test_a_count_under_an_epoch_heading_that_starts_again_is_the_next_epoch_s():
+    # UniMatch (tests/data/reallogs/tune/custom_pytorch_unimatch_..): `===========> Epoch: 52, LR: ..`, then
+    # `Iters: 0, Total loss: ..` to `Iters: 868` every 124, each epoch the same counts
+    path = ("tests/data/reallogs/tune/custom_pytorch_unimatch_semiseg_epochs_52_59_total_loss_0_03_flat_124_iters_59s_"
+            "to_173s_throughput_drop_epoch56_liheyoung.log")
+    with open(path) as f:
+        steps = [r.step for r in _steps(f.read().splitlines())]
+    assert steps[:9] == [0, 124, 248, 372, 496, 620, 744, 868, 869] and steps[-1] == 7 * 869 + 868
+    assert replay_file(path).last.step == steps[-1]  # the compiled reader of plain lines counts the same
+    # a count that runs on across the headings is the run's
+    lines = ["Epoch 1", "step 10 loss 2.0", "step 20 loss 1.9", "Epoch 2", "step 30 loss 1.8"]
+    assert [r.step for r in _steps(lines)] == [10, 20, 30]
+
+
+def test_a_logger_s_module_and_line_in_parentheses_is_its_prefix_and_steps_alone_the_step():
+    # ParallelWaveGAN's trainer (tests/data/reallogs/tune/parallelwavegan_style_multi_singer_..): `2022-05-12
+    # 14:56:20,955 (train:487) INFO: (Steps: 1000) train/embed_loss = nan.`, one value per line
+    path = "tests/data/reallogs/tune/parallelwavegan_style_multi_singer_steps_1000_all_losses_nan_rongjiehuang_8.log"
+    res = replay_file(path)
+    assert res.steps == 1 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 1000)]
+    assert text.clean("2022-05-12 14:56:20,955 (train:487) INFO: (Steps: 1000) x = 1.").strip() == \
+        "(Steps: 1000) x = 1."
+    # beside an epoch, `Steps` counts the epoch's steps: the epoch is the step
+    assert [r.step for r in _steps(["Epoch: 3, Steps: 500 | Train Loss: 0.65"])] == [3]
+
+
+def test_a_perplexity_alone_is_the_loss_of_a_log_that_names_no_step_and_no_loss():
+    # punctuator2 (tests/data/reallogs/tune/theano_punctuator2_..): `PPL: 1.0010; Speed: 12549.65 sps` per report
+    path = "tests/data/reallogs/tune/theano_punctuator2_epochs_46_47_train_ppl_1p0010_to_1p0015_val_ppl_6p61_overfit_ottokart_46.log"
+    with open(path) as f:
+        recs = _steps(f.read().splitlines())
+    assert recs[0].step == 1 and recs[0].loss == pytest.approx(math.log(1.0010))
+    # beside named losses a perplexity alone is an evaluation's (the Trainer's end-of-run `Perplexity: 1.00`)
+    assert [r.loss for r in _steps(["{'loss': 1.2, 'epoch': 0.5}", "{'loss': 1.1, 'epoch': 1.0}",
+                                    "Perplexity: 3.00"])] == [1.2, 1.1]
+
+
 def test_a_value_whose_unit_is_a_rate_is_that_rate_whatever_its_name():
     # TF PSENet (tests/data/reallogs/heldout11/tensorflow_psenet_..), TF-Slim (tests/data/reallogs/tune/
     # tf_slim_duplicated_lines_healthy_2980.log), PaddleNLP (tests/data/reallogs/tune/paddlenlp_ernie_..)

@@ -425,10 +425,13 @@ def resolve(fields: list[str]) -> list[str]:
     :data:`LOSS_AVERAGE`; else the sum of its :data:`LOSS_OTHER` (each becomes :data:`LOSS_PART`); else its first
     perplexity, which becomes :data:`PPL` (its log is the loss). The chosen one becomes ``loss``; the other
     losses keep their pseudo-fields (no record field). ``iters`` is the step on a line naming no other step and
-    a loss or a time (else no field)."""
+    a loss or a time (else no field); so is ``steps`` on such a line naming no epoch either (beside an epoch it
+    counts the epoch's steps, TimeMixer's ``Epoch: 2, Steps: 281 | Train Loss: ..``)."""
     if "iters" in fields:
         step = "step" not in fields and not _STEP_LINE.isdisjoint(fields)
         fields = ["step" if f == "iters" and step else f for f in fields]
+    if "steps" in fields and "step" not in fields and "epoch" not in fields and not _STEP_LINE.isdisjoint(fields):
+        fields = ["step" if f == "steps" else f for f in fields]  # ParallelWaveGAN's `(Steps: 1000) train/.. = ..`
     if "loss" in fields or OTHER_LOSSES.isdisjoint(fields):
         return fields
     pick = (LOSS_TOTAL if LOSS_TOTAL in fields else LOSS_OTHER if fields.count(LOSS_OTHER) == 1

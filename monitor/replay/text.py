@@ -158,6 +158,7 @@ from .clock import Silence
 from .fields import (
     COUNTERS,
     EVAL,
+    FIELDS,
     LOSS_AVERAGE,
     LOSS_OTHER,
     LOSS_PART,
@@ -198,11 +199,13 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 _NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn]/[Aa](?![\w/])"
                        r"|(?<![\w/.~-])[\w.+@-]+/[\w.+@/-]*\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|java|go|rs):\d+")
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
-# ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``), a
+# ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``,
+# ESPnet's and ParallelWaveGAN's ``(train:487)`` before the level), a
 # logger's name in brackets (hydra's ``[__main__]``); never a name and its value (``step:100``: no dotted or dunder
 # module, no ``name:func:``)
 _SOURCE = (r"\[?[A-Za-z_<][\w<>/-]*(?:\.[\w<>/-]+)+(?::[\w<>-]+)?:\d+\]?|__\w+__(?::[\w<>-]+)?(?::\d+)?"
-           r"|[A-Za-z_]\w*:[A-Za-z_<][\w<>]*:\d+(?=\s+-\s)|\[[A-Za-z_<][\w.<>-]*\]")
+           r"|[A-Za-z_]\w*:[A-Za-z_<][\w<>]*:\d+(?=\s+-\s)|\[[A-Za-z_<][\w.<>-]*\]"
+           r"|\([A-Za-z_][\w.]*:\d+\)(?=\s+(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b)")
 # what a logger prints before a message: date-times (a time of day alone, ``[14:15:02]``, first), a level
 # (``INFO:root:``, ``[INFO]``), its source (:data:`_SOURCE`), separators; bare counts leading the message (``333
 # 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too. :func:`clean` blanks it.
@@ -585,6 +588,16 @@ def _pairs(text: str, since: int = 0) -> list[tuple]:
 RUN = "run"  # the unit of a step counting the whole run, by its name (:func:`_global`): no epoch places it
 
 
+def _printed_alike(a, b) -> bool:
+    """Losses ``a`` and ``b`` are one value printed to two precisions (``7.7908``, ``7.790812``), or both NaN."""
+    if b is None or a.__class__ is not float:
+        return False
+    if a != a or b != b:
+        return a != a and b != b
+    digits = min(len(repr(v).partition(".")[2]) if "e" not in repr(v) else 15 for v in (a, b))
+    return round(a, digits) == round(b, digits) or math.isclose(a, b, rel_tol=1e-9)
+
+
 def _global(m) -> bool:
     """A counter's name in ``m`` says it counts the whole run (``global iter``, ``total_step``)."""
     name = _name(m).lower()
@@ -607,21 +620,23 @@ def _heads(heads: list, text: str, joiner: str) -> list:
     return [*heads[-1:], (joiner if heads else "") + text] if len(text) >= WRAPPED else []
 
 
-def _summed(found: list) -> list:
+def _summed(found: list, alone: bool = False) -> list:
     """``found`` (``(field, value, total, unit)`` pairs) with the line's named losses (:data:`.fields.LOSS_PART`)
     summed into one ``loss`` pair at the first one's place, or its chosen perplexity (:data:`.fields.PPL`) a
-    ``loss`` pair of its log when the line names its step or epoch (else none)."""
+    ``loss`` pair of its log (its unit PPL) when the line names its step or epoch, or in a log that numbers no
+    step and has named no loss (``alone``: punctuator2's ``PPL: 1.0010; Speed: 12549.65 sps``, records by their
+    position; a perplexity printed alone beside named losses is an evaluation's); else none."""
     places = [i for i, p in enumerate(found) if p[0] == LOSS_PART or p[0] == PPL]
     if not places:
         return found
     if found[places[0]][0] == PPL:  # (a line with a perplexity chosen has no named losses)
-        if not any(p[0] == "step" or p[0] == "epoch" for p in found):
+        if not alone and not any(p[0] == "step" or p[0] == "epoch" for p in found):
             return [p for p in found if p[0] != PPL]  # a block's line of its record (OLMo's), or an evaluation's
         try:
             x = repr(log_ppl(_value(found[places[0]][1])))
         except ValueError:
             x = "x"  # the line's NUMBER
-        return [("loss", x, None, None) if i == places[0] else p for i, p in enumerate(found)]
+        return [("loss", x, None, PPL) if i == places[0] else p for i, p in enumerate(found)]  # (its unit: PPL)
     try:
         total = repr(sum(_value(found[i][1]) for i in places))
     except ValueError:
@@ -702,6 +717,7 @@ class Parser(base.Parser):
         self.bar = 0                         # the training bar's count...
         self.bar_total: int | None = None    # ... and total
         self.numbered = False                # the log's lines number their steps
+        self.named_loss = False              # ... or name a loss (not a perplexity)
         self.leading: bool | None = None     # ... by bare counts leading them (None: not known yet)
         self.by_epoch = False                # ... by their epoch (one line per epoch, nothing finer counted)
         self.counted_epoch: int | None = None  # the epoch of the last step line counting a step within its epoch
@@ -1028,7 +1044,8 @@ class Parser(base.Parser):
                 rec = self._plain(shape[2], text)
                 if rec is not None:
                     return rec
-        summary, found = self._read(_dict(text), bar is None)
+        summary, found = self._read(_dict(text), bar is None, not self.numbered and not self.named_loss)
+        self.named_loss = self.named_loss or any(p[0] == "loss" and p[3] != PPL for p in found)
         evaluation = self._evaluation(text) if summary or _evaluating(text) else None
         if evaluation is None:
             return self._values(text, bar, prev, joiner, prev_part, summary, found)
@@ -1204,11 +1221,11 @@ class Parser(base.Parser):
         return item
 
     @staticmethod
-    def _read(text: str, reuse: bool) -> tuple[bool, list]:
-        """``(summary, pairs)`` of a line, through its shape when ``reuse``."""
+    def _read(text: str, reuse: bool, alone: bool = False) -> tuple[bool, list]:
+        """``(summary, pairs)`` of a line, through its shape when ``reuse``; ``alone``: see :func:`_summed`."""
         if not reuse:
             summary, found, _ = _reading(text)
-            return summary, _summed(found)
+            return summary, _summed(found, alone)
         key = text.translate(_ZEROS)
         shape = _SHAPES.get(key)
         if shape is None:
@@ -1216,9 +1233,9 @@ class Parser(base.Parser):
             if len(_SHAPES) >= MAX_SHAPES:  # (shared by every log read in the process: the shapes of the logs
                 _SHAPES.clear()               # read before give way to the next log's)
             _SHAPES[key] = (summary, places, _recipe(key, summary, places))
-            return summary, _summed(found)
+            return summary, _summed(found, alone)
         return shape[0], _summed([(f, v if v.__class__ is str else text[v[0]:v[1]], text[t[0]:t[1]] if t else None, u)
-                                  for f, v, t, u in shape[1]])
+                                  for f, v, t, u in shape[1]], alone)
 
     def _plain(self, recipe: tuple, text: str) -> StepRecord | None:
         """The record of the step line ``text`` through its shape's ``recipe`` (see :func:`_recipe`), as
@@ -1240,6 +1257,10 @@ class Parser(base.Parser):
         step = int(v) if v.is_integer() and 0 <= v < 1e15 else -1
         if total is not None and step >= 0:
             step = self._restarted(step, total)
+        elif self.bar_epoch is not None:
+            if step <= self.step:
+                return None  # a count starting again under an `Epoch N` heading: the next epoch's (:meth:`_step`)
+            self._global(self.bar_epoch, step, None)  # (no offset is in force: :meth:`batchable`)
         scale = fields.get("loss_scale")
         if step < 0 or step == self.step or scale is not None and self.scale is not None and scale < self.scale:
             return None
@@ -1262,10 +1283,10 @@ class Parser(base.Parser):
     def batchable(self) -> bool:
         """Plain step lines may be read through their shape's recipe now (see :meth:`_plain`): a record before
         them that holds more than its step (one that does is replaced by the next record), no overflow message
-        pending, and no epoch of a restarted count (:meth:`_restarted`) in force."""
+        pending, and no epoch of a restarted count (:meth:`_restarted`, :meth:`_global`) in force."""
         last = self.last
         return (self.fast and last is not None and not self.taken_over and not self.overflow_lines
-                and not (last.loss is None and _empty(last)) and not self.restarts[4])
+                and not (last.loss is None and _empty(last)) and not self.restarts[4] and not self.offset)
 
     @staticmethod
     def recipe_of(key: str) -> tuple | None:
@@ -1309,6 +1330,8 @@ class Parser(base.Parser):
         self.line_step, self.scale = step, scale
         total, first, _, _, offset = self.restarts
         self.restarts = (total, first, 0, step, offset)  # the count's last value (its stride is the next line's)
+        if self.bar_epoch is not None:
+            self._global(self.bar_epoch, step, None)  # (the count's highest under its heading's epoch)
         first = max(0, count - 3)  # the heads after the last line depend on its two lines before, no more
         text = self.prev if first == 0 else _undecorated(line(first - 1)).rstrip("\r\n")
         heads = self.heads if first == 0 else _heads([], text, "")
@@ -1424,6 +1447,8 @@ class Parser(base.Parser):
             return int(epoch[0]) if epoch[0] < 1e15 else None
         self.numbered, self.leading = True, self.leading is True
         step = int(v)
+        if epoch is None and not tot and self.bar_epoch is not None and not run:
+            return self._global(self.bar_epoch, step, None)  # under an `Epoch N` heading (UniMatch's `Iters: 124`)
         if epoch is None:
             return self._restarted(step, tot) if tot else step
         before, self.counted_epoch = self.counted_epoch, int(epoch[0])
@@ -1670,6 +1695,8 @@ class Parser(base.Parser):
         if (last is not None and step == last.step and not self.taken_over and self.line is not None
                 and self.line[0] == step and self._completes(values, step)):
             return self._fill(values)  # a second line of the step (its time after its loss): completes it
+        twin = (last is not None and step == last.step and self.line is not None and self.line[0] == step
+                and "loss" in values and _printed_alike(values["loss"][0], last.loss))
         gap = step - self.line_step if step > self.line_step else 0
         self.line_step = step
         takes = self.taken_over and last is not None and (self.guessed or last.step == step
@@ -1706,6 +1733,13 @@ class Parser(base.Parser):
             self.absorbs = True  # a block's parts before the first block's step line: the end of a block cut off
         self.taken_over = self.guessed = False
         self.prev_part = True
+        if twin and last is not None and rec.rank == last.rank:
+            # the step reported again by another logger (DeepSpeed's `steps: 95 loss: 7.7908`, then Megatron's
+            # `iteration 95 | .. lm loss: 7.790812E+00`): one record, the later line's values winning
+            for key in FIELDS:
+                if key != "step" and (value := getattr(rec, key)) is not None:
+                    setattr(last, key, value)
+            return MERGED
         return rec
 
     def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0,
