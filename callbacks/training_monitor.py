@@ -873,13 +873,15 @@ class TrainingMonitor(Callback):
         or steps), None before a batch is seen. A causal LM fed ``seq + 1`` ids per row shifts the labels inside
         and predicts ``seq`` tokens: the row counts one token less when another 2-D input of the batch (a loss
         mask, the labels) is one narrower, or when the model's ``config.seq_length`` (MindFormers) is. Logged
-        when inferred."""
+        when inferred, and when there is none (TPS is then not exported)."""
         inputs = cb.get("train_dataset_element")
         if not inputs:
             return None
         matrices = [x for x in inputs if len(getattr(x, "shape", ())) == 2]
         ids = [x for x in matrices if str(getattr(x, "dtype", "")).lower().startswith(("int", "uint"))]
         if not ids:
+            logger.info("TPS is not exported: the batch holds no token ids (a 2-D integer input); set "
+                        "tokens_per_step to export it (the throughput rules judge samples or steps)")
             return 0
         rows, width = ids[0].shape
         if (rows, width - 1) in [tuple(x.shape) for x in matrices] or width - 1 == _seq_length(cb.train_network):

@@ -181,7 +181,7 @@ def test_a_scaled_schedule_in_a_jit_train_step_is_halved_by_the_rollback(tmp_pat
     assert float(optimizer.get_lr().asnumpy()) == pytest.approx(0.5 * float(schedule.asnumpy()))
 
 
-def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
+def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path, log_lines):
     mon = TrainingMonitor(output_dir=str(tmp_path), metrics_port=None, checkpoint_every=10, healthy_after=10,
                           strict=True)
     before = set(threading.enumerate())  # (earlier tests' monitors may still end theirs)
@@ -189,7 +189,8 @@ def test_healthy_loop_raises_nothing_and_ends_the_monitor(tmp_path):
     assert len(losses) == 24 and losses[-1] < losses[0]
     assert mon.kept.events == [] and mon.stop_reason is None and mon.rollbacks == []
     assert mon.last_record.step == 24 and mon.last_record.grad_norm > 0 and mon.last_record.step_time_s > 0
-    assert mon.last_record.tokens is None  # (a float feature matrix holds no token ids: no TPS)
+    assert mon.last_record.tokens is None  # (a float feature matrix holds no token ids: no TPS, and it says so)
+    assert sum("TPS is not exported: the batch holds no token ids" in line for line in log_lines) == 1
     assert [(e.step, e.status) for e in mon.ledger.entries] == [(10, "healthy"), (20, "pending")]
     watchdogs = [t for t in threading.enumerate() if t.name == "monitor-watchdog" and t not in before]
     for t in watchdogs:  # the train end stopped it: the thread ends at its next look (1 s)

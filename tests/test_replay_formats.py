@@ -572,6 +572,15 @@ def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
     res = replay_file(write(tmp_path, "out.log", "\n".join([*lines, stop]) + "\n"))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 151, 151, "monitor")]
     assert res.events[0].message == "monitor: loss is nan at step 151"
+    # it asks what the live monitor's line says it asked: a spike in the run's first steps only alerted (a 2-rank
+    # msrun tutorial script's worker log, `LossMonitor(10)`: the trainer's lines do not show step 3)
+    warm = ["epoch: 1 step: 10, loss is 1.5", "2026-12-07 13:02:11.101 | ERROR    | training_monitor.sinks:on_event:90 "
+            "- rank 0 loss_spike at step 3 (onset 3): loss 48.83 at step 3 is 1.8x the median 27.16 of the 2 steps "
+            "before; at the run's start (its first 10 steps): no rollback [this rank's own loss 66.1165] -> alert",
+            "epoch: 1 step: 20, loss is 1.4"]
+    early = replay_file(write(tmp_path, "warm.log", "\n".join(warm) + "\n"))
+    assert [(e.rule, e.step, e.actions) for e in early.events] == [("loss_spike", 3, ["alert"])]
+    assert early.would_be_rollbacks() == []
     # its lines of what it did are no steps (a stop's `anomaly at step 152` is no second record of step 152)
     assert (res.steps, res.skipped["rollback or stop record"]) == (3, 2)
     # a rule with no actions in the rules file prints none after the arrow

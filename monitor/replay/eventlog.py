@@ -32,6 +32,11 @@ NAME = "events"
 SPARABLE = tuple(a for a in ACTIONS if a != "alert")  # what an event asks beyond its alert
 
 
+def spared(asked: list) -> tuple:
+    """The actions beyond its alert that an event which asked for ``asked`` did not ask for (Report.spared)."""
+    return tuple(a for a in SPARABLE if a not in asked)
+
+
 def detect(line: str) -> bool:
     """True when ``line`` is an event of the monitor's event log."""
     if '"onset_step"' not in line:
@@ -78,9 +83,9 @@ def _report(obj: dict, rank: int) -> Report | str:
     except (KeyError, TypeError, ValueError, OverflowError):
         return NUMBER
     asked = obj.get("actions")
-    spared = tuple(a for a in SPARABLE if a not in asked) if isinstance(asked, list) else ()
     return Report(str(obj["rule"]), step, value, str(obj.get("message", "")), rank, onset,
-                  str(obj.get("source", "rule")), str(obj.get("details", "")), spared, trainer)
+                  str(obj.get("source", "rule")), str(obj.get("details", "")),
+                  spared(asked) if isinstance(asked, list) else (), trainer)
 
 
 class Parser(base.Parser):

@@ -204,7 +204,8 @@ step line of their own.
       RuntimeError: Call aclnnMatmul failed, detail:EZ1001: ..
 
 * This monitor's own event line (:class:`~training_monitor.sinks.LoggedEvents`, on stderr), a report of its
-  rule at the step and onset it names, so the console log of a monitored run shows the events the callback
+  rule at the step and onset it names, asking for the actions the line lists (``-> alert``: no rollback, as the
+  live monitor decided: an excursion in a run's first steps), so the console log of a monitored run shows the events the callback
   raised (a rolled-back step's ``LossMonitor`` line is not printed when its loss is not finite); not in a log
   found beside the monitor's
   event log, which holds the same events (:attr:`.sources.Source.own_events`)::
@@ -225,6 +226,7 @@ import math
 import re
 
 from .base import ACTION, MERGED, REPEATED, Report
+from .eventlog import spared
 
 CRASH = "trainer_crash"
 
@@ -271,9 +273,9 @@ _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\bt
 _RANK = re.compile(r"Rank (\d+)\]")
 # this monitor's own lines of what it did (callbacks.TrainingMonitor: a rollback, a stop)
 _OWN_ACTION = re.compile(r"\brank \d+: rolled back from step -?\d+ to |\bstopping the run: ")
-# this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, the trainer's step, message
+# this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, the trainer's step, message, actions
 _OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)(?:; trainer step (-?\d+))?\): (.*) "
-                  r"-> (?:\w|$)")
+                  r"-> ((?:[a-z_]+(?: off)?(?:, )?)*)\s*$")
 _SILENT = re.compile(r"SilentCheckV\d+ ComputeL1Error: ?val = \[([-+]?(?:nan|inf))\].*?\bstep=\[(\d+)\]",
                      re.IGNORECASE)
 _SLOW_DATA = re.compile(r"Bad performance attention, it takes more than (\d+) seconds to ([^,]+)")
@@ -433,8 +435,9 @@ def _match(line: str, parser):
         return ACTION
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count
+        asked = [a.removesuffix(" off") for a in m[7].split(", ")]  # ('rollback off': asked, not done)
         return parser.once(Report(m[2], int(m[3]) + shift, None, f"monitor: {m[6]}", int(m[1]), int(m[4]) + shift,
-                                  "monitor"))
+                                  "monitor", spared=spared(asked)))
     return _hang(line, parser)
 
 
