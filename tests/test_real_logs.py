@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 98)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 100)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -43,7 +43,8 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout33": 10, "heldout34": 7, "heldout35": 13, "heldout36": 10, "heldout37": 11, "heldout38": 13, "heldout39": 5, "heldout40": 10, "heldout41": 4, "heldout42": 3, "heldout43": 8, "heldout44": 6, "heldout45": 5, "heldout46": 2, "heldout47": 4, "heldout48": 4, "heldout49": 8, "heldout50": 6, "heldout51": 4, "heldout52": 6, "heldout53": 5, "heldout54": 6, "heldout55": 5, "heldout56": 2, "heldout57": 10, "heldout58": 8, "heldout59": 8, "heldout60": 6, "heldout61": 6, "heldout62": 5, "heldout63": 5, "heldout64": 5, "heldout65": 5, "heldout66": 5, "heldout67": 5, "heldout68": 6, "heldout69": 7, "heldout70": 3, "heldout71": 2, "heldout72": 9, "heldout73": 5, "heldout74": 6, "heldout75": 6, "heldout76": 8, "heldout77": 7, "heldout78": 6, "heldout79": 6, "heldout80": 5, "heldout81": 9, "heldout82": 7, "heldout83": 6, "heldout84": 6, "heldout85": 6,
             "heldout86": 8, "heldout87": 9, "heldout88": 9, "heldout89": 8,
             "heldout90": 6, "heldout91": 8, "heldout92": 6, "heldout93": 8,
-            "heldout94": 8, "heldout95": 7, "heldout96": 9, "heldout97": 8}
+            "heldout94": 8, "heldout95": 7, "heldout96": 9, "heldout97": 8,
+            "heldout98": 6, "heldout99": 2}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -216,6 +217,10 @@ KNOWN_FAILING = frozenset({
     "nmtgminor_transformer_epoch1_batches_1_200_ppl_16615_to_6e278_diverged_overflowerror_math_range_danschum.log",
     # heldout97, first replay (not studied)
     "custom_pytorch_lightgcn_bpr_epochs_0_24_loss_0p693_to_0p13_recall_0p015_to_0p025_healthy_wtt_software.log",
+    # heldout98 and heldout99, first replay (not studied)
+    "mxnet_module_cornernet_epochs_4_5_loss_flat_8p6_speed_6p2_drops_to_3p4_throughput_bigdeviltjj1.log",
+    "pytorch_amp_gan_mudiff_gs_1_801_loss_3_to_4_gradscaler_scale_collapse_to_zero_mariopasc.log",
+    "hf_trainer_lrqa_steps_50_950_loss_1.387_to_1.409_degenerate_stuck_at_chance_yuanhuanghuang.log",
     # promoted from heldout94 after scoring: a 2.9x compute slowdown in 64 records, under the excursion ratio (3x)
     # of a log shorter than the throughput rule's min_history
     "custom_pytorch_unimatch_semiseg_epochs_52_59_total_loss_0_03_flat_124_iters_59s_to_173s_throughput_drop_epoch56_"
