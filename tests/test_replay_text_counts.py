@@ -97,7 +97,8 @@ def test_a_step_named_alone_is_replaced_by_the_next_record():
     assert (s21.steps, s21.events) == (50, [])
     assert [r.step for r in read(lines(USER / "s21_gpt2_tokens_sec_healthy.log"))][:3] == [0, 1, 2]
     tf = read(lines(USER / "tf_models_global_step_healthy_2980.log"))
-    assert [(r.step, r.loss) for r in tf][:2] == [(1, 79.3501), (1, 79.3501)]  # each line printed twice: duplicates
+    # each line printed twice: its second print is the same step again, merged into its record
+    assert [(r.step, r.loss) for r in tf][:2] == [(1, 79.3501), (2, 72.8609)]
     assert replay_file(str(USER / "tf_models_global_step_healthy_2980.log")).steps == 8
     # a step line whose values follow on the next lines still gets them (OLMo's metric blocks)
     block = read(["[step=1/739328]\n", "    train/CrossEntropyLoss=11.07\n", "[step=2/739328]\n",
