@@ -198,6 +198,7 @@ _STAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)*\]?"
 # (its folders are no names: `runtime`)
 _NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn]/[Aa](?![\w/])"
                        r"|(?<![\w/.~-])[\w.+@-]+/[\w.+@/-]*\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|java|go|rs):\d+")
+_LEVELS = r"INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL"  # a logger's level names
 # where a logger says a message comes from, after its date-time or level: a module or file and a line (loguru's
 # ``__main__:train:12 -``, YOLOX's ``yolox.core.trainer:259 -``, ``[mindformers/core/callback/callback.py:529]``,
 # ESPnet's and ParallelWaveGAN's ``(train:487)`` before the level), a
@@ -205,12 +206,12 @@ _NO_VALUE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.+@-]+/\S*|(?<![\w/])[Nn
 # module, no ``name:func:``)
 _SOURCE = (r"\[?[A-Za-z_<][\w<>/-]*(?:\.[\w<>/-]+)+(?::[\w<>-]+)?:\d+\]?|__\w+__(?::[\w<>-]+)?(?::\d+)?"
            r"|[A-Za-z_]\w*:[A-Za-z_<][\w<>]*:\d+(?=\s+-\s)|\[[A-Za-z_<][\w.<>-]*\]"
-           r"|\([A-Za-z_][\w.]*:\d+\)(?=\s+(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b)")
+           r"|\([A-Za-z_][\w.]*:\d+\)(?=\s+(?:" + _LEVELS + r")\b)")
 # what a logger prints before a message: date-times (a time of day alone, ``[14:15:02]``, first), a level
 # (``INFO:root:``, ``[INFO]``), its source (:data:`_SOURCE`), separators; bare counts leading the message (``333
 # 154 Loss=nan``, ``76980 nan``) lead it behind such a prefix too. :func:`clean` blanks it.
 _PREFIX = re.compile(r"(?:\s*\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s))?(?:\s*(?:" + _STAMP.pattern
-                     + r"|\[?\s*(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|NOTICE)\]?(?::[\w.]*:)?|" + _SOURCE
+                     + r"|\[?\s*(?:" + _LEVELS + r"|NOTICE)\]?(?::[\w.]*:)?|" + _SOURCE
                      + r"|[-|:]+(?=\s)))*")
 _TENSOR = re.compile(r"[Tt]ensor\((?:shape=\[[^\]]*\], dtype=\w+, (?:value=)?\s*\[?\s*)?([^\s\]),]+)\s*\]?"
                      r"(?:, [^)]*)?\)")
@@ -240,10 +241,9 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]
 # a name starts a word (not within one, `min-learning-rate`, nor a command-line option's, `--lr 3e-4`) and has at
 # most 8 words of at most 64 characters (the first may end in a time unit in parentheses, `time(s)`): the search
 # stays linear in the line; a word value ends before a capitalised word glued to it, the next line's start when a
-# line break was lost (Keras' `loss: nanEpoch 1/1000`); leader dashes may stand between a separator and its value
-# (Wav2Lip's `averaged_loss is ---------- 1.16`)
-# leader dashes between a name's separator and its value (not dots: Megatron's arguments, `lr ....... 0.0003`, are
-# no step's values)
+# line break was lost (Keras' `loss: nanEpoch 1/1000`)
+# leader dashes between a name's separator and its value (Wav2Lip's `averaged_loss is ---------- 1.16`; not dots:
+# Megatron's arguments, `lr ....... 0.0003`, are no step's values)
 _LEADER = r"(?:-{3,}\s+)?"
 _PAIR_TEXT = (
     r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")\[?\s*['\"]?"  # noqa: E501
@@ -1447,17 +1447,17 @@ class Parser(base.Parser):
             return int(epoch[0]) if epoch[0] < 1e15 else None
         self.numbered, self.leading = True, self.leading is True
         step = int(v)
-        if epoch is None and not tot and self.bar_epoch is not None and not run:
+        if epoch is not None:
+            before, self.counted_epoch = self.counted_epoch, int(epoch[0])
+            self.epoch_start = before is not None and self.counted_epoch > before  # (its record: slow_reason "epoch")
+            if not run:
+                step = self._global(int(epoch[0]), step, int(tot) if tot else None)
+                return step if step < 1e15 else None
+            if self.base is None:  # (the first epoch seen is still the one later counts within an epoch start from)
+                self.base = int(epoch[0])
+        elif not tot and not run and self.bar_epoch is not None:
             return self._global(self.bar_epoch, step, None)  # under an `Epoch N` heading (UniMatch's `Iters: 124`)
-        if epoch is None:
-            return self._restarted(step, tot) if tot else step
-        before, self.counted_epoch = self.counted_epoch, int(epoch[0])
-        self.epoch_start = before is not None and self.counted_epoch > before  # (its record: slow_reason "epoch")
-        if run:  # (the first epoch seen is still the one later counts within an epoch start from)
-            self.base = int(epoch[0]) if self.base is None else self.base
-            return self._restarted(step, tot) if tot else step
-        step = self._global(int(epoch[0]), step, int(tot) if tot else None)
-        return step if step < 1e15 else None
+        return self._restarted(step, tot) if tot else step
 
     def _restarted(self, step: int, total: str) -> int:
         """The global step of a count ``step`` of ``total`` on a line naming no epoch. A count that starts again
@@ -1634,9 +1634,7 @@ class Parser(base.Parser):
         if not fields:
             return NO_STEP
         fields.pop("rank", None)  # a line completing a record does not move it to another rank
-        for key, value in fields.items():
-            if value is not None:
-                setattr(self.last, key, value)
+        self.merge(**fields)
         self.found = self.found or _measured(fields)
         self.prev_part = True
         return MERGED
@@ -1736,10 +1734,7 @@ class Parser(base.Parser):
         if twin and last is not None and rec.rank == last.rank:
             # the step reported again by another logger (DeepSpeed's `steps: 95 loss: 7.7908`, then Megatron's
             # `iteration 95 | .. lm loss: 7.790812E+00`): one record, the later line's values winning
-            for key in FIELDS:
-                if key != "step" and (value := getattr(rec, key)) is not None:
-                    setattr(last, key, value)
-            return MERGED
+            return self.merge(**{key: getattr(rec, key) for key in FIELDS if key != "step"})
         return rec
 
     def _derive(self, step, values, gap, overflows, scale_before, skipped_before, tokens_before, separate=0,
