@@ -5,8 +5,9 @@ and ``run`` (and ``rank`` where a panel filters by rank):
 
 - ``training-run-overview``: loss, grad norm, LR, loss scale, overflows, TPS, MFU, step time, data wait,
   anomalies, rollbacks, checkpoints: the run at a glance.
-- ``training-ranks``: per-rank step time (mean and p95), each rank against the job's median (stragglers),
-  TPS, data wait, liveness, and a table of the slowest ranks.
+- ``training-ranks``: per-rank step time (mean and p95), each rank's step time against the job's median, each
+  rank's time between steps beyond the median rank's (stragglers), TPS, data wait, liveness, and a table of the
+  slowest ranks.
 - ``training-stability``: anomalies by rule (with links to the runbooks), rollbacks, checkpoint health,
   loss scale and overflows, grad norm, loss; rollbacks and anomalies as annotations.
 
@@ -84,7 +85,17 @@ WAIT = "train_data_wait_duration_seconds"
 # a rank's mean step time over the job's median across all its ranks (the median ignores the $rank filter)
 JOB_MEDIAN_STEP = f"quantile by (run) (0.5, {_mean(STEP, RUN)})"
 VS_MEDIAN = f"({_mean(STEP, RANK)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
-VS_MEDIAN_ALL = f"({_mean(STEP, RUN)}) / on (run) group_left () ({JOB_MEDIAN_STEP})"
+# a rank's mean time between steps beyond the job's median rank's, over the median rank's step period (step time +
+# time between steps): the time the other ranks of a synchronous job wait for it (TrainingRankStraggler's measure)
+JOB_MEDIAN_WAIT = f"quantile by (run) (0.5, {_mean(WAIT, RUN)})"
+JOB_MEDIAN_PERIOD = f"quantile by (run) (0.5, {_mean(WAIT, RUN)} + {_mean(STEP, RUN)})"
+
+
+def _beyond_median(sel: str) -> str:
+    return (f"(({_mean(WAIT, sel)}) - on (run) group_left () ({JOB_MEDIAN_WAIT})) "
+            f"/ on (run) group_left () ({JOB_MEDIAN_PERIOD})")
+
+
 SLOWEST = f"topk by (run) (20, {_mean(STEP, RANK)})"
 STEPS_SINCE_HEALTHY = (f"max by (run, rank) (train_step{{{RANK}}}) - "
                        f"max by (run, rank) (train_last_healthy_checkpoint_step{{{RANK}}})")
@@ -128,6 +139,7 @@ def _q(expr: str, legend: str = "{{run}} rank {{rank}}", column: str = "") -> Qu
 
 RUNBOOK_LINK = ("Runbook: ${__field.labels.rule}", "${runbook_base}/${__field.labels.rule}.md")
 STRAGGLER = ((1.1, "orange"), (1.25, "red"))
+WAITED_FOR = ((0.1, "orange"), (0.2, "red"))  # TrainingRankStraggler fires over 0.2
 
 
 def _runbooks_markdown() -> str:
@@ -205,9 +217,11 @@ PANELS: dict[str, PanelDef] = {
     # ranks
     "ranks_reporting": PanelDef("Ranks reporting", kind="stat", width=6, height=4,
                                 queries=(_q(f"count by (run) (train_step{{{RUN}}})", "{{run}}"),)),
-    "worst_vs_median": PanelDef(
-        "Slowest rank, x the job's median step time", kind="stat", width=6, height=4,
-        queries=(_q(f"max by (run) ({VS_MEDIAN_ALL})", "{{run}}"),), thresholds=STRAGGLER, decimals=2),
+    "most_waited_for": PanelDef(
+        "Rank the others wait for, share of the step period", "percentunit", kind="stat", width=6, height=4,
+        queries=(_q(f"max by (run) ({_beyond_median(RUN)})", "{{run}}"),), thresholds=WAITED_FOR, decimals=1,
+        description="The most any rank spends between its steps beyond the job's median rank, over the median "
+                    "step period (TrainingRankStraggler fires over 20 %)."),
     "oldest_step": PanelDef(
         "Longest since a rank's last step", "s", kind="stat", width=6, height=4,
         queries=(_q(f"max by (run) (time() - train_last_step_timestamp_seconds{{{RUN}}})", "{{run}}"),)),
@@ -219,9 +233,16 @@ PANELS: dict[str, PanelDef] = {
                                   description="rate(_sum) / rate(_count) of train_step_duration_seconds."),
     "step_p95_by_rank": PanelDef("p95 step time by rank (5m)", "s", (_q(_quantile(0.95, STEP, RANK)),)),
     "vs_median_by_rank": PanelDef(
-        "Step time x the job's median (stragglers)", queries=(_q(VS_MEDIAN),), thresholds=STRAGGLER, decimals=2,
-        description="Each rank's mean step time over the median of all the run's ranks: 1 is typical, a "
-                    "straggler stands above (lines at 1.1 and 1.25)."),
+        "Step time x the job's median", queries=(_q(VS_MEDIAN),), thresholds=STRAGGLER, decimals=2,
+        description="Each rank's mean step time over the median of all the run's ranks: 1 is typical. In a "
+                    "synchronous job the ranks above wait inside their step for a rank that is late between its "
+                    "steps (see the stragglers panel), or differ by design (pipeline stages)."),
+    "beyond_median_by_rank": PanelDef(
+        "Time between steps beyond the job's median (stragglers)", "percentunit",
+        queries=(_q(_beyond_median(RANK)),), thresholds=WAITED_FOR, decimals=1,
+        description="Each rank's mean time between its steps (data wait, callbacks) minus the median rank's, "
+                    "over the median step period: the time a synchronous job's other ranks wait for this one "
+                    "(lines at 10 % and 20 %; TrainingRankStraggler fires over 20 % for 10 minutes)."),
     "tps_by_rank": PanelDef("TPS per device by rank (last step)",
                             queries=(_q(f"train_tokens_per_second_per_device{{{RANK}}}"),)),
     "data_wait_by_rank": PanelDef("Mean data wait per step by rank (5m)", "s", (_q(_mean(WAIT, RANK)),)),
@@ -284,8 +305,9 @@ LAYOUTS: dict[str, Layout] = {
     "training-ranks.json": Layout(
         "training-ranks", "Training ranks",
         "Per-rank step time, stragglers against the job's median, throughput, data wait and liveness.",
-        (("Job", ("ranks_reporting", "worst_vs_median", "oldest_step", "step_spread")),
-         ("Step time by rank", ("step_mean_by_rank", "step_p95_by_rank", "vs_median_by_rank")),
+        (("Job", ("ranks_reporting", "most_waited_for", "oldest_step", "step_spread")),
+         ("Step time by rank", ("step_mean_by_rank", "step_p95_by_rank", "vs_median_by_rank",
+                                "beyond_median_by_rank")),
          ("Throughput, input and liveness by rank", ("tps_by_rank", "data_wait_by_rank", "since_last_step_by_rank",
                                                      "stalled_by_rank", "lag_by_rank")),
          ("Slowest ranks", ("slowest_ranks",))),

@@ -64,9 +64,12 @@ def test_rank_expressions_compute_what_the_panels_say(tmp_path, promtool):
     def series(metric, values):
         return [{"series": f'{metric}{{run="r", rank="{r}"}}', "values": values(r)} for r in range(3)]
 
-    # 60 steps a minute at 1 s on ranks 0 and 1; 30 steps a minute at 2 s on rank 2; rank r is 5 r steps behind
+    # 60 steps a minute at 1 s on ranks 0 and 1; 30 steps a minute at 2 s on rank 2; rank r is 5 r steps behind;
+    # between steps ranks 0 and 1 wait 1 s, rank 2 1.5 s: 0.5 s beyond the median rank's 1 s, a quarter of its 2 s
     inputs = (series("train_step_duration_seconds_sum", lambda r: "0+60x20")
               + series("train_step_duration_seconds_count", lambda r: f"0+{30 if r == 2 else 60}x20")
+              + series("train_data_wait_duration_seconds_sum", lambda r: "0+45x20" if r == 2 else "0+60x20")
+              + series("train_data_wait_duration_seconds_count", lambda r: f"0+{30 if r == 2 else 60}x20")
               + series("train_step", lambda r: f"{1200 - 5 * r}+0x20")
               + series("train_last_healthy_checkpoint_step", lambda r: "1000+0x20"))
 
@@ -79,7 +82,8 @@ def test_rank_expressions_compute_what_the_panels_say(tmp_path, promtool):
     tests = [
         (expr_of("step_mean_by_rank"), samples({0: 1, 1: 1, 2: 2})),
         (expr_of("vs_median_by_rank"), samples({0: 1, 1: 1, 2: 2})),
-        (expr_of("worst_vs_median"), [{"labels": '{run="r"}', "value": 2}]),
+        (expr_of("beyond_median_by_rank"), samples({0: 0, 1: 0, 2: 0.25})),
+        (expr_of("most_waited_for"), [{"labels": '{run="r"}', "value": 0.25}]),
         (expr_of("lag_by_rank"), samples({0: 0, 1: 5, 2: 10})),
         (expr_of("step_spread"), [{"labels": '{run="r"}', "value": 10}]),
         (expr_of("steps_since_healthy"), samples({0: 200, 1: 195, 2: 190})),
@@ -137,7 +141,8 @@ def test_each_dashboard_has_its_panels_variables_and_links():
     assert {"Loss", "Grad norm (pre-clip)", "Loss scale", "Overflowed steps per minute", "Tokens per second (TPS)",
             "MFU", "Step time p50 / p95", "Data wait share of the step", "Learning rate"} <= \
         titles["training-run-overview.json"]
-    assert {"Mean step time by rank (5m)", "p95 step time by rank (5m)", "Step time x the job's median (stragglers)",
+    assert {"Mean step time by rank (5m)", "p95 step time by rank (5m)", "Step time x the job's median",
+            "Time between steps beyond the job's median (stragglers)",
             "TPS per device by rank (last step)", "Mean data wait per step by rank (5m)",
             "Seconds since each rank's last step", "Slowest ranks (top 20 per run by mean step time, 5m)"} <= \
         titles["training-ranks.json"]

@@ -59,9 +59,10 @@ def test_alert_rule_unit_tests_pass(promtool):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("old, new", [
-    # the straggler is judged against the median of the run's ranks, by a margin of 1.25
-    ("quantile by (run) (0.5, run_rank", "avg by (run) (run_rank"),
-    ("(1.25 * quantile", "(1.0 * quantile"),
+    # the straggler's time between steps is judged against the median rank's, by a margin of 20 % of the period
+    ("quantile by (run) (0.5, run_rank:train_data_wait_duration_seconds:mean5m)",
+     "avg by (run) (run_rank:train_data_wait_duration_seconds:mean5m)"),
+    ("ratio5m > 0.2", "ratio5m > 0.05"),
     # the TPS reference leaves out the last 15 minutes, and zero rates are not recorded
     ("[1h] offset 15m)", "[1h])"),
     ("max by (run) (rate(train_tokens_total[5m])) > 0", "max by (run) (rate(train_tokens_total[5m]))"),
