@@ -1613,7 +1613,7 @@ class ThroughputDropSettings(RuleSettings):
     data_share: float = setting(0.5, "share of the lost time spent waiting for data that fires at once...", min=0)
     min_lost_seconds: float = setting(0.1, "...when the last min_steps steps lost at least this long (wall seconds)",
                                       min=0)
-    min_seconds: float = setting(300.0, "or a low stretch lasting this long (wall seconds)", min=0)
+    min_seconds: float = setting(120.0, "or a low stretch lasting this long (wall seconds)", min=0)
     excursion_ratio: float = setting(3.0, "with fewer than min_history steps: a step this many times slower than "
                                           "the earlier ones' median (0: wait for min_history)...", min=0)
     excursion_history: int = setting(1, "...judged against at least this many earlier steps", min=1)

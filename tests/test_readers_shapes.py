@@ -315,6 +315,30 @@ def test_a_table_behind_a_logger_s_date_and_bare_pairs_counting_from_0():
     assert [(r.step, r.loss) for r in _steps(["0 0.345724", "1 0.253627"])] == [(0, 0.345724), (1, 0.253627)]
 
 
+def test_a_table_behind_a_logger_s_prefix_and_rows_of_one_side_with_nan_placeholders():
+    # Noble-Lab/casanovo issue #367 (tests/data/reallogs/tune/lightning_casanovo_..): a tab-separated table behind
+    # a prefix the date reader leaves, on the header's line too; each row has the training's loss or the
+    # validation's, the other cell `nan` (not computed on that row): no NaN of the run
+    res = replay_file("tests/data/reallogs/tune/lightning_casanovo_log_history_steps_20000_140000_train_1p82_to_0p60_"
+                      "valid_1p59_to_0p46_nan_placeholders_healthy_noblelab367.log")
+    assert (res.steps, res.evaluations, res.events) == (7, 7, [])
+    lines = ["2024-08-19 13:28:48,101 INFO [casanovo/MainProcess] model._log_history : Step\tTrain loss\tValid loss\t",
+             "2024-08-19 13:28:48,101 INFO [casanovo/MainProcess] model._log_history : 20000\tnan\t1.594399",
+             "2024-08-19 13:49:20,856 INFO [casanovo/MainProcess] model._log_history : 33440\t1.816622\tnan"]
+    assert [(r.step, r.loss) for r in _steps(lines) if r.loss is not None] == [(33440, 1.816622)]
+    # a row whose cells are all NaN is the run's NaN (YOLOv5's `nan nan nan` above)
+    assert [(r.step, math.isnan(r.loss)) for r in _steps([lines[0], lines[1].replace("1.594399", "nan")])] == [
+        (20000, True)]
+
+
+def test_a_line_with_the_step_lines_two_fields_and_evaluation_values_is_a_step_line():
+    # SunnyHaze/IML-ViT issue #35 (tests/data/reallogs/tune/custom_pytorch_iml_vit_..): one JSON line per epoch,
+    # a test F1 on the epochs evaluated; epoch 4's NaN is the training's
+    res = replay_file("tests/data/reallogs/tune/custom_pytorch_iml_vit_epoch_json_epochs_0_4_predict_loss_0p73_to_"
+                      "0p18_then_nan_at_4_sunnyhaze35.log")
+    assert res.steps == 5 and [(e.rule, e.step) for e in res.events] == [("nan_inf", 4)]
+
+
 def test_a_header_needs_a_counter_and_a_loss_laid_out_in_columns():
     from training_monitor.replay import tables
     assert tables.header("      Epoch    GPU_mem   box_loss   cls_loss") is not None
@@ -549,7 +573,8 @@ def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_aft
                    "step:390/500 train_loss:2.9037 train_time:253681ms step_avg:650.46ms"])
     assert [r.step_time_s for r in recs] == [None, pytest.approx(0.5203), pytest.approx(5.8044)]
     res = replay_file(tune + "modded_nanogpt_rtx4070_steps_10_471_step_avg_520ms_to_8s_from_390_wallclock_cap_pg276.log")
-    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 420, 390)]
+    # (the slow records from step 390 on pass `min_seconds`, 120 s of wall time, at step 400)
+    assert [(e.rule, e.step, e.onset_step) for e in res.events] == [("throughput_drop", 400, 390)]
     # stark-sim/megatron-deepspeed-lock-clock: DeepSpeed's `iter time (s): 70.312 samples/sec: 0.114` (a unit in
     # parentheses after a time's name; `samples/sec:` names the next value); Zeus' summary of a range of steps
     # (`Steps 1-20: .. Time=1596.6 s`) is no time of the last step

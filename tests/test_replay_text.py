@@ -599,6 +599,19 @@ def test_a_step_logged_every_n_steps_takes_its_overflow_message_and_its_second_l
         [(7, 2.5, None, None), (8, None, True, 1024.0), (9, 2.4, True, 512.0)]
 
 
+def test_an_overflow_message_s_record_has_no_pace_by_the_line_times(tmp_path):
+    # MindYOLO's overflow message comes before its step's lines (every 100 steps): the record it makes stands for
+    # steps it cannot count. The step line after it is timed from the step line before (its printed 654.40 ms is
+    # the 65 s since over 100 steps), and a last message with no step line after it is no 66 s step
+    from test_replay_formats import write
+
+    lines = (DATA / "reallogs" / "tune" / "mindyolo_loss_spike_402.log").read_text().splitlines(True)[:10]
+    res = replay_file(write(tmp_path, "mindyolo.log", "".join(lines)))
+    assert res.steps == 4 and sorted(res.stats.samples["step_time_s"].values) == [0.6544, 0.69417, 5.73671]
+    assert [(e.rule, e.step) for e in res.events] == [
+        ("overflow_storm", 100), ("overflow_storm", 200), ("loss_spike", 300), ("overflow_storm", 300)]
+
+
 def test_a_hang_in_the_line_times_is_a_stall_as_the_watchdog_judges_the_clock(tmp_path):
     from training_monitor.ruleset import Rules
 

@@ -674,15 +674,15 @@ def test_a_slower_compute_is_a_drop_only_when_it_lasts():
     busy = steady(250)
     for r in busy[150:220]:
         r.step_time_s *= 3
-    assert fired(busy, "throughput_drop") == []  # 70 slow steps of about 1.5 s: under min_seconds (300 s)
+    assert fired(busy, "throughput_drop") == []  # 70 slow steps of about 1.5 s: under min_seconds (120 s)
     slow = steady(600, step_time=5.0)
     for r in slow[150:]:
-        r.step_time_s *= 2  # 10 s steps: the slow stretch reaches 300 s at its 30th step
-    assert fired(slow, "throughput_drop") == [(180, 151), (281, 151)]  # and again after the cooldown
+        r.step_time_s *= 2  # 10 s steps: the slow stretch reaches 120 s at its 12th step
+    assert fired(slow, "throughput_drop") == [(162, 151), (263, 151)]  # and again after the cooldown
     # a short log printing every 10th step (modded-nanogpt's lines, openai/parameter-golf PR #276): 0.52 s steps,
-    # then 8 s from step 390; each line times the 10 steps since the one before, so the fourth slow line is 300 s
+    # then 8 s from step 390; each line times the 10 steps since the one before, so the second slow line is 160 s
     sparse = [StepRecord(s, loss=3.0, step_time_s=0.52 if s < 390 else 8.0) for s in range(10, 480, 10)]
-    assert fired(sparse, "throughput_drop") == [(420, 390)]
+    assert fired(sparse, "throughput_drop") == [(400, 390)]
     one = [StepRecord(s, loss=3.0, step_time_s=0.52 if s != 390 else 40.0) for s in range(10, 480, 10)]
     assert fired(one, "throughput_drop") == []  # one slow line of 400 s by that count: it may time its own step
 
@@ -719,10 +719,13 @@ def test_a_short_excerpt_reports_only_an_unambiguous_drop():
     (ev,) = [e for e in run(recs) if e.rule == "throughput_drop"]
     assert (ev.step, ev.onset_step) == (1008, 1008) and "waiting for data" in ev.message
     assert run(recs, Rules({"throughput_drop": {"excursion_ratio": 0.0}})) == []
-    # the same at a run's own start: its first steps run on prefetched batches, the pipeline's pace comes later
+    # the same at a run's own start, for less than min_seconds (120 s): its first steps run on prefetched
+    # batches, the pipeline's pace comes later
     start = excerpt(1)
-    start[8].data_wait_s = 210.0
+    start[8].data_wait_s = 100.0
     assert fired(start, "throughput_drop") == []
+    start[8].data_wait_s = 210.0  # a step lasting min_seconds is one, whatever it waited for
+    assert fired(start, "throughput_drop") == [(9, 9)]
     # a step 10x slower with no more data wait (a checkpoint saved, an evaluation, a profiler dump inside it)
     save = excerpt(1000)
     save[8].step_time_s = 20.0
@@ -738,12 +741,12 @@ def test_a_short_excerpt_reports_only_an_unambiguous_drop():
     mild[8].data_wait_s = 3.0
     assert fired(mild, "throughput_drop") == []
     # epoch lines (each for 14 steps; epochs 1-3 are the warm-up's, learned, not judged): epoch 10 is 6.6x slower
-    # and lasts 22 minutes (MindSpore's transfer-learning tutorial); 2 steps of it (191 s) would not
+    # and lasts 22 minutes (MindSpore's transfer-learning tutorial); one step of it (96 s) would not
     epochs = excerpt(1, n=4, step_time=14.4, wait=0.0, steps=14)
     epochs[3].step, epochs[3].step_time_s = 10, 95.6
     assert fired(epochs, "throughput_drop") == [(10, 10)]
     for r in epochs:
-        r.steps = 2
+        r.steps = 1
     assert fired(epochs, "throughput_drop") == []
 
 

@@ -125,6 +125,7 @@ class Parser(abc.ABC):
         self.reported: object = False  # the last record when a report was last given (a traceback after it is its end)
         # the iteration the last overflow message named, and its record
         self._named: tuple[int | None, StepRecord | None] = (None, None)
+        self.said: StepRecord | None = None  # the last record an overflow message made (its line is no step line)
         self.reached: dict[int, int] = {}  # rank -> the step its own log reached (sources.Source.reached)
         # id(record) -> (the record, wall s, steps) by the line times (paced; the record held: its id not reused)
         self.paces: dict[int, tuple[StepRecord, float, int]] = {}
@@ -205,7 +206,7 @@ class Parser(abc.ABC):
             step = iteration + 1
         rec = self.record(step, overflow=True, loss_scale=scale, overflow_applied=applied or None,
                           loss_scale_next=new if attempted is not None else None)
-        self._named = (iteration, rec)
+        self._named, self.said = (iteration, rec), rec
         if not self.named and self.done == self.step:
             self.placing = rec
         return rec
@@ -216,6 +217,7 @@ class Parser(abc.ABC):
         it (:attr:`after`); before any step the log names, numbered by their position (:attr:`named`)."""
         first = self.next_step()
         recs = [self.record(first + i, overflow=True) for i in range(max(1, min(count, MAX_IN_A_ROW)))]
+        self.said = recs[0]
         if not self.named and self.done == self.step:
             self.placing = recs[0]
         self.after.extend(recs[1:])

@@ -10,7 +10,12 @@ among them a counter (a name the alias table, :mod:`.fields`, reads as the step 
 (``box_loss``, YOLOv5's ``box``, ``obj``, ``cls``); it replaces the table before it. A **row** has as many cells as
 its header has columns, its counter cell a count (``21/55``, ``3``) and every cell the header names a number
 (``nan`` too; a time column's a clock, ``[h:]mm:ss``, as fastai's ``time`` column ``02:49``, in seconds); the other
-cells (``9.95G``, ``640``) are left as they are. The row ends where its bar starts, a whole one or one cut short
+cells (``9.95G``, ``640``) are left as they are. In a ``|``- or tab-separated table, text before the first cell
+that the header's line has before its first name too is no part of the cell (a logger's prefix: casanovo's
+``[casanovo/MainProcess] model._log_history : Step``, tabs, ``Train loss``, ``Valid loss``, then its rows
+``.. : 20000``, ``nan``, ``1.594399``). A row whose loss cells are all ``nan`` while an evaluation cell is a
+number is the evaluation's alone (its loss cells are placeholders), and the other way round. The row ends where
+its bar starts, a whole one or one cut short
 (``640: 100%|███``, the count and timing lost to a terminal's width or a poster's cut; in a table not
 ``|``-separated). Other lines, the validation tables between the rows (``Class Images Instances Box(P R mAP50
 mAP50-95)``, whose rows count nothing), are no rows of it. A row's named values are the line's: its losses one
@@ -65,6 +70,9 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
     cells = _cells((line if sep == "|" else _CUT_BAR.sub("", line)).rstrip().rstrip(":"), sep)
     if len(cells) != len(columns):
         return None
+    lead = columns[0][0].rsplit(None, 1)
+    if sep is not None and len(lead) == 2 and cells[0].startswith(lead[0]):
+        cells[0] = cells[0][len(lead[0]):].lstrip()  # the text before the table the header's line has too
     found, evaluations = [], {}
     for (name, column), cell in zip(columns, cells):
         if column is None:
@@ -83,5 +91,16 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
             evaluations[name] = cell
         else:
             found.append((field, cell, None, unit))
+    losses = [f[1] for f in found if f[0] in _LOSSES]
+    if losses and evaluations and _absent(losses) != _absent(evaluations.values()):
+        if _absent(losses):  # a row of the evaluation's alone: its loss cells are placeholders
+            found = [f for f in found if f[0] not in _LOSSES]
+        else:  # a row of the training's alone
+            evaluations = {}
     names = resolve([f for f, *_ in found])
     return [(n, *rest) for n, (_, *rest) in zip(names, found) if n not in NO_FIELD], evaluations
+
+
+def _absent(cells) -> bool:
+    """Every cell of ``cells`` is ``nan``."""
+    return all(c.lstrip("+-").lower() == "nan" for c in cells)

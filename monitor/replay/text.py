@@ -826,7 +826,8 @@ class Parser(base.Parser):
         if line.__class__ is not str:
             return item
         if cls is StepRecord:
-            self._timed(item, line)
+            if item is not self.said:  # a message's record: the steps since the last step line are not known
+                self._timed(item, line)
             self.deferred = None
             if self.stall is not None:
                 (self.silence or self._silence()).record(item.step, line)
@@ -1049,7 +1050,7 @@ class Parser(base.Parser):
         evaluation = self._evaluation(text) if summary or _evaluating(text) else None
         if evaluation is None:
             return self._values(text, bar, prev, joiner, prev_part, summary, found)
-        carries = self._carries(found)
+        carries = self._carries(found, text)
         if self.plain and not carries:
             return self._values(text, bar, prev, joiner, prev_part, summary, found) if self._again() else evaluation
         item = self._values(text, bar, prev, joiner, prev_part, summary, found)
@@ -1066,14 +1067,17 @@ class Parser(base.Parser):
         self.found = True  # a loss at a step, if only an evaluation's: a log of evaluation lines is a training log
         return item
 
-    def _carries(self, found: list) -> bool:
-        """The line of named values ``found`` is a step line of this log that carries evaluation values: its
-        other fields, a training loss and more than a step beside it, are those of the last step line without
-        any (NeMo's and Lightning's step lines print the last validation's ``val_loss`` from the first
-        validation on; nanoGPT's ``step 500: train loss 2.1, val loss 2.3``, a step and two losses, is an
-        evaluation whatever its step lines print)."""
+    def _carries(self, found: list, text: str) -> bool:
+        """The line ``text`` of named values ``found`` is a step line of this log that carries evaluation values:
+        its other fields are those of the last step line without any, a training loss and more than a counter
+        beside it (NeMo's and Lightning's step lines print the last validation's ``val_loss`` from the first
+        validation on), or a loss and a counter alone when no evaluation value is a loss (IML-ViT's per-epoch
+        ``{"train_predict_loss": .., "test_average_f1": .., "epoch": 4}`` on the epochs it evaluated). A counter,
+        a training loss and an evaluation loss, ``step 500: train loss 2.1, val loss 2.3``, is an evaluation
+        (nanoGPT's estimate over both splits)."""
         fields = self.plain_fields
-        return len(fields) > 2 and "loss" in fields and frozenset(f[0] for f in found if f[0] != EVAL) == fields
+        return ("loss" in fields and frozenset(f[0] for f in found if f[0] != EVAL) == fields
+                and (len(fields) > 2 or len(fields) == 2 and _EVAL_LOSS.search(text) is None))
 
     def _again(self) -> bool:
         """An evaluation line read now repeats the evaluation read last: no step line came between them (in a log
@@ -1107,7 +1111,7 @@ class Parser(base.Parser):
             if ("/" not in text or not self.numbered or _count(text, None) is None) and (
                     bar is not None or self.leading is False or _leading(text) is None):
                 return self._complete(prev, joiner, text) if prev_part else NO_STEP
-        if summary and self.plain and not self._carries(found):
+        if summary and self.plain and not self._carries(found, text):
             return SUMMARY  # evaluation values, in a log whose step lines have none
         names = {f[0] for f in found}
         if not summary and not names <= {"epoch", "step"} and names & {"epoch", "step", "loss"}:  # (a counter or
