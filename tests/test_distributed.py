@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -100,6 +101,47 @@ def test_two_ranks_serve_their_own_series_and_file_sd(tmp_path, promtool):
         assert list(sd.glob("*.json")) == [], "file_sd targets removed at a clean end"
     finally:
         stop(proc)
+
+
+def test_the_straggler_measure_names_the_rank_the_others_wait_for(tmp_path):
+    """Rank 1's loader takes 0.2 s a batch. In data parallel training rank 0 then waits for it inside its step
+    (the gradient AllReduce): rank 0's step time is the long one, rank 1's time between steps. A real Prometheus
+    with the shipped rules, scraping both ranks, puts rank 1 over TrainingRankStraggler's margin, not rank 0."""
+    import yaml
+
+    from services import http_json, start_prometheus, wait_until
+
+    deploy = Path(__file__).parent.parent / "deploy" / "prometheus"
+    cfg = yaml.safe_load((deploy / "prometheus.yml").read_text())
+    cfg["global"].update(scrape_interval="1s", scrape_timeout="1s")
+    cfg["rule_files"] = [str(deploy / f) for f in cfg["rule_files"]]
+    del cfg["alerting"]
+    cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
+    cfg["scrape_configs"][0]["file_sd_configs"][0].update(files=[f"{tmp_path / 'file_sd'}/*.json"],
+                                                           refresh_interval="1s")
+    proc, _ = launch(tmp_path, "slowdata")
+    prom = None
+    try:
+        (tmp_path / "prom").mkdir()
+        prom, url = start_prometheus(str(tmp_path / "prom"), cfg)
+
+        def by_rank(expr):
+            result = http_json(f"{url}/api/v1/query?query={urllib.parse.quote(expr)}")["data"]["result"]
+            return {r["metric"]["rank"]: float(r["value"][1]) for r in result}
+
+        wait_until(lambda: len(steps := by_rank('train_step{run="msrun-test"}')) == 2 and min(steps.values()) >= 150,
+                   180, "both ranks past step 150")
+        time.sleep(16)  # the rules' next evaluation (every 15 s) sees those steps
+        ratio = by_rank('run_rank:train_data_wait_beyond_median:ratio5m{run="msrun-test"}')
+        step = by_rank('run_rank:train_step_duration_seconds:mean5m{run="msrun-test"}')
+        (tmp_path / "release").write_text("scraped")
+        assert proc.wait(180) == 0
+    finally:
+        stop(proc)
+        if prom:
+            prom.stop()
+    assert ratio["1"] > 0.2 and ratio["0"] < 0, ratio
+    assert step["0"] > 2 * step["1"], step  # the step time of the rank that waits, not of the one it waits for
 
 
 def test_a_rank_blocked_in_a_collective_reports_a_stall_with_its_stack(tmp_path):

@@ -10,6 +10,7 @@
                                   target) at step 44: rank 0's copy loads, rank 1's does not
     two_ranks.py OUT PORT die     data-parallel training printing MindSpore's LossMonitor lines; rank 1 is
                                   killed (SIGKILL) at step 12, and the cluster's scheduler times the ranks out
+    two_ranks.py OUT PORT slowdata  as ``train``, with rank 1's loader taking 0.2 s to make each batch
 """
 import json
 import os
@@ -33,6 +34,14 @@ from training_monitor.callbacks.tinylm import ByteWindows, load_corpus, make_dat
 def blocking_collective_rank1():
     """Rank 1 waits in a collective its peer never joins."""
     return ops.AllReduce()(Tensor([1.0]))
+
+
+class SlowWindows(ByteWindows):
+    """A loader that takes 0.2 s to make each batch (a slow file system, too few workers)."""
+
+    def __getitem__(self, i):
+        time.sleep(0.2)
+        return super().__getitem__(i)
 
 
 class Truncate(Callback):
@@ -75,12 +84,13 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     init()
     rank = get_rank()
-    if mode in ("train", "nan", "corrupt", "die"):
+    if mode in ("train", "nan", "corrupt", "die", "slowdata"):
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     ms.set_seed(0)  # same initial weights on every rank, as data parallelism expects
     net = tiny_net()
-    steps = {"train": 400, "hang": 20, "nan": 60, "corrupt": 60, "die": 40}[mode]
-    source = ByteWindows(load_corpus(), SEQ, BATCH, steps, seed=rank)
+    steps = {"train": 400, "hang": 20, "nan": 60, "corrupt": 60, "die": 40, "slowdata": 250}[mode]
+    source = (SlowWindows if mode == "slowdata" and rank == 1 else ByteWindows)(load_corpus(), SEQ, BATCH, steps,
+                                                                              seed=rank)
     if mode in ("nan", "corrupt") and rank == 1:
         source.poison = {44}
     opt = nn.SGD(net.trainable_params(), learning_rate=0.05)
@@ -93,7 +103,7 @@ def main():
                  + ([LossMonitor()] if mode == "die" else []) + ([Die()] if mode == "die" and rank == 1 else []))
     Model(nn.TrainOneStepCell(net, opt)).train(1, make_dataset(source), callbacks=callbacks,
                                                dataset_sink_mode=False)
-    if mode == "train":  # keep /metrics up until the test has scraped
+    if mode in ("train", "slowdata"):  # keep /metrics up until the test has scraped
         release = os.path.join(out, "release")
         deadline = time.time() + 120
         while not os.path.exists(release) and time.time() < deadline:
