@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 102)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 104)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -45,7 +45,8 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout90": 6, "heldout91": 8, "heldout92": 6, "heldout93": 8,
             "heldout94": 8, "heldout95": 7, "heldout96": 9, "heldout97": 8,
             "heldout98": 6, "heldout99": 2,
-            "heldout100": 9, "heldout101": 9}
+            "heldout100": 9, "heldout101": 9,
+            "heldout102": 8, "heldout103": 8}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -222,6 +223,8 @@ KNOWN_FAILING = frozenset({
     # heldout100, first replay (not studied)
     "custom_pytorch_sd_watermark_2rank_epochs_1_20_loss_stuck_near_1p0_degenerate_bolin42.log",
     "hf_trainer_kg_llm_lora_state_steps_1_40_loss_4p31_to_0p60_grad_norm_nan_at_1_2_6_overflow_chenguangyang96ucr.log",
+    # heldout103, first replay (not studied)
+    "trl_dpo_tqdm_steps_154_175_log_history_loss_2p45e9_then_0p0_rewards_nan_sugarandgugu.log",
     # promoted from heldout100 after scoring: one fp16 step skipped (`"grad_norm": Infinity` among finite losses),
     # labelled overflow, reported as NaN, as readers label such steps in other logs
     "hf_trainer_llama2_lora_state_steps_1_40_loss_2p67_to_0p37_grad_norm_inf_at_33_overflow_memasp.log",
