@@ -550,6 +550,7 @@ def test_own_event_log_is_re_reported(tmp_path):
     assert [e.trainer_step for e in res.events] == [None, 220]  # the trainer's number, after a rollback
     assert "loss is nan at step 194 (trainer step 220)" in as_text([res])
     assert res.skipped == {"rollback or stop record": 1, "unknown rule": 1}
+    assert res.actions == ["rollback: at_step 151, to_step 125, rank 0"]  # what the live monitor did
     # an event that asked for no rollback (the live monitor spared it: its step's update was skipped) asks for
     # none replayed: only rank 1's loss spike is a would-be rollback
     assert res.events[1].actions == ["alert"]
@@ -581,8 +582,16 @@ def test_the_monitor_s_own_event_line_in_a_console_log_is_its_report(tmp_path):
     early = replay_file(write(tmp_path, "warm.log", "\n".join(warm) + "\n"))
     assert [(e.rule, e.step, e.actions) for e in early.events] == [("loss_spike", 3, ["alert"])]
     assert early.would_be_rollbacks() == []
-    # its lines of what it did are no steps (a stop's `anomaly at step 152` is no second record of step 152)
+    # its lines of what it did are no steps (a stop's `anomaly at step 152` is no second record of step 152); they
+    # are listed as what the live monitor did, beside what the rules would do
     assert (res.steps, res.skipped["rollback or stop record"]) == (3, 2)
+    assert res.actions == [
+        "rank 0: rolled back from step 151 to healthy checkpoint at step 125 (monitor_output/checkpoints/rank_0/x/"
+        "step_00000125.ckpt), LR x0.5",
+        "stopping the run: rollback budget exhausted: 2 rollbacks done (max_rollbacks=2); anomaly at step 152"]
+    from training_monitor.replay.summary import as_dict, as_text
+    assert f"the live monitor: {res.actions[0]}" in as_text([res])
+    assert [a["action"] for a in as_dict([res])["live_actions"]] == res.actions
     # a rule with no actions in the rules file prints none after the arrow
     quiet = lines[:2] + ["2026-12-03 20:17:03.531 | WARNING  | training_monitor.sinks:on_event:77 - rank 0 low_mfu at step "
                          "150 (onset 141): MFU 4.3% below the floor 20% -> "]

@@ -111,6 +111,7 @@ class Parser(abc.ABC):
         self.times = times  # read a step line's time prefix (only a backfill needs it: ~10 % of a replay)
         self.last: StepRecord | None = None
         self.reason = ""
+        self.action = ""  # what the live monitor did, as the line that gave ACTION says it
         self.overflow_lines = 0  # overflow messages since the last step line of the format itself
         self.absorbs = False  # the record just returned replaces the pending one
         self.held: list[Report] = []  # reports waiting for the step of the next record

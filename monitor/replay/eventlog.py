@@ -95,4 +95,7 @@ class Parser(base.Parser):
         obj = json_object(line)
         if obj is None:
             return NOT_JSON if line.strip() else base.BLANK
+        if "action" in obj and "rule" not in obj:  # what the live monitor did: `rollback: at_step 45, to_step 30, ..`
+            self.action = f"{obj['action']}: " + ", ".join(f"{k} {v}" for k, v in obj.items()
+                                                          if k not in ("action", "time"))
         return _report(obj, self.rank)

@@ -431,7 +431,8 @@ def _match(line: str, parser):
         m = _SOCKET_WAIT.search(line)
         if m is not None:
             return _stall(parser, float(m.group(2)) if m.group(2) else None, f"HCCL {_HCCL_WHAT['EI0006']}", m.group(1))
-    if _OWN_ACTION.search(line) is not None:
+    if (m := _OWN_ACTION.search(line)) is not None:
+        parser.action = line[m.start():].strip()
         return ACTION
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count

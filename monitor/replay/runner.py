@@ -29,7 +29,7 @@ from ..ruleset import Rules
 from ..sinks import EventList
 from . import csvlog, eventlog, mindformers, tensorboard
 from . import text as generic
-from .base import DUPLICATE, MERGED, PROGRESS, REJUDGED, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
+from .base import ACTION, DUPLICATE, MERGED, PROGRESS, REJUDGED, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .sources import (
@@ -53,6 +53,7 @@ from .tracks import Stats, Track
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
 HELD = 1000  # records whose step is their position, held until the log names a step (bounded memory)
+MAX_ACTIONS = 1000  # the live monitor's actions a result keeps (ReplayResult.actions)
 
 NOT_SLOWER = "slowness report the step times do not show"  # (_Run._confirm)
 
@@ -135,6 +136,7 @@ class ReplayResult(EventList):
     policies: dict = field(default_factory=dict)  # rank -> WouldBeRollbacks
     stats: Stats = field(default_factory=Stats)
     tracks: dict = field(default_factory=dict)  # rank -> Track (plot series), with ReplayOptions.plot_ranks
+    actions: list = field(default_factory=list)  # what the live monitor did (rollbacks, stops), as its lines say
 
     def _in_order(self, kind: str) -> list[dict]:
         """Each rank's ``kind`` list (its policy's ``rollbacks`` or ``missed``), ``rank`` added, in the order they
@@ -175,7 +177,8 @@ class ReplayResult(EventList):
                 "merged_lines": self.merged_lines, "lines": self.lines, "skipped": dict(self.skipped.most_common()),
                 "ranks": sorted(self.ranks), "anomalies_not_kept": self.events_dropped, "files": self.files,
                 "would_be_rollbacks": self.would_be_rollbacks(), "would_stop": self.would_stop(),
-                "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "stats": self.stats.to_dict(),
+                "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "live_actions": self.actions,
+                "stats": self.stats.to_dict(),
                 **({"error": self.error} if self.error else {}),
                 **({"left_out": list(self.left_out)} if self.left_out else {})}
 
@@ -311,6 +314,8 @@ class _Run:
             else:
                 r.skipped_lines += 1
                 r.skipped[parser.reason] += 1
+                if parser.reason == ACTION and len(r.actions) < MAX_ACTIONS:
+                    r.actions.append(parser.action)
         elif item.__class__ is StepRecord:
             self._took(item, slot, key)
         else:

@@ -17,8 +17,9 @@ def as_dict(results) -> dict:
     ``lines`` (all of them). Besides the counts and ``anomalies``: ``would_be_rollbacks`` (what the live rollback
     policy would have done: ``at_step``, ``onset_step``, ``to_step`` (None when the checkpoint interval is not
     known), ``before_step``, ``lr_multiplier``, ``rules``, ``rank``), ``would_stop`` (the would-be stops,
-    ``at_step``, ``reason``, ``rank``; empty when the run would have gone on) and ``rollbacks_without_checkpoint``,
-    each with ``file``; per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``,
+    ``at_step``, ``reason``, ``rank``; empty when the run would have gone on), ``rollbacks_without_checkpoint`` and
+    ``live_actions`` (what the live monitor did, rollbacks and stops, as its lines in the log say: ``action``), each
+    with ``file``; per file also ``stats`` (step time in s, TPS in tokens/s, MFU 0..1: ``median``, ``p5``,
     ``p95``, ``count``).
     """
     skipped: Counter = Counter()
@@ -42,7 +43,8 @@ def as_dict(results) -> dict:
             "skipped": dict(skipped.most_common()),
             "would_be_rollbacks": each("would_be_rollbacks"),
             "would_stop": each("would_stop"),
-            "rollbacks_without_checkpoint": each("rollbacks_without_checkpoint")}
+            "rollbacks_without_checkpoint": each("rollbacks_without_checkpoint"),
+            "live_actions": [{"action": a, "file": r.path} for r in results for a in r.actions]}
 
 
 def stats_lines(stats: dict) -> list[str]:
@@ -58,7 +60,7 @@ def stats_lines(stats: dict) -> list[str]:
 
 
 def rollback_lines(result) -> list[str]:
-    """The would-be rollbacks and stops of one log, in words."""
+    """The would-be rollbacks and stops of one log, in words; then what the live monitor did, as its lines say."""
     many = len(result.ranks) > 1
     out = []
     factor = next((f"LR x{p.lr_factor:g} " for p in result.policies.values()), "")
@@ -77,6 +79,7 @@ def rollback_lines(result) -> list[str]:
     for stop in result.would_stop():
         who = f" (rank {stop['rank']})" if many else ""
         out.append(f"would have stopped the run at step {stop['at_step']}: {stop['reason']}{who}")
+    out.extend(f"the live monitor: {a}" for a in result.actions)
     return out
 
 
