@@ -219,9 +219,9 @@ PANELS: dict[str, PanelDef] = {
                                 queries=(_q(f"count by (run) (train_step{{{RUN}}})", "{{run}}"),)),
     "most_waited_for": PanelDef(
         "Rank the others wait for, share of the step period", "percentunit", kind="stat", width=6, height=4,
-        queries=(_q(f"max by (run) ({_beyond_median(RUN)})", "{{run}}"),), thresholds=WAITED_FOR, decimals=1,
-        description="The most any rank spends between its steps beyond the job's median rank, over the median "
-                    "step period (TrainingRankStraggler fires over 20 %)."),
+        queries=(_q(f"topk by (run) (1, {_beyond_median(RUN)})"),), thresholds=WAITED_FOR, decimals=1,
+        description="The rank that spends the most between its steps beyond the job's median rank, and that time "
+                    "over the median step period (TrainingRankStraggler fires over 20 %)."),
     "oldest_step": PanelDef(
         "Longest since a rank's last step", "s", kind="stat", width=6, height=4,
         queries=(_q(f"max by (run) (time() - train_last_step_timestamp_seconds{{{RUN}}})", "{{run}}"),)),

@@ -83,7 +83,7 @@ def test_rank_expressions_compute_what_the_panels_say(tmp_path, promtool):
         (expr_of("step_mean_by_rank"), samples({0: 1, 1: 1, 2: 2})),
         (expr_of("vs_median_by_rank"), samples({0: 1, 1: 1, 2: 2})),
         (expr_of("beyond_median_by_rank"), samples({0: 0, 1: 0, 2: 0.25})),
-        (expr_of("most_waited_for"), [{"labels": '{run="r"}', "value": 0.25}]),
+        (expr_of("most_waited_for"), samples({2: 0.25})),
         (expr_of("lag_by_rank"), samples({0: 0, 1: 5, 2: 10})),
         (expr_of("step_spread"), [{"labels": '{run="r"}', "value": 10}]),
         (expr_of("steps_since_healthy"), samples({0: 200, 1: 195, 2: 190})),

@@ -70,6 +70,25 @@ def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Repor
     return found
 
 
+def actions(path: str, limit: int) -> list[str]:
+    """What the live monitor did (its action records: rollbacks, stops) in the event log ``path``, in words
+    (:func:`words`), in the file's order, the first ``limit``; a file that cannot be read raises OSError."""
+    out: list[str] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if len(out) >= limit:
+                break
+            obj = json_object(line) if '"action"' in line else None
+            if obj is not None and "action" in obj and "rule" not in obj:
+                out.append(words(obj))
+    return out
+
+
+def words(obj: dict) -> str:
+    """An action record in words: ``rollback: at_step 45, to_step 30, ..`` (its time left out)."""
+    return f"{obj['action']}: " + ", ".join(f"{k} {v}" for k, v in obj.items() if k not in ("action", "time"))
+
+
 def _report(obj: dict, rank: int) -> Report | str:
     """The event ``obj`` (an event log line's object) as a :class:`Report` (``rank``: when it names none), or the
     reason it is not one."""
@@ -95,7 +114,6 @@ class Parser(base.Parser):
         obj = json_object(line)
         if obj is None:
             return NOT_JSON if line.strip() else base.BLANK
-        if "action" in obj and "rule" not in obj:  # what the live monitor did: `rollback: at_step 45, to_step 30, ..`
-            self.action = f"{obj['action']}: " + ", ".join(f"{k} {v}" for k, v in obj.items()
-                                                          if k not in ("action", "time"))
+        if "action" in obj and "rule" not in obj:  # what the live monitor did
+            self.action = words(obj)
         return _report(obj, self.rank)

@@ -632,16 +632,17 @@ class _Run:
         self._outside(math.inf)
 
 
-def _found_outside(path: str) -> list[tuple[float, Report]]:
-    """The events of the event log ``path`` found outside the step records, latest first (see
-    :func:`.eventlog.found_outside`); an unreadable one is reported on stderr and left out."""
+def _beside(path: str) -> tuple[list[tuple[float, Report]], list[str]]:
+    """What the event log ``path`` beside a record log adds to it: its events found outside the step records,
+    latest first (see :func:`.eventlog.found_outside`), and what the live monitor did (:func:`.eventlog.actions`);
+    an unreadable one is reported on stderr and left out."""
     try:
-        found = eventlog.found_outside(path)
+        found, done = eventlog.found_outside(path), eventlog.actions(path, MAX_ACTIONS)
     except OSError as exc:
         logger.warning("{}: cannot read the event log beside the record log: {}", shown(path), exc)
-        return []
+        return [], []
     found.sort(key=lambda item: item[0])
-    return found[::-1]
+    return found[::-1], done
 
 
 def _files(source: Source, first, head: list, progress: Progress | None):
@@ -777,7 +778,7 @@ def replay_source(source: Source, rules: Rules | None = None, fmt: str = "auto",
         run.own_events = source.own_events
         run.reached = source.reached
         if source.event_log is not None and fmt == csvlog.NAME:
-            run.outside = _found_outside(source.event_log)
+            run.outside, result.actions = _beside(source.event_log)
         path, at = first, [0]
         feed = _feed_blocks if _fast(run) else _feed_lines
         try:
