@@ -256,6 +256,23 @@ def start_alertmanager(folder, config: dict) -> tuple[Process, str]:
         f"--cluster.listen-address=127.0.0.1:{free_port()}"], "/api/v2/status")
 
 
+def training_prometheus_config(sd_dir) -> dict:
+    """The shipped ``deploy/prometheus/prometheus.yml`` for a test: its rule files by absolute path, scraping every
+    second only the training job's file_sd targets in ``sd_dir`` (re-read every second), sending no alert (a shared
+    machine: nothing goes to whatever listens on 9093)."""
+    import yaml
+
+    deploy = os.path.join(os.path.dirname(__file__), "..", "deploy", "prometheus")
+    with open(os.path.join(deploy, "prometheus.yml")) as f:
+        cfg = yaml.safe_load(f)
+    cfg["global"].update(scrape_interval="1s", scrape_timeout="1s")
+    cfg["rule_files"] = [os.path.abspath(os.path.join(deploy, f)) for f in cfg["rule_files"]]
+    del cfg["alerting"]
+    cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
+    cfg["scrape_configs"][0]["file_sd_configs"][0].update(files=[f"{sd_dir}/*.json"], refresh_interval="1s")
+    return cfg
+
+
 def start_prometheus(folder, config: dict, *args: str) -> tuple[Process, str]:
     """Run Debian's ``prometheus`` with ``config`` (and extra command-line ``args``) on a free port; return
     it and its URL."""

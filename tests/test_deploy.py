@@ -230,21 +230,15 @@ def test_real_prometheus_scrapes_file_sd_and_renders_the_runbook_base(tmp_path):
     """prometheus.yml with a deployer's runbook_base, a real exporter found through its file_sd target:
     the series keep their own run/rank labels, and one engine event becomes a firing TrainingAnomaly whose
     runbook_url is built from the external label (promtool's unit tests cannot set external labels)."""
-    from services import http_json, start_prometheus, wait_until
+    from services import http_json, start_prometheus, training_prometheus_config, wait_until
     from training_monitor.events import Event
     from training_monitor.file_sd import write_file_sd_target
     from training_monitor.metrics import Metrics
 
     base = "https://runbooks.example/training-monitor/runbooks"
-    cfg = yaml.safe_load((PROM / "prometheus.yml").read_text())
-    cfg["global"].update(scrape_interval="1s", scrape_timeout="1s")
-    cfg["global"]["external_labels"]["runbook_base"] = base
-    cfg["rule_files"] = [str(PROM / f) for f in cfg["rule_files"]]
-    del cfg["alerting"]  # a shared machine: send nothing to whatever listens on 9093
-    cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
-    (job,) = cfg["scrape_configs"]
     sd = tmp_path / "file_sd"
-    job["file_sd_configs"][0].update(files=[f"{sd}/*.json"], refresh_interval="1s")
+    cfg = training_prometheus_config(sd)
+    cfg["global"]["external_labels"]["runbook_base"] = base
 
     metrics = Metrics(run="deploy-test", rank=3, rules=Rules().rules)
     assert metrics.serve("127.0.0.1", 0)

@@ -107,18 +107,9 @@ def test_the_straggler_measure_names_the_rank_the_others_wait_for(tmp_path):
     """Rank 1's loader takes 0.2 s a batch. In data parallel training rank 0 then waits for it inside its step
     (the gradient AllReduce): rank 0's step time is the long one, rank 1's time between steps. A real Prometheus
     with the shipped rules, scraping both ranks, puts rank 1 over TrainingRankStraggler's margin, not rank 0."""
-    import yaml
+    from services import http_json, start_prometheus, training_prometheus_config, wait_until
 
-    from services import http_json, start_prometheus, wait_until
-
-    deploy = Path(__file__).parent.parent / "deploy" / "prometheus"
-    cfg = yaml.safe_load((deploy / "prometheus.yml").read_text())
-    cfg["global"].update(scrape_interval="1s", scrape_timeout="1s")
-    cfg["rule_files"] = [str(deploy / f) for f in cfg["rule_files"]]
-    del cfg["alerting"]
-    cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] == "training"]
-    cfg["scrape_configs"][0]["file_sd_configs"][0].update(files=[f"{tmp_path / 'file_sd'}/*.json"],
-                                                           refresh_interval="1s")
+    cfg = training_prometheus_config(tmp_path / "file_sd")
     proc, _ = launch(tmp_path, "slowdata")
     prom = None
     try:

@@ -439,13 +439,14 @@ def test_a_log_s_run_label_is_its_file_name_stem():
 
 
 def test_the_events_found_outside_the_records_are_read_bounded(tmp_path):
-    from training_monitor.replay.eventlog import found_outside
+    from training_monitor.replay.eventlog import beside
 
     log = tmp_path / "events_rank0.jsonl"
     stall = {"rule": "stall", "value": 600.0, "message": "no step", "source": "watchdog"}
     log.write_text("".join(json.dumps({**stall, "step": s, "onset_step": s, "time": 1000.0 + s}) + "\n"
                            for s in range(50)) + json.dumps({**stall, "step": 60, "onset_step": 60, "source": "rule",
                                                             "time": 2000.0}) + "\n" + '{"action": "stop"}\n')
-    assert [(t, r.step, r.source) for t, r in found_outside(str(log), limit=3)] == [
+    assert [(t, r.step, r.source) for t, r in beside(str(log), events=3)[0]] == [
         (1000.0, 0, "watchdog"), (1001.0, 1, "watchdog"), (1002.0, 2, "watchdog")]
-    assert len(found_outside(str(log))) == 50  # the rule's event and the action are not outside the records
+    assert len(beside(str(log))[0]) == 50  # the rule's event and the action are not outside the records
+    assert beside(str(log))[1] == ["stop: "]  # the action: what the live monitor did

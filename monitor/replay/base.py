@@ -53,6 +53,7 @@ ACTION = "rollback or stop record"       # what the live monitor did, in its eve
 OTHER_TAG = "other tag"
 MERGED = "merged"                        # not a skip: the line completed the record before it
 MAX_IN_A_ROW = 1000  # records made of a trainer's count of overflowed steps in a row (Parser.overflowed_in_a_row)
+MAX_ACTIONS = 1000  # the live monitor's actions a replay keeps per log (runner.ReplayResult.actions)
 
 
 class Report(NamedTuple):

@@ -15,7 +15,7 @@ import json
 from ..detectors import ACTIONS, EVALUATORS
 from ..sinks import MAX_EVENTS
 from . import base
-from .base import ACTION, NOT_JSON, NUMBER, Report
+from .base import ACTION, MAX_ACTIONS, NOT_JSON, NUMBER, Report
 
 
 def json_object(line: str) -> dict | None:
@@ -49,39 +49,31 @@ def _value(v) -> float | None:
     return None if v is None else float(v)  # NaN/Inf are written as "nan"/"inf"
 
 
-def found_outside(path: str, limit: int = MAX_EVENTS) -> list[tuple[float, Report]]:
-    """The events of the event log ``path`` that the live monitor found outside the step records (source other
-    than ``rule``: the weights check's, the watchdog's; the evaluation rules' events, :data:`EVALUATORS`: a record
-    log holds no evaluation), each with its time (Unix seconds), in the file's order, the first ``limit`` of them
-    (memory stays bounded). Lines that are no such event (the step rules' events, actions, broken lines) are left
-    out; a file that cannot be read raises OSError."""
+def beside(path: str, events: int = MAX_EVENTS, actions: int = MAX_ACTIONS) -> tuple[list, list[str]]:
+    """What the event log ``path`` adds to the record log beside it, read in one pass: the events the live monitor
+    found outside the step records (source other than ``rule``: the weights check's, the watchdog's; the evaluation
+    rules' events, :data:`EVALUATORS`: a record log holds no evaluation), each as ``(time in Unix seconds,
+    Report)``, and what it did (its action records: rollbacks, stops) in words (:func:`words`); each in the file's
+    order, the first ``events`` and ``actions`` of them (memory stays bounded). Other lines (the step rules' events,
+    broken lines) are left out; a file that cannot be read raises OSError."""
     found: list[tuple[float, Report]] = []
+    done: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            if len(found) >= limit:
+            if len(found) >= events and len(done) >= actions:
                 break
-            obj = json_object(line) if '"onset_step"' in line else None
-            if obj is None or obj.get("source", "rule") == "rule" and obj.get("rule") not in EVALUATORS or (
-                    not isinstance(obj.get("time"), (int, float))):
+            obj = json_object(line) if '"onset_step"' in line or '"action"' in line else None
+            if obj is None:
                 continue
-            rep = _report(obj, 0)
-            if isinstance(rep, Report):
-                found.append((float(obj["time"]), rep))
-    return found
-
-
-def actions(path: str, limit: int) -> list[str]:
-    """What the live monitor did (its action records: rollbacks, stops) in the event log ``path``, in words
-    (:func:`words`), in the file's order, the first ``limit``; a file that cannot be read raises OSError."""
-    out: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if len(out) >= limit:
-                break
-            obj = json_object(line) if '"action"' in line else None
-            if obj is not None and "action" in obj and "rule" not in obj:
-                out.append(words(obj))
-    return out
+            if "action" in obj and "rule" not in obj:
+                if len(done) < actions:
+                    done.append(words(obj))
+            elif len(found) < events and (obj.get("source", "rule") != "rule" or obj.get("rule") in EVALUATORS) and (
+                    '"onset_step"' in line and isinstance(obj.get("time"), (int, float))):
+                rep = _report(obj, 0)
+                if isinstance(rep, Report):
+                    found.append((float(obj["time"]), rep))
+    return found, done
 
 
 def words(obj: dict) -> str:

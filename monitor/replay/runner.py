@@ -29,7 +29,18 @@ from ..ruleset import Rules
 from ..sinks import EventList
 from . import csvlog, eventlog, mindformers, tensorboard
 from . import text as generic
-from .base import ACTION, DUPLICATE, MERGED, PROGRESS, REJUDGED, RULE_DISABLED, UNKNOWN_RULE, Evaluation, Report
+from .base import (
+    ACTION,
+    DUPLICATE,
+    MAX_ACTIONS,
+    MERGED,
+    PROGRESS,
+    REJUDGED,
+    RULE_DISABLED,
+    UNKNOWN_RULE,
+    Evaluation,
+    Report,
+)
 from .policy import WouldBeRollbacks
 from .progress import EVERY, Progress
 from .sources import (
@@ -53,7 +64,6 @@ from .tracks import Stats, Track
 PARSERS = {m.NAME: m for m in (mindformers, generic, csvlog, eventlog, tensorboard)}
 DETECT_LINES = 5000
 HELD = 1000  # records whose step is their position, held until the log names a step (bounded memory)
-MAX_ACTIONS = 1000  # the live monitor's actions a result keeps (ReplayResult.actions)
 
 NOT_SLOWER = "slowness report the step times do not show"  # (_Run._confirm)
 
@@ -634,10 +644,10 @@ class _Run:
 
 def _beside(path: str) -> tuple[list[tuple[float, Report]], list[str]]:
     """What the event log ``path`` beside a record log adds to it: its events found outside the step records,
-    latest first (see :func:`.eventlog.found_outside`), and what the live monitor did (:func:`.eventlog.actions`);
-    an unreadable one is reported on stderr and left out."""
+    latest first, and what the live monitor did (:func:`.eventlog.beside`); an unreadable one is reported on stderr
+    and left out."""
     try:
-        found, done = eventlog.found_outside(path), eventlog.actions(path, MAX_ACTIONS)
+        found, done = eventlog.beside(path)
     except OSError as exc:
         logger.warning("{}: cannot read the event log beside the record log: {}", shown(path), exc)
         return [], []

@@ -50,15 +50,19 @@ def _cells(line: str, sep: str | None) -> list[str]:
 
 
 def header(line: str) -> tuple | None:
-    """``(separator, columns)`` of a table header, each column ``(name, (field, unit) or None)`` (see the module
-    docstring), or None when ``line`` is no header of a table with a counter and a loss."""
+    """``(separator, columns, lead)`` of a table header, each column ``(name, (field, unit) or None)``, ``lead`` the
+    text before its first name's last word in a separated table, else "" (see the module docstring), or None when
+    ``line`` is no header of a table with a counter and a loss."""
     sep = "|" if "|" in line else "\t" if "\t" in line else None
     names = _cells(line, sep) if sep is not None else _APART.split(line.strip())
     if len(names) < 3 or sep is None and "  " not in line.strip() or any(_CELL.fullmatch(n) for n in names):
         return None
     columns = tuple((n, lookup(n.rstrip(":"))) for n in names)
     fields = {c[1][0] for c in columns if c[1] is not None}
-    return (sep, columns) if fields & COUNTERS and fields & _LOSSES else None
+    if not fields & COUNTERS or not fields & _LOSSES:
+        return None
+    lead = names[0].rsplit(None, 1)
+    return sep, columns, lead[0] if sep is not None and len(lead) == 2 else ""
 
 
 def row(table: tuple, line: str) -> tuple[list, dict] | None:
@@ -66,13 +70,12 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
     the ``(field, value, total, unit)`` of each cell the table names, the line's loss chosen (as
     :func:`.text.pairs` gives a line's); ``evaluations`` the evaluation columns' values by name
     (``Validation Loss``)."""
-    sep, columns = table
+    sep, columns, lead = table
     cells = _cells((line if sep == "|" else _CUT_BAR.sub("", line)).rstrip().rstrip(":"), sep)
     if len(cells) != len(columns):
         return None
-    lead = columns[0][0].rsplit(None, 1)
-    if sep is not None and len(lead) == 2 and cells[0].startswith(lead[0]):
-        cells[0] = cells[0][len(lead[0]):].lstrip()  # the text before the table the header's line has too
+    if lead and cells[0].startswith(lead):
+        cells[0] = cells[0][len(lead):].lstrip()  # the text before the table the header's line has too
     found, evaluations = [], {}
     for (name, column), cell in zip(columns, cells):
         if column is None:
@@ -92,8 +95,8 @@ def row(table: tuple, line: str) -> tuple[list, dict] | None:
         else:
             found.append((field, cell, None, unit))
     losses = [f[1] for f in found if f[0] in _LOSSES]
-    if losses and evaluations and _absent(losses) != _absent(evaluations.values()):
-        if _absent(losses):  # a row of the evaluation's alone: its loss cells are placeholders
+    if losses and evaluations and (lost := _absent(losses)) != _absent(evaluations.values()):
+        if lost:  # a row of the evaluation's alone: its loss cells are placeholders
             found = [f for f in found if f[0] not in _LOSSES]
         else:  # a row of the training's alone
             evaluations = {}
