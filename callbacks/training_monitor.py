@@ -20,7 +20,7 @@ from mindspore.train import Callback
 from training_monitor.alerts import AlertsConfig, AlertSender
 from training_monitor.config import MonitorConfig
 from training_monitor.engine import Engine
-from training_monitor.eventlog import EventLog
+from training_monitor.eventlog import EventLog, said
 from training_monitor.file_sd import remove_file_sd_target, write_file_sd_target
 from training_monitor.files import lock, unlock
 from training_monitor.flops import ModelFlops, mfu
@@ -961,20 +961,16 @@ class TrainingMonitor(Callback):
         rb = self.policy.rolled_back(d, rewound=True, lr_scale=factor, checkpoint=target.path)
         if target.batches_consumed is not None:  # the iterator goes on: these batches are not seen again
             rb["skipped_batches"] = [target.batches_consumed + 1, self._batches]
-        self.event_log.write({"action": "rollback", **rb, "rank": self.rank, "time": time.time()})
+        record = {"action": "rollback", **rb, "rank": self.rank, "time": time.time()}
+        self.event_log.write(record)
         self.metrics.on_rollback(self.ledger.last_healthy_step)
         self._read_lr = self._optimizer_lr(cb)
-        lr = (f"LR x{factor:g} (now x{rb['lr_multiplier']:g} of the schedule)" if not d.batch else
-              f"LR kept at x{rb['lr_multiplier']:g} of the schedule: step {d.onset} ran on that checkpoint's own "
-              "weights, its batch is bad")
         left = max(self.cfg.max_rollbacks - self.policy.done, 0)
         budget = (f"; {left} rollback(s) left of max_rollbacks={self.cfg.max_rollbacks}" if left else
                   f"; the rollback budget is used up (max_rollbacks={self.cfg.max_rollbacks}): the next anomaly that "
                   "asks for a rollback stops the run")
-        logger.bind(report=True).warning(
-            "rank {}: rolled back from step {} to healthy checkpoint at step {} ({}), {}{}", self.rank, step,
-            target.step, target.path, lr, budget)
-        return f"rolled back to the healthy checkpoint at step {target.step}, {lr}"
+        logger.bind(report=True).warning("{}{}", said(record), budget)
+        return said({k: v for k, v in record.items() if k != "rank"})
 
     def _load_healthy(self, cb, d: Decision, factor: float) -> CheckpointEntry | None:
         """Load ``d.target``, or the next target the policy gives when it does not load (on every rank), the LR
@@ -1024,11 +1020,11 @@ class TrainingMonitor(Callback):
             return "batches not skipped (the dataset is not skippable)"
         source, items = self._source  # (items: of the source in one batch, .batch(B) in the pipeline)
         first, last = (i + 1 for i in source.skip(n * items) or (-1, -1))  # positions counted from 1
-        self.event_log.write({"action": "skip_batches", "at_step": step, "batches": n,
-                              "source_positions": [first, last], "rank": self.rank, "time": time.time()})
-        logger.bind(report=True).warning("rank {}: skipped {} batch(es), data source positions {}-{}, at step {}",
-                                         self.rank, n, first, last, step)
-        return f"skipped {n} batch(es), data positions {first}-{last}"
+        record = {"action": "skip_batches", "at_step": step, "batches": n, "source_positions": [first, last],
+                  "rank": self.rank, "time": time.time()}
+        self.event_log.write(record)
+        logger.bind(report=True).warning("{}", said(record))
+        return said({k: v for k, v in record.items() if k != "rank"})
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason

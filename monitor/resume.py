@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from glob import escape, glob, has_magic
 
 from .engine import Engine
-from .ledger import QUARANTINED, CheckpointEntry, Ledger, file_checksum, read_ledger
+from .ledger import DELETED, QUARANTINED, CheckpointEntry, Ledger, file_checksum, read_ledger
 from .log import logger
 from .record import StepRecord
 from .recordlog import RecordLog
@@ -213,8 +213,8 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
         if id(e) not in on_way or marks[on_way[id(e)]] is None:
             continue
         later = steps[marks[on_way[id(e)]]:]
-        if later and min(later) <= e.step:
-            continue  # left behind by a rollback past it
+        if later and min(later) <= e.step or e.status == DELETED:
+            continue  # left behind by a rollback past it; deleted by the monitor's retention (keep_checkpoints)
         path = _located(e, moved, output_dir, rank)
         if path is None:
             gone.append(e)

@@ -119,7 +119,7 @@ def test_poisoned_batch_reaches_chat_through_prometheus_alertmanager_and_the_rel
 
     (event,) = [e for e in mon.kept.events if e.rule == "nan_inf"]
     text = text_of(direct)
-    assert f"step: {event.step}" in text and "nan_inf on e2e" in text and "rolled back to the healthy checkpoint" in text
+    assert f"step: {event.step}" in text and "nan_inf on e2e" in text and "to healthy checkpoint at step" in text
     assert "runbooks/nan_inf.md" in text
     for req in relayed_fs[:1] + relayed_dt[:1]:  # the same event, through Prometheus and Alertmanager
         text = text_of(req)

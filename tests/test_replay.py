@@ -395,7 +395,9 @@ def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
         if r == 0:  # what the live monitor found outside the step records: the watchdog's stall after step 50
             events.append({"rule": "stall", "step": 50, "onset_step": 50, "value": 600.0, "message": "no step",
                            "rank": 0, "source": "watchdog", "time": 1050.5})
-        events.append({"action": "rollback", "at_step": 40, "to_step": 30, "rank": r, "time": 1040.2})
+        events.append({"action": "rollback", "at_step": 40, "onset_step": 40, "to_step": 30, "lr_multiplier": 0.5,
+                       "rules": ["loss_spike"], "lr_scale": 0.5, "checkpoint": f"ck/r{r}-30.ckpt", "rank": r,
+                       "time": 1040.2})
         (out / f"events_rank{r}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (out / "mindformers_log" / "rank_0" / "info.log").write_text(mf_log(60, spike_at=40))
     results = replay_paths([str(tmp_path) + "/"])  # as a shell completes a folder's name
@@ -404,7 +406,8 @@ def test_a_monitor_output_folder_is_replayed_from_its_record_logs(tmp_path):
     assert [[(e.rule, e.step, e.source) for e in r.events if e.rule != "loss_spike"] for r in results] == [
         [("stall", 50, "watchdog")], []]
     # what the live monitor did, from the event log beside each record log
-    assert [r.actions for r in results] == [[f"rollback: at_step 40, to_step 30, rank {r}"] for r in (0, 1)]
+    assert [r.actions for r in results] == [[f"rank {r}: rolled back from step 40 to healthy checkpoint at step 30 "
+                                             f"(ck/r{r}-30.ckpt), LR x0.5 (now x0.5 of the schedule)"] for r in (0, 1)]
     left = sorted(Path(p).name for p in results[0].left_out)
     assert left == ["events_rank0.jsonl", "events_rank1.jsonl", "info.log"]
     assert results[1].left_out == results[0].left_out

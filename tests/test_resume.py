@@ -309,6 +309,31 @@ def test_resume_restores_the_detectors_and_carries_only_the_checkpoints_on_the_r
         restore(Engine(), fresh, at_30["path"], str(tmp_path), 0, "r2", log)
 
 
+def test_a_checkpoint_the_monitor_deleted_is_no_target_and_not_warned_about_on_resume(tmp_path, log_lines):
+    # keep_checkpoints deleted step 10's file and the ledger marked it `deleted` then: a resume carries the others
+    # and does not warn that its file is gone (a file that vanished unknown to the ledger is warned about, above)
+    from training_monitor.ledger import DELETED, Ledger
+    from training_monitor.record import StepRecord
+    from training_monitor.recordlog import RecordLog
+    from training_monitor.resume import resume, trajectory
+
+    log = RecordLog(str(tmp_path / "records_rank0.csv"))
+    ledger = Ledger(str(tmp_path / "ledger_rank0.json"), healthy_after=5, run="r", checksums=True)
+    saved = {}
+    for s in range(1, 31):
+        log.on_record(StepRecord(s, 3.0 + 0.01 * (s % 3), 1.0))
+        ledger.observe(s)
+        if s % 10 == 0:
+            (tmp_path / f"{s}.ckpt").write_bytes(os.urandom(4096))
+            saved[s] = ledger.add(s, str(tmp_path / f"{s}.ckpt"), s, records=trajectory(log, None))
+    (tmp_path / "10.ckpt").unlink()
+    ledger.quarantine(saved[10], "file deleted (checkpoint retention)", DELETED)
+    assert ledger.wait(10)
+    (tmp_path / "ledger_rank0.json").rename(tmp_path / "ledger_rank0.before-x.json")
+    done = resume(Engine(), saved[30].path, str(tmp_path), 0, "r", log.path)
+    assert [e.step for e in done.carried] == [20, 30]
+    assert not any("files are gone" in line for line in log_lines)
+
 def msrun(out, *args):
     """Run RANKS_JOB as a real 2-rank msrun job; its status."""
     bin_dir = os.path.dirname(sys.executable)

@@ -206,6 +206,12 @@ def test_a_burst_of_bad_batches_costs_one_rollback_and_one_lr_cut(tmp_path, log_
     (replayed,) = replay_paths([str(tmp_path / "records_rank0.csv")], options=options)
     assert [(rb["at_step"], rb["to_step"], rb["lr_multiplier"], rb.get("batch", False))
             for rb in replayed.would_be_rollbacks()] == [(45, 30, 0.5, False), (31, 30, 0.5, True), (31, 30, 0.5, True)]
+    # what the live monitor did, from the event log beside the record log, in the words of its own log lines
+    (folder,) = replay_paths([str(tmp_path)], options=options)
+    lines = [line for line in log_lines if "rolled back from step" in line]
+    assert len(folder.actions) == len(lines) == 3
+    assert all(action in line for action, line in zip(folder.actions, lines))
+    assert folder.actions[0].startswith("rank 0: rolled back from step 45 to healthy checkpoint at step 30 (")
 
 
 def test_rollback_budget_exhausted_stops_the_run_and_keeps_files(tmp_path, log_lines):

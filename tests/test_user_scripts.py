@@ -2,6 +2,7 @@
 TrainingMonitor among their callbacks: NaN recovery, failed recoveries, strict mode, what the metrics say."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -297,6 +298,11 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
     res = replay_file(str(log))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
                                                                                 ("nan_inf", 71, 71, "monitor")]
+    # LossMonitor's lines are its steps; the monitor's line at the end (`training ended at step 69 (trainer step
+    # 100): 2 event(s) (nan_inf x2), ..`) is a summary, no step 69 with a loss of 2
+    assert re.search(r"rank 0: training ended at step \d+ \(trainer step 100\): 2 event\(s\) \(nan_inf x2\)", text)
+    assert res.steps == len(re.findall(r"^epoch: \d+ step: \d+, loss is ", text, re.MULTILINE))
+    assert res.skipped["summary or evaluation line"] == 1
 
 
 

@@ -3,8 +3,8 @@ event per line, re-reported with its rule, step, onset, value, message, rank, so
 
     {"rule": "loss_spike", "step": 151, "onset_step": 151, "value": 4.28, "severity": "critical", "message": "loss 4.28 at step 151 ..", "source": "rule", "actions": ["alert", "rollback"], "rank": 0, "runbook": "runbooks/loss_spike.md", "details": "", "time": 1714550400.1}
 
-The rollback and stop records of the same log (``{"action": "rollback", ..}``: what the live monitor did) are
-skipped as such.
+The action records of the same log (``{"action": "rollback", ..}``: what the live monitor did) are listed in
+words (:func:`training_monitor.eventlog.said`, the result's ``actions``), not judged.
 Severity and actions come from the rules in force, less the actions the logged event did not ask for (the live
 monitor spares a rollback for an event on steps whose update was skipped).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from ..detectors import ACTIONS, EVALUATORS
+from ..eventlog import said
 from ..sinks import MAX_EVENTS
 from . import base
 from .base import ACTION, MAX_ACTIONS, NOT_JSON, NUMBER, Report
@@ -53,7 +54,7 @@ def beside(path: str, events: int = MAX_EVENTS, actions: int = MAX_ACTIONS) -> t
     """What the event log ``path`` adds to the record log beside it, read in one pass: the events the live monitor
     found outside the step records (source other than ``rule``: the weights check's, the watchdog's; the evaluation
     rules' events, :data:`EVALUATORS`: a record log holds no evaluation), each as ``(time in Unix seconds,
-    Report)``, and what it did (its action records: rollbacks, stops) in words (:func:`words`); each in the file's
+    Report)``, and what it did (its action records: rollbacks, stops) in words (:func:`training_monitor.eventlog.said`); each in the file's
     order, the first ``events`` and ``actions`` of them (memory stays bounded). Other lines (the step rules' events,
     broken lines) are left out; a file that cannot be read raises OSError."""
     found: list[tuple[float, Report]] = []
@@ -67,18 +68,13 @@ def beside(path: str, events: int = MAX_EVENTS, actions: int = MAX_ACTIONS) -> t
                 continue
             if "action" in obj and "rule" not in obj:
                 if len(done) < actions:
-                    done.append(words(obj))
+                    done.append(said(obj))
             elif len(found) < events and (obj.get("source", "rule") != "rule" or obj.get("rule") in EVALUATORS) and (
                     '"onset_step"' in line and isinstance(obj.get("time"), (int, float))):
                 rep = _report(obj, 0)
                 if isinstance(rep, Report):
                     found.append((float(obj["time"]), rep))
     return found, done
-
-
-def words(obj: dict) -> str:
-    """An action record in words: ``rollback: at_step 45, to_step 30, ..`` (its time left out)."""
-    return f"{obj['action']}: " + ", ".join(f"{k} {v}" for k, v in obj.items() if k not in ("action", "time"))
 
 
 def _report(obj: dict, rank: int) -> Report | str:
@@ -107,5 +103,5 @@ class Parser(base.Parser):
         if obj is None:
             return NOT_JSON if line.strip() else base.BLANK
         if "action" in obj and "rule" not in obj:  # what the live monitor did
-            self.action = words(obj)
+            self.action = said(obj)
         return _report(obj, self.rank)

@@ -215,7 +215,8 @@ step line of their own.
   at the trainer's step when the line names it (``(onset 194; trainer step 220)``: after a rollback the trainer
   counts on, and its step lines with it). Its lines of what it did, ``rank 0: rolled back from step 161 to
   healthy checkpoint at step 125 (..)`` and ``stopping the run: ..; anomaly at step 65``, are no step (``rollback
-  or stop record``): the steps after a rollback go back on their own.
+  or stop record``): the steps after a rollback go back on their own. Its line at the end of a training call,
+  ``rank 0: training ended at step 393 (trainer step 280): 2 event(s) (loss_spike x2), ..``, is a summary.
 
 The same message repeated for the same step and rank (each rank and each pending collective prints one,
 SummaryCollector one per tensor) is reported once.
@@ -225,7 +226,7 @@ from __future__ import annotations
 import math
 import re
 
-from .base import ACTION, MERGED, REPEATED, Report
+from .base import ACTION, MERGED, REPEATED, SUMMARY, Report
 from .eventlog import spared
 
 CRASH = "trainer_crash"
@@ -273,6 +274,8 @@ _RT_TASK = re.compile(r"([\w ]*?timeout) occurred during task execution(?:.*?\bt
 _RANK = re.compile(r"Rank (\d+)\]")
 # this monitor's own lines of what it did (callbacks.TrainingMonitor: a rollback, a stop)
 _OWN_ACTION = re.compile(r"\brank \d+: rolled back from step -?\d+ to |\bstopping the run: ")
+# ... and its line at the end of a training call (``TrainingMonitor._summary``): totals, no step
+_OWN_END = re.compile(r"\brank \d+: training ended at step -?\d+\b")
 # this monitor's own event line (sinks.LoggedEvents): rank, rule, step, onset, the trainer's step, message, actions
 _OWN = re.compile(r"\brank (\d+) ([a-z][a-z_]*) at step (-?\d+) \(onset (-?\d+)(?:; trainer step (-?\d+))?\): (.*) "
                   r"-> ((?:[a-z_]+(?: off)?(?:, )?)*)\s*$")
@@ -320,7 +323,8 @@ MARKS = ("kipping step", "verflow", "found inf", "Found inf or nan", "educing lo
          "isnan(", "isinf(", "isfinite(",
          "Non-finite norm encountered", "` is non-finite",
          "imed out node", "Time out nodes", "is timed out", "abnormal nodes num", "of ranks for more than",
-         "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ")
+         "operations have failed or timed out", " (onset ", "rolled back from step", "stopping the run: ",
+         "training ended at step")
 _MENTIONED = re.compile("|".join(map(re.escape, MARKS)))
 _FAILED = re.compile(r"E[0-9A-Z]\d{4}: |Segmentation fault|Fatal Python|Process received signal|Failing at address"
                      r"|core dumped|SIG(?:SEGV|BUS|ABRT|ILL|FPE)|Bus error|exits? with exception|Killed|Aborted")  # a crash's marks
@@ -434,6 +438,8 @@ def _match(line: str, parser):
     if (m := _OWN_ACTION.search(line)) is not None:
         parser.action = line[m.start():].strip()
         return ACTION
+    if _OWN_END.search(line) is not None:
+        return SUMMARY
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count
         asked = [a.removesuffix(" off") for a in m[7].split(", ")]  # ('rollback off': asked, not done)
