@@ -597,6 +597,34 @@ def test_a_running_train_time_a_units_name_a_range_of_steps_and_a_rate_named_aft
     assert _steps(["Starting training..., iters: 400"]) == []
 
 
+def test_a_bracketed_range_after_a_counter_is_the_record_of_the_interval_it_closes():
+    # MXNet's Speedometer (bigdevilTJJ/mxnet-cornernet's log): `Batch [a-b]` is the interval since the report before,
+    # its values the interval's, so its record is batch b's; the counter restarts each epoch. Zeus' `Steps 51-100:`
+    # (no brackets) is a summary of steps whose own lines the log holds (test above)
+    tune = "tests/data/reallogs/tune/"
+    name = "mxnet_module_cornernet_epochs_4_5_loss_flat_8p6_speed_6p2_drops_to_3p4_throughput_bigdeviltjj1.log"
+    lines = open(tune + name).read().splitlines()
+    recs = _steps(lines)
+    assert len(recs) == 17 and [(r.step, r.loss) for r in recs[:2]] == [(620, 8.776213), (640, 8.809524)]
+    assert [r.step for r in recs[5:8]] == [720, 740, 760]  # epoch 5's count placed after epoch 4's
+    assert [r.step for r in _steps(lines[10:12])] == [20, 40]
+    assert replay_file(tune + name).steps == 17
+
+
+def test_argparse_s_namespace_of_a_script_s_arguments_is_a_header():
+    # LPtrichor/PatchTST's Informer run: `print(args)` prints `Namespace(.., itr=2, .., learning_rate=0.0001, ..)`
+    # before training; its values are settings (`itr` is no step), and the epoch lines after it, each with its
+    # evaluation losses, are the run's step records
+    tune = "tests/data/reallogs/tune/"
+    name = "custom_pytorch_informer_etth1_epochs_1_38_train_loss_0p94_to_0p30_vali_1p16_to_1p59_healthy_lptrichor.log"
+    lines = open(tune + name).read().splitlines()
+    assert lines[2].startswith("Namespace(random_seed=2021, is_training=1,") and "itr=2" in lines[2]
+    recs = _steps(lines)
+    assert [(r.step, r.loss, r.lr) for r in recs[:2]] == [(1, 0.9394618, None), (2, 0.6037571, None)]
+    res = replay_file(tune + name)
+    assert (res.steps, res.evaluations, res.skipped["header"], res.events) == (38, 38, 1, [])
+
+
 def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_times():
     tune = "tests/data/reallogs/tune/"
     # marian-nmt/marian issue #480: `Up.` counts the updates, `Cost` without a unit is the loss, `L.r.` is no loss

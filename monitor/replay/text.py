@@ -246,7 +246,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]
 # Megatron's arguments, `lr ....... 0.0003`, are no step's values)
 _LEADER = r"(?:-{3,}\s+)?"
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")\[?\s*['\"]?"  # noqa: E501
+    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")(?P<br>\[)?\s*['\"]?(?(br)(?:\d+\s*[-–]\s*(?=\d+\s*\]))?)"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!(?![A-Z][a-z])\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
@@ -303,7 +303,9 @@ _LEADING = re.compile(r"\s*[\[(]?\s*(\d+)" + _AFTER + r"\s*[\])]?(?:[\s,:|]+[\[(
                       r"(?=[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*){0,2}(?:\s*(?:[:=]|\bis\b)\s*" + _LEADER
                       + r"|\s+)[-+]?(?:\d|nan|inf)|"
                       + _UNNAMED + _ANY_FIELD + r"\s*,)", re.IGNORECASE)
-_RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's
+_RANGE = re.compile(r"[-–]\d")  # after a step's value, a range of steps (``Steps 1-20:``): a summary's (a range in
+# brackets, MXNet Speedometer's ``Batch [600-620]``, is the interval the line closes: :data:`_PAIR` reads its end)
+_NAMESPACE = re.compile(r"(?<![\w.])Namespace\(\w+=")  # argparse's repr of a script's arguments, `print(args)`
 _NUMERAL = re.compile(r"(?<![A-Za-z_])\d")  # a digit that is no part of a name (a header's ``LOSS TOK2VEC``)
 _WORD_AFTER = re.compile(r"\s+[A-Za-z]")
 _NOT_FINITE = re.compile(r"(?i)[-+]?(?:nan|inf)\w*")  # a value NaN or Inf as printed (``nan``, ``-inf``, ``nanxxx``)
@@ -1039,6 +1041,8 @@ class Parser(base.Parser):
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
         trainer message: a record, a report or a skip reason (see the module docstring)."""
+        if "Namespace(" in text and _NAMESPACE.search(text) is not None:
+            return HEADER  # the run's arguments, as argparse prints them: settings, no step's values
         if bar is None and self.fast:
             shape = _SHAPES.get(text.translate(_ZEROS))
             if shape is not None and shape[2] is not None:
