@@ -625,6 +625,16 @@ def test_argparse_s_namespace_of_a_script_s_arguments_is_a_header():
     assert (res.steps, res.evaluations, res.skipped["header"], res.events) == (38, 38, 1, [])
 
 
+def test_a_number_glued_to_a_word_is_no_value_of_it():
+    # `x2` (a count, `loss_spike x2`), `top5`, `fp16` name no value: a value follows its name after a separator or a
+    # space (or a bracket, a quote); names that end in digits keep theirs
+    assert text.pairs(text.clean("step 393: 2 event(s) (loss_spike x2)")) == [("step", "393", None, None)]
+    assert text.pairs(text.clean("step 5 loss_spike 2.5")) == [("step", "5", None, None), ("loss", "2.5", None, None)]
+    assert text.pairs(text.clean("iter 7 loss 2.5 fp16 top5 acc 0.9"))[:2] == [("step", "7", None, None),
+                                                                              ("loss", "2.5", None, None)]
+    assert text.pairs(text.clean("[E 1 | it 100] loss: 2")) == [("step", "100", None, None), ("loss", "2", None, None)]
+
+
 def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_times():
     tune = "tests/data/reallogs/tune/"
     # marian-nmt/marian issue #480: `Up.` counts the updates, `Cost` without a unit is the loss, `L.r.` is no loss

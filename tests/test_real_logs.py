@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 105)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 106)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -47,10 +47,12 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout98": 6, "heldout99": 2,
             "heldout100": 9, "heldout101": 9,
             "heldout102": 8, "heldout103": 8,
-            "heldout104": 7}
+            "heldout104": 7, "heldout105": 8}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
+    "custom_pytorch_restarted_runs_steps_0_4_loss_frozen_1p386294_ln4_chance_degenerate_darejkal.log",
+    "so_vits_svc_vits_gan_steps_0_3800_mel_loss_41p0_to_18p4_healthy_wsywsywsywsywsy979.log",
     # promoted from heldout9/heldout10 after scoring (to be fixed)
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # 719 -> 1044 ms/step, no data time: 40 s lost
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
@@ -198,7 +200,6 @@ KNOWN_FAILING = frozenset({
     # heldout87, first replay (not studied)
     "keras_dcgan_steps_426_525_then_0_199_fakeloss_frozen_14p3_degenerate_plxiv.log",
     # heldout91, first replay (not studied)
-    "cpmnetv2_epoch_160_all_losses_zero_degenerate_zunzhumu14.log",
     "paddledet_ppyoloe_plus_amp_epochs_35_51_loss_2p40_to_2p30_found_inf_scale_halving_routine_orionzj.log",
     "paddleocr_ppocrv5_det_db_steps_10_20_loss_pinned_1p0_shrink_threshold_0_degenerate_saifulkamil.log",
     # promoted from heldout92 and heldout93 after scoring: Keras' NaN at the batches' count where the label names the

@@ -246,7 +246,7 @@ _UNIT = r"(?:\s?(?P<unit>ms|us|µs|μs|seconds?|secs?|minutes|mins?|s|h|%|[KMGT]
 # Megatron's arguments, `lr ....... 0.0003`, are no step's values)
 _LEADER = r"(?:-{3,}\s+)?"
 _PAIR_TEXT = (
-    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")(?P<br>\[)?\s*['\"]?(?(br)(?:\d+\s*[-–]\s*(?=\d+\s*\]))?)"  # noqa: E501
+    r"(?<![A-Za-z_])(?<!\w-)(?<!\s--)(?<!^--)(?P<item>(?<=, )|(?<=,)|(?<=\{)|^)?(?P<name>[A-Za-z_][\w./-]{0,63}(?:" + UNIT_AFTER + r")?(?: (?:[A-Za-z_][\w./-]{0,63}|\(\w+\))){0,7}?)['\"]?\}?\s*(?P<sep>[:=]|\bis\b|#(?=\d)|(?(item),(?= ?[-+]?\.?\d)|(?!)))?\s*(?(sep)" + _LEADER + r")(?P<br>\[)?\s*['\"]?(?(br)(?:\d+\s*[-–]\s*(?=\d+\s*\]))?)(?<![A-Za-z_])"  # noqa: E501
     r"(?P<val>" + _NUM + r"|(?i:[-+]?nan(?:x{1,3})?|[-+]?inf(?:inity|x{1,3})?|true|false)(?!(?![A-Z][a-z])\w|"
     r"(?!\s\s+[A-Za-z][\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])\s+[A-Za-z]"  # (a column's gap: the next name)
     r"(?(sep)(?![\w./-]*(?: (?:[\w./-]+|\(\w+\))){0,3}\s*[:=])"
