@@ -22,13 +22,16 @@ def _saving(mc: ModelCheckpoint) -> tuple:
             getattr(mc, "_last_triggered_step", None))
 
 
+_GONE = "its file since deleted (checkpoint retention)"  # a quarantined checkpoint's, once retention took it
+
 class ModelCheckpointFiles:
     """Follows the ``ModelCheckpoint`` callbacks of a ``Model.train`` call for one rank.
 
     Args:
         ledger: the rank's checkpoint ledger; new files are added to it, deleted ones marked there.
-        own_dir: the monitor's checkpoint folder for this process; its files are never pinned (the monitor
-            deletes none of them), and pins are hard links under ``own_dir/kept/``.
+        own_dir: the monitor's checkpoint folder for this process; its files are never pinned (the monitor's
+            own retention, ``keep_checkpoints``, keeps its rollback target), and pins are hard links under
+            ``own_dir/kept/``.
         lineage: returns the ledger fields a new checkpoint takes from the run (``records``, its trajectory, see
             :func:`training_monitor.resume.trajectory`; ``rollbacks``, ``lr_multiplier``).
     """
@@ -103,12 +106,15 @@ class ModelCheckpointFiles:
 
     def follow_retention(self) -> None:
         """A ``ModelCheckpoint`` saved, and its ``keep_checkpoint_max`` may have deleted older files: a pinned
-        checkpoint is read from its link from now on; the others whose file is gone are marked ``deleted``;
+        checkpoint is read from its link from now on; the others whose file is gone are marked ``deleted``
+        (a quarantined one stays quarantined, its reason saying the file is gone);
         a file not pinned yet (the new one, or one an asynchronous save had not written at the last look) is
         pinned while it is pending or the newest healthy. Also run before a rollback and at train end (a
         file may go after the last save seen)."""
         pins, newest = {id(e): link for e, link, _ in self._pins}, self.ledger.last_healthy_step
         for e in self.ledger.entries:
+            if e.status == QUARANTINED and _GONE not in e.reason and not os.path.exists(e.path):
+                self.ledger.quarantine(e, f"{e.reason}; {_GONE}")  # (the ledger says the evidence is gone)
             if e.status not in (PENDING, HEALTHY) or id(e) in pins and e.path == pins[id(e)]:
                 continue
             if not os.path.exists(e.path):

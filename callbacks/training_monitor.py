@@ -914,12 +914,16 @@ class TrainingMonitor(Callback):
 
     def _retain(self) -> None:
         """Delete the monitor's own checkpoint files beyond ``keep_checkpoints`` (see :class:`MonitorConfig`):
-        of those pending or healthy, all but the newest N, the pending ones and the newest healthy one."""
+        of those pending or healthy, all but the newest N, the pending ones and the newest healthy one. Its own
+        are those in this rank's checkpoint folders, this process's and those of the run's earlier processes
+        that a resume carried over (``checkpoints/rank_<r>/<instance>/``; not the trainer's, pinned under
+        ``kept/``), so a run restarted many times keeps N files, not N per process."""
         keep = self.cfg.keep_checkpoints
         if not keep:
             return
-        own_dir, newest = os.path.abspath(self.ckpt_dir), self.ledger.last_healthy_step
-        own = [e for e in self.ledger.entries if e.status in (PENDING, HEALTHY) and os.path.dirname(e.path) == own_dir]
+        ranks_dir, newest = os.path.dirname(os.path.abspath(self.ckpt_dir)), self.ledger.last_healthy_step
+        own = [e for e in self.ledger.entries
+               if e.status in (PENDING, HEALTHY) and os.path.dirname(os.path.dirname(e.path)) == ranks_dir]
         for e in own[:-keep]:
             if e.status == PENDING or e.step == newest:
                 continue

@@ -25,7 +25,8 @@ class MonitorConfig(RollbackSettings):
             and the monitor's checkpoints.
         keep_checkpoints: the monitor's own checkpoints (``checkpoint_every``) kept on disk: the newest N, and
             always the pending ones and the newest healthy one (the rollback target); an older file is deleted
-            after each save and its ledger entry marked ``deleted``. Quarantined ones stay (evidence). 0 keeps all.
+            after each save and its ledger entry marked ``deleted``; those a resume carried over from the run's
+            earlier processes count with this process's. Quarantined ones stay (evidence). 0 keeps all.
         metrics_host, metrics_port: where ``/metrics`` is served. Each rank serves on ``metrics_port +
             local rank`` (so the ranks of one node do not collide); ``null`` serves nothing, 0 takes any
             free port.

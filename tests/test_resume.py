@@ -398,6 +398,28 @@ def test_a_resumed_run_takes_up_its_rollback_budget_and_lr_multiplier(tmp_path):
     assert rb["lr_multiplier"] == 0.25
 
 
+def test_a_resumed_run_keeps_its_newest_checkpoints_over_its_processes(tmp_path):
+    # keep_checkpoints 2 over a run restarted from a checkpoint: the files the killed process saved count with the
+    # resumed one's (a run restarted hundreds of times keeps N files, not N per process): the older ones are
+    # deleted and marked so in the resumed process's ledger, the newest healthy one and the pending ones kept
+    settings = dict(output_dir=str(tmp_path), metrics_port=None, run="kept", checkpoint_every=5, healthy_after=5,
+                    keep_checkpoints=2)
+    first = TrainingMonitor(**settings)
+    train([first], steps=30)
+    assert first.ledger.wait(60)
+    entry = [e for e in first.ledger.entries if e.status == "healthy"][-1]
+    pattern = str(tmp_path / "checkpoints" / "rank_{rank}" / "*" / os.path.basename(entry.path))
+    second = TrainingMonitor(resume_from=pattern, **settings)
+    train([second], steps=30, cell=loaded(checkpoint_file(pattern.format(rank=0))))
+    assert second.resumed is not None and second.instance != first.instance
+    # (the killed process's file past the one resumed from, step 30, is on no trajectory of this process: kept)
+    on_disk = sorted(str(p) for p in (tmp_path / "checkpoints" / "rank_0").glob("*/*.ckpt"))
+    live = sorted(e.path for e in second.ledger.entries if e.status != "deleted")
+    after = [e.path for e in first.ledger.entries if e.step > entry.step]
+    assert on_disk == sorted(live + after) and 2 <= len(live) <= 4 and len(after) == 1
+    old = [e for e in second.ledger.entries if first.instance in e.path]
+    assert old and all(e.status == "deleted" and "keep_checkpoints=2" in e.reason for e in old)
+
 def test_a_resume_whose_loader_leaves_the_lr_scale_out_runs_at_the_run_s_lr_multiplier(tmp_path, log_lines):
     # MindFormers' resume loads the network's and the optimizer's parameters but not a ScaledLearningRate's
     # scale ('Optimizer parameters are not loaded: monitor_lr_scale'): the schedule would run at x1 after a

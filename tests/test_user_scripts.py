@@ -89,6 +89,12 @@ def test_retention_deletes_old_checkpoints_and_a_later_nan_lands_on_a_kept_healt
         by_step.setdefault(e.step, e)
     assert by_step[10].status == "deleted" and by_step[10].reason == "file deleted (checkpoint retention)"
     assert all(os.path.exists(e.path) for e in mon.ledger.entries if e.status in ("healthy", "pending"))
+    # the suspect ones (35 and 40, saved before the NaN at 45) stay quarantined; the ledger says retention took
+    # their files (no evidence is claimed that is gone)
+    suspect = [e for e in mon.ledger.entries if e.status == "quarantined"]
+    assert suspect and all(os.path.exists(e.path) or e.reason.endswith("; its file since deleted (checkpoint "
+                                                                       "retention)") for e in suspect)
+    assert any(not os.path.exists(e.path) for e in suspect)
     # pinned now: the newest healthy checkpoint and the pending ones (the run ended at trainer step 60, whose
     # file ModelCheckpoint saved at train end)
     pinned = [e for e in mon.ledger.entries if os.path.dirname(e.path) == str(mon.ckpt_dir / "kept")]
