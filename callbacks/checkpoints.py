@@ -24,6 +24,7 @@ def _saving(mc: ModelCheckpoint) -> tuple:
 
 _GONE = "its file since deleted (checkpoint retention)"  # a quarantined checkpoint's, once retention took it
 
+
 class ModelCheckpointFiles:
     """Follows the ``ModelCheckpoint`` callbacks of a ``Model.train`` call for one rank.
 

@@ -54,9 +54,10 @@ def beside(path: str, events: int = MAX_EVENTS, actions: int = MAX_ACTIONS) -> t
     """What the event log ``path`` adds to the record log beside it, read in one pass: the events the live monitor
     found outside the step records (source other than ``rule``: the weights check's, the watchdog's; the evaluation
     rules' events, :data:`EVALUATORS`: a record log holds no evaluation), each as ``(time in Unix seconds,
-    Report)``, and what it did (its action records: rollbacks, stops) in words (:func:`training_monitor.eventlog.said`); each in the file's
-    order, the first ``events`` and ``actions`` of them (memory stays bounded). Other lines (the step rules' events,
-    broken lines) are left out; a file that cannot be read raises OSError."""
+    Report)``, and what it did (its action records: rollbacks, stops) in words
+    (:func:`training_monitor.eventlog.said`); each in the file's order, the first ``events`` and ``actions`` of
+    them (memory stays bounded). Other lines (the step rules' events, broken lines) are left out; a file that
+    cannot be read raises OSError."""
     found: list[tuple[float, Report]] = []
     done: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as f:
