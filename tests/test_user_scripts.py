@@ -304,6 +304,9 @@ def test_a_console_log_replays_its_rollbacks_at_the_trainer_s_steps(tmp_path):
     res = replay_file(str(log))
     assert [(e.rule, e.step, e.onset_step, e.source) for e in res.events] == [("nan_inf", 45, 45, "monitor"),
                                                                                 ("nan_inf", 71, 71, "monitor")]
+    # (its message counts the monitor's steps: said so where they differ from the trainer's)
+    assert [e.message for e in res.events] == ["monitor: loss is nan at step 45",
+                                               "monitor (its step 56): loss is nan at step 56"]
     # LossMonitor's lines are its steps; the monitor's line at the end (`training ended at step 69 (trainer step
     # 100): 2 event(s) (nan_inf x2), ..`) is a summary, no step 69 with a loss of 2
     assert re.search(r"rank 0: training ended at step \d+ \(trainer step 100\): 2 event\(s\) \(nan_inf x2\)", text)

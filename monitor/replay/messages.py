@@ -443,8 +443,9 @@ def _match(line: str, parser):
     if " (onset " in line and parser.own_events and (m := _OWN.search(line)) is not None:
         shift = int(m[5]) - int(m[3]) if m[5] else 0  # at the trainer's step, as the log's step lines count
         asked = [a.removesuffix(" off") for a in m[7].split(", ")]  # ('rollback off': asked, not done)
-        return parser.once(Report(m[2], int(m[3]) + shift, None, f"monitor: {m[6]}", int(m[1]), int(m[4]) + shift,
-                                  "monitor", spared=spared(asked)))
+        msg = f"monitor (its step {m[3]}): {m[6]}" if shift else f"monitor: {m[6]}"  # (its message: its steps)
+        return parser.once(Report(m[2], int(m[3]) + shift, None, msg, int(m[1]), int(m[4]) + shift, "monitor",
+                                  spared=spared(asked)))
     return _hang(line, parser)
 
 
