@@ -974,7 +974,7 @@ class TrainingMonitor(Callback):
                   f"; the rollback budget is used up (max_rollbacks={self.cfg.max_rollbacks}): the next anomaly that "
                   "asks for a rollback stops the run")
         logger.bind(report=True).warning("{}{}", said(record), budget)
-        return said({k: v for k, v in record.items() if k != "rank"})
+        return said(record, rank=False)
 
     def _load_healthy(self, cb, d: Decision, factor: float) -> CheckpointEntry | None:
         """Load ``d.target``, or the next target the policy gives when it does not load (on every rank), the LR
@@ -1028,7 +1028,7 @@ class TrainingMonitor(Callback):
                   "rank": self.rank, "time": time.time()}
         self.event_log.write(record)
         logger.bind(report=True).warning("{}", said(record))
-        return said({k: v for k, v in record.items() if k != "rank"})
+        return said(record, rank=False)
 
     def _stop(self, run_context, reason: str) -> None:
         self.stop_reason = reason

@@ -65,33 +65,34 @@ class EventLog(Sink):
             self._fd = None
 
 
-def said(record: dict) -> str:
+def said(record: dict, rank: bool = True) -> str:
     """An action record of the event log (what the monitor did: ``{"action": "rollback", ..}``, written by the
     MindSpore callback) in words, as the monitor's own log line says it: ``rank 0: rolled back from step 151 to
-    healthy checkpoint at step 125 (ckpt/x.ckpt), LR x0.5 (now x0.5 of the schedule)``. A record of an action
-    this version does not know, or one missing a field, is given as its fields (``name: key value, ..``)."""
+    healthy checkpoint at step 125 (ckpt/x.ckpt), LR x0.5 (now x0.5 of the schedule)`` (``rank`` False: without
+    the ``rank 0: ``, as a chat alert that names the rank says it). A record of an action this version does not
+    know, or one missing a field, is given as its fields (``name: key value, ..``)."""
     r = record
     try:
-        rank = f"rank {r['rank']}: " if "rank" in r else ""
+        who = f"rank {r['rank']}: " if rank and "rank" in r else ""
         act = r["action"]
         if act == "rollback":
             lr = (f"LR kept at x{r['lr_multiplier']:g} of the schedule: step {r['onset_step']} ran on that "
                   "checkpoint's own weights, its batch is bad" if r.get("batch") else
                   f"LR x{r['lr_scale']:g} (now x{r['lr_multiplier']:g} of the schedule)")
             skipped = r.get("skipped_batches")
-            return (f"{rank}rolled back from step {r['at_step']} to healthy checkpoint at step {r['to_step']} "
+            return (f"{who}rolled back from step {r['at_step']} to healthy checkpoint at step {r['to_step']} "
                     f"({r['checkpoint']}), {lr}"
                     f"{f'; batches {skipped[0]}-{skipped[1]} of the data are not seen again' if skipped else ''}")
         if act == "rollback_failed":
-            return f"{rank}step {r['at_step']}: rollback failed ({r['reason']}); training went on"
+            return f"{who}step {r['at_step']}: rollback failed ({r['reason']}); training went on"
         if act == "skip_batches":
             first, last = r["source_positions"]
-            return (f"{rank}skipped {r['batches']} batch(es), data source positions {first}-{last}, at step "
+            return (f"{who}skipped {r['batches']} batch(es), data source positions {first}-{last}, at step "
                     f"{r['at_step']}")
         if act == "stop":
-            return f"{rank}stopped the run: {r['reason']}"
+            return f"{who}stopped the run: {r['reason']}"
         if act == "resume_failed":
-            return f"{rank}resume from {r['checkpoint']} failed: {r['reason']}"
+            return f"{who}resume from {r['checkpoint']} failed: {r['reason']}"
     except (KeyError, TypeError, ValueError, IndexError):
         pass
     return f"{r.get('action')}: " + ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("action", "time"))

@@ -214,7 +214,7 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
             continue
         later = steps[marks[on_way[id(e)]]:]
         if later and min(later) <= e.step or e.status == DELETED:
-            continue  # left behind by a rollback past it; deleted by the monitor's retention (keep_checkpoints)
+            continue  # left behind by a rollback past it; its file deleted by retention, as the ledger knew
         path = _located(e, moved, output_dir, rank)
         if path is None:
             gone.append(e)

@@ -1041,14 +1041,14 @@ class Parser(base.Parser):
     def _line(self, text: str, bar, prev: str, joiner: str, prev_part: bool):
         """What ``text`` (the line, a bar's count read and the bar replaced by its postfix) is, when it holds no
         trainer message: a record, a report or a skip reason (see the module docstring)."""
-        if "Namespace(" in text and _NAMESPACE.search(text) is not None:
-            return HEADER  # the run's arguments, as argparse prints them: settings, no step's values
         if bar is None and self.fast:
             shape = _SHAPES.get(text.translate(_ZEROS))
             if shape is not None and shape[2] is not None:
                 rec = self._plain(shape[2], text)
                 if rec is not None:
                     return rec
+        if "Namespace(" in text and _NAMESPACE.search(text) is not None:
+            return HEADER  # the run's arguments, as argparse prints them: settings, no step's values
         summary, found = self._read(_dict(text), bar is None, not self.numbered and not self.named_loss)
         self.named_loss = self.named_loss or any(p[0] == "loss" and p[3] != PPL for p in found)
         evaluation = self._evaluation(text) if summary or _evaluating(text) else None
