@@ -539,9 +539,11 @@ class TrainingMonitor(Callback):
         self._prev_trainer_step = cb.cur_step_num
         if self._resume_from is not None:  # detector windows and ledger of the run, on every rank or none
             try:
+                consensus = self._consensus
                 self.resumed = restore(self.engine, self.ledger, self._resume_from, cfg.output_dir, self.rank,
-                                       cfg.run, self.record_log, self._consensus.all_ok if self._consensus else None,
-                                       lambda path: self._holds(cb, path))
+                                       cfg.run, self.record_log, consensus.all_ok if consensus else None,
+                                       lambda path: self._holds(cb, path),
+                                       (lambda n: consensus.least(n, self.rank)) if consensus else None)
             except ResumeError as exc:
                 self._not_resumed(run_context, cb, exc)
             self._resume_from = None
@@ -753,11 +755,18 @@ class TrainingMonitor(Callback):
         now = time.perf_counter()  # the outputs are on the host: the step's compute is over
         if lr is None and self._read_lr is not None:
             lr = self._read_lr()
-        if self._consensus is not None:
-            self._own = (loss, norm)
-            loss, norm, overflow = self._consensus.step_values(loss, norm, overflow)
         steps = max(cb.cur_step_num - self._prev_trainer_step, 1)
         self._prev_trainer_step = cb.cur_step_num
+        step = self._batches - self.engine.offset
+        # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
+        # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
+        saved = self.model_checkpoints.ledger_new(step - 1, self._batches - 1, lag=1)
+        saved = saved or self.model_checkpoints.saved(lag=0)  # ledgered after this step's record
+        promotes = self.ledger.next_promotion
+        check = promotes is not None and step >= promotes or saved and self.ledger.healthy_after == 0
+        if self._consensus is not None:  # (the weights check is a collective: on every rank when due on one)
+            self._own = (loss, norm)
+            loss, norm, overflow, check = self._consensus.step_values(loss, norm, overflow, check)
         if cb.get("dataset_sink_mode"):
             step_time = (now - self._t_end) / steps if self._t_end is not None else None
             wait = None
@@ -773,11 +782,6 @@ class TrainingMonitor(Callback):
             if self._tokens is None:
                 self._tokens = self._infer_tokens(cb)
             tokens = self._tokens or None  # (0: the batch holds no token ids)
-        step = self._batches - self.engine.offset
-        # a ModelCheckpoint that saved since our previous step end slowed this step (in its data wait or, listed
-        # before us, in its compute); a lag-1 file is the state after the previous step: ledgered now
-        saved = self.model_checkpoints.ledger_new(step - 1, self._batches - 1, lag=1)
-        saved = saved or self.model_checkpoints.saved(lag=0)  # ledgered after this step's record
         epoch_end = self._epoch is not None and cb.cur_epoch_num != self._epoch
         slow = self._slow or ("checkpoint" if saved else "epoch" if epoch_end else None)
         self._slow, self._epoch = None, cb.cur_epoch_num
@@ -796,8 +800,7 @@ class TrainingMonitor(Callback):
         for on_record in self._on_record:
             on_record(rec, events)
         self.model_checkpoints.ledger_new(step, self._batches, lag=0)
-        promotes = self.ledger.next_promotion  # (a step whose events ask for no rollback promotes)
-        if promotes is not None and step >= promotes and not any("rollback" in e.actions for e in events):
+        if check and not any("rollback" in e.actions for e in events):  # (a step asking for none promotes)
             events = events + self._weights_finite(cb, step)
         d = self.policy.decide(step, events)
         if d.promoted:
@@ -936,6 +939,17 @@ class TrainingMonitor(Callback):
                 continue
             self.ledger.quarantine(e, f"file deleted (keep_checkpoints={keep})", DELETED)
 
+    def _not_yet(self, onset: int) -> str | None:
+        """Why the newest checkpoint before step ``onset`` is no target when it was saved in the ``healthy_after``
+        steps before the excursion (so not yet healthy, now quarantined by it), None otherwise."""
+        before = [e for e in self.ledger.entries if e.step < onset]
+        e = max(before, key=lambda e: e.step, default=None)
+        if e is None or e.status == HEALTHY or e.step + self.ledger.healthy_after <= onset:
+            return None
+        after = self.ledger.healthy_after
+        return (f"the checkpoint of step {e.step} was not healthy yet: it turns healthy after {after} clean steps, "
+                f"at step {e.step + after}")
+
     def _lineage(self) -> dict:
         """The ledger fields of a checkpoint saved now that a resumed run takes up (:class:`CheckpointEntry`)."""
         return {"records": trajectory(self.record_log, self.resumed.entry.records if self.resumed else None),
@@ -952,7 +966,7 @@ class TrainingMonitor(Callback):
         except TypeError as exc:  # the LR cannot be scaled in place, or no optimizer
             return self._rollback_failed(d, str(exc))
         if target is None:
-            unsaved = self._unsaved or (_NONE_SAVED if self._saves_none() else None)
+            unsaved = self._unsaved or (_NONE_SAVED if self._saves_none() else None) or self._not_yet(d.onset)
             why = f" ({unsaved})" if unsaved else ""
             return self._rollback_failed(d, f"no loadable healthy checkpoint before step {d.onset}{why}")
         if self._watchdog is not None:

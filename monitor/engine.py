@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from .detectors import EVALUATORS, SPARED, Judge
+from .detectors import AT_START, EVALUATORS, SPARED, Judge
 from .events import Event
 from .log import logger
 from .record import StepRecord
@@ -106,9 +106,11 @@ class Engine:
         """Publish an event of ``rule``; ``spared``: actions of the rule it does not ask for (see
         :class:`~training_monitor.detectors.Judge`); an event spared the rollback of a skipped update
         (:data:`~training_monitor.detectors.SPARED`) starts no cooldown, so the event asking for it when the
-        excursion goes on is not held back."""
+        excursion goes on is not held back; one in a fresh run's warm-up (:data:`~training_monitor.detectors.AT_START`:
+        judged against the few values before, no action asked) is a ``warning`` at most: nothing to page for."""
         cfg = self.rules.rules[rule]
-        event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=cfg.severity,
+        severity = "warning" if tuple(spared) == AT_START and cfg.severity == "critical" else cfg.severity
+        event = Event(rule=rule, step=step, onset_step=min(onset, step), value=value, severity=severity,
                       message=message, source=source, actions=[a for a in cfg.actions if a not in spared], rank=rank,
                       runbook=self.rules.runbook(rule), details=details,
                       trainer_step=trainer_step if trainer_step is not None else step + self.offset if self.offset

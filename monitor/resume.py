@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from glob import escape, glob, has_magic
 
 from .engine import Engine
-from .ledger import DELETED, QUARANTINED, CheckpointEntry, Ledger, file_checksum, read_ledger
+from .ledger import DELETED, HEALTHY, PENDING, QUARANTINED, CheckpointEntry, Ledger, file_checksum, read_ledger
 from .log import logger
 from .record import StepRecord
 from .recordlog import RecordLog
@@ -233,11 +233,15 @@ def resume(engine: Engine, checkpoint: str, output_dir: str, rank: int, run: str
 
 
 def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, rank: int, run: str,
-            record_log: RecordLog | None, agree=None, holds=None) -> Resumed:
+            record_log: RecordLog | None, agree=None, holds=None, least=None) -> Resumed:
     """:func:`resume` for the live callback, into a new engine with ``engine``'s rules and sinks (the
     returned ``engine``, to use from now on); the carried checkpoints join ``ledger``. ``agree(ok) -> bool``,
     with several ranks: True when every rank's ``ok`` is True; called twice on every rank (restored; its
     checkpoint not written over), so the ranks all restore or all start afresh, and all stop on a changed one.
+    ``least(n) -> int``, with several ranks: the least of the ranks' ``n``; called once on every rank that
+    restores: a carried checkpoint is healthy only when it is on every rank (a job stopped between two ranks'
+    promotions of a checkpoint leaves it healthy in one rank's ledger, pending in another's), so the ranks have
+    the same rollback targets and check the weights before the same promotions.
     ``holds(path) -> bool``: the network holds the weights of the checkpoint file ``path`` (the trainer loaded it).
 
     Raises:
@@ -272,6 +276,14 @@ def restore(engine: Engine, ledger: Ledger, checkpoint: str, output_dir: str, ra
         raise ChangedCheckpoint(changed)
     if done is None:
         raise failure
+    if least is not None:
+        newest = least(max((e.step + 1 for e in done.carried if e.status == HEALTHY), default=0)) - 1
+        pending = [e.step for e in done.carried if e.status == HEALTHY and e.step > newest]
+        if pending:
+            logger.info("checkpoint(s) of step(s) {} are healthy in this rank's ledger but not in every rank's (the "
+                        "job stopped between their promotions): pending again, promoted after the weights check "
+                        "like any other", ", ".join(map(str, pending)))
+            done.carried[:] = [replace(e, status=PENDING) if e.step in pending else e for e in done.carried]
     ledger.extend(done.carried)
     logger.info("resumed run {} from step {} ({}): {} records fed to the detectors again, {} checkpoints "
                 "from before the restart kept", run, done.entry.step, done.path, done.records, len(done.carried))

@@ -10,7 +10,7 @@ import pytest
 
 from test_replay_text import read
 from training_monitor.record import StepRecord
-from training_monitor.replay import replay_file, text
+from training_monitor.replay import ReplayError, replay_file, text
 from training_monitor.replay.base import Report
 from training_monitor.replay.fields import lookup
 
@@ -635,7 +635,7 @@ def test_a_number_glued_to_a_word_is_no_value_of_it():
     assert text.pairs(text.clean("[E 1 | it 100] loss: 2")) == [("step", "100", None, None), ("loss", "2", None, None)]
 
 
-def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_times():
+def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_times(tmp_path):
     tune = "tests/data/reallogs/tune/"
     # marian-nmt/marian issue #480: `Up.` counts the updates, `Cost` without a unit is the loss, `L.r.` is no loss
     line = ("[2019-08-17 21:41:36] Ep. 2 : Up. 576000 : Sen. 66,397,147 : Cost 2.76825786 : Time 586.24s : "
@@ -652,6 +652,14 @@ def test_cost_by_its_unit_a_loss_prefix_a_count_after_a_hash_and_a_log_of_epoch_
                   "===> Epoch 191: testing psnr = 34.41, ssim = 0.940, time: 0.02",
                   "===> Epoch 192: testing psnr = 34.44, ssim = 0.939, time: 0.02"])
     assert [(r.step, r.step_time_s) for r in mst] == [(191, 656.69)]
+    # ... nor in a log of per-epoch evaluations alone (`print(f"Epoch {e}: Validation Loss: {v}")`): each line its
+    # epoch's evaluation, judged by the evaluation rules; a log of accuracies alone has no loss: no training log
+    res = replay_file(_write(tmp_path, ["Epoch 1: Validation Loss: 2.31", "Epoch 2: Validation Loss: 2.10",
+                                        "Epoch 3: Validation Loss: nan"]))
+    assert res.evaluations == 3 and [(e.rule, e.step) for e in res.events] == [("eval_nan", 3)]
+    with pytest.raises(ReplayError, match="no known training-log format"):
+        replay_file(_write(tmp_path, ["Epoch 1: Validation Accuracy: 7.27%", "Epoch 2: Validation Accuracy: 8.1%"],
+                           "acc.log"))
     # XPixelGroup BasicSR's `l_pix` (a loss named for its part), `l_all` (the total); `l_r` is none
     assert [(lookup(n) or (None,))[0] for n in ("l_pix", "l_g_gan", "l_all", "l_r")] == ["loss_other", "loss_other",
                                                                                        "loss", None]
@@ -718,6 +726,17 @@ def test_llm_c_s_and_trl_are_the_step_and_its_loss():
                                                             (5000, 3.6325, 0.26)]
     assert [f for f, *_ in text.pairs(text.clean("[  1]    1440 || B: 5.495 | S: 1.564 | T: 17.647"))] == ["loss"]
     assert text.pairs(text.clean("took 5.2 s 100 samples")) == []
+
+
+def test_a_loops_index_i_is_its_step_with_a_separator():
+    # `print(f"i: {i}, loss: {loss.item()}")`, the loop index of many custom loops: the step, printed lower case
+    # with a separator; a loss that does not move is then no copy of the line before, and a relaunch goes back
+    lines = [f"i: {i}, train_loss: 1.3862946033477783" for i in (0, 1, 2, 0, 1)]
+    assert [(r.step, r.loss) for r in _steps(lines)] == [(0, 1.3862946033477783), (1, 1.3862946033477783),
+                                                        (2, 1.3862946033477783), (0, 1.3862946033477783),
+                                                        (1, 1.3862946033477783)]
+    assert lookup("i") == ("step", None) and lookup("I") != ("step", None)
+    assert text.pairs(text.clean("i 3 loss 2.0")) == [("loss", "2.0", None, None)]  # no separator: no step
 
 
 def test_a_trainer_dict_glued_after_a_bar_at_zero_is_numbered_as_the_dicts_after_it():

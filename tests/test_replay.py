@@ -13,6 +13,7 @@ import pytest
 from training_monitor.replay import ReplayError, replay_file, replay_paths, text
 from training_monitor.replay.base import Evaluation
 from training_monitor.replay.runner import PARSERS, ReplayOptions
+from training_monitor.replay.summary import as_text
 
 DATA = Path(__file__).parent / "data"
 
@@ -174,8 +175,10 @@ def test_megatron_deepspeed_scale_drop_marks_intervals_with_overflows():
 def test_hf_deepspeed_normal_fine_tune_has_no_events():
     res = replay_file(str(DATA / "hf_deepspeed_trainer_normal_01.log"))
     assert res.format == "text" and res.steps == 8 and res.events == []
-    # no progress bars in this excerpt: the steps are the count of loss lines
+    # no progress bars in this excerpt: the steps are the count of loss lines, which the report says
     assert res.last.step == 8 and res.last.loss == 0.9321 and res.last.lr == 1e-05
+    assert res.positional == 8 and res.to_dict()["positional_steps"] == 8
+    assert "8 records (8 steps, 8 numbered by their place in the log, which names no step)" in as_text([res])
 
 
 def test_deepspeed_overflows_that_no_step_number_places_are_not_taken_for_start_up():

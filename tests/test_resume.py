@@ -356,14 +356,32 @@ def test_two_ranks_resume_together_or_both_start_afresh(tmp_path):
     assert msrun(ok, "resume") == 0
     for r in (0, 1):
         assert json.loads((ok / f"resumed_rank{r}.json").read_text()) == {"resumed": 30, "carried": [10, 20, 30],
-                                                                           "last_step": 40}
+                                                                           "last_step": 40,
+                                                                           "healthy": [10, 20, 30]}
+    # the job stopped between the ranks' promotions of step 30 (at step 35): healthy in rank 0's ledger, pending
+    # in rank 1's. Both take it as pending, so both check the weights (a collective) before promoting it again
+    # at step 35; with rank 1 alone entering it, its AllReduce met rank 0's gradient reduction and the job died
+    diverged = tmp_path / "diverged"
+    shutil.copytree(broken, diverged)
+    ledger = diverged / "ledger_rank1.json"
+    entries = json.loads(ledger.read_text())
+    for e in entries["checkpoints"]:
+        if e["step"] == 30:
+            e["status"] = "pending"
+    ledger.write_text(json.dumps(entries))
+    assert msrun(diverged, "resume") == 0
+    for r in (0, 1):
+        assert json.loads((diverged / f"resumed_rank{r}.json").read_text()) == {
+            "resumed": 30, "carried": [10, 20, 30], "last_step": 40, "healthy": [10, 20, 30]}
+    assert "checkpoint(s) of step(s) 30 are healthy in this rank's ledger but not in every rank's" in (
+        diverged / "logs-resume" / "worker_0.log").read_text()
     # rank 1's record log lost its rows (the copy's checkpoints are found by checksum): neither rank restores
     head = (broken / "records_rank1.csv").read_text().splitlines()[0]
     (broken / "records_rank1.csv").write_text(head + "\n")
     assert msrun(broken, "resume") == 0
     for r in (0, 1):
         assert json.loads((broken / f"resumed_rank{r}.json").read_text()) == {"resumed": None, "carried": [],
-                                                                               "last_step": 10}
+                                                                               "last_step": 10, "healthy": []}
     # rank 1 loads its step-20 file, rank 0 its step-30 one (a per-rank "newest file" after a save cut short):
     # both stop at once, saying so (the monitor ends a run it stopped with exit status 1), rather than train on
     # different weights until their collectives no longer pair up

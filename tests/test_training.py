@@ -282,7 +282,8 @@ def test_a_new_process_never_rolls_back_to_an_older_process_s_checkpoints(tmp_pa
         "checksum"]
     # NaN at step 15 of the second run: the first run's healthy step-10 checkpoint must not be used, and
     # with no healthy checkpoint of its own the run stops instead of training on
-    with pytest.raises(SystemExit, match="no loadable healthy checkpoint before step 15"):
+    with pytest.raises(SystemExit, match=r"no loadable healthy checkpoint before step 15 \(the checkpoint of step 10 "
+                                         r"was not healthy yet: it turns healthy after 10 clean steps, at step 20\)"):
         train([second], steps=20, poison={14})
     assert second.rollbacks == [] and any(e.rule == "nan_inf" for e in second.kept.events)
     assert (tmp_path / f"ledger_rank0.before-{second.instance}.json").exists()

@@ -496,8 +496,8 @@ def test_a_noisy_toy_regression_is_not_stopped_by_a_start_up_excursion(tmp_path)
     Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.002, 0.9)).train(
         1, data, callbacks=[mon, LossMonitor()], dataset_sink_mode=False)
     assert mon.stop_reason is None and mon.trainer_step == 200 and not mon.rollbacks
-    early = [(e.rule, e.actions) for e in mon.kept.events if e.step <= 10]
-    assert early and all(actions == ["alert"] for _, actions in early)
+    early = [(e.rule, e.actions, e.severity) for e in mon.kept.events if e.step <= 10]
+    assert early and all(actions == ["alert"] and severity == "warning" for _, actions, severity in early)  # no page
     assert all("at the run's start (its first 10 steps): no rollback" in e.message
                for e in mon.kept.events if e.step <= 10)
 

@@ -205,8 +205,9 @@ _CJK = re.compile("|".join(_CJK_WORDS))
 # names read only as one identifier, as printed: modded-nanogpt's running total ``train_time``, where a custom loop's
 # ``train time: 4.319s``, words apart, is the step's time
 _IDENTIFIERS = {"train_time": ("time_total", None)}
-# names read only as printed, case and all: llm.c's step ``s:4860`` (YOLACT's ``S:`` is a loss part)
-_EXACT = {"s": ("step", None)}
+# names read only as printed, case and all: llm.c's step ``s:4860`` (YOLACT's ``S:`` is a loss part), a custom loop's
+# loop index ``i: 0, train_loss: ..`` (``print(f"i: {i}, loss: {loss}")``)
+_EXACT = {"s": ("step", None), "i": ("step", None)}
 EVAL = "eval"  # the field of an evaluation (or end-of-run summary) value
 LOSS_AVERAGE = "loss_average"  # an average or smoothed loss: the line's loss only when it names no other
 LOSS_OTHER = "loss_other"      # a loss named for its objective or part: the line's loss when it is its only one
@@ -224,7 +225,7 @@ _AVERAGE_WORDS = frozenset(("avg", "ave", "average", "mean", "running", "moving"
                             "epoch"))
 _TOTAL_WORDS = frozenset(("total", "all", "overall"))  # a name of them alone: the total of the line's losses
 _TRAIN_WORDS = frozenset(("train", "training"))  # a name of one alone: the training split's objective, a loss
-_BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS | {"s"}  # llm.c's step, ``s:4860`` (``5.2 s 100`` is a time's unit)
+_BARE_WORDS = _TOTAL_WORDS | _TRAIN_WORDS | {"s", "i"}  # steps (_EXACT), read with a separator (``5.2 s 100``: a unit)
 _SCALE_WORDS = frozenset(("scale", "scaler", "scaling"))
 # a qualifier that makes a loss or norm name a setting of training, no value of a step (a configuration dump)
 _SETTING_WORDS = frozenset(("weight", "weights", "coef", "coeff", "coefficient", "min", "max", "init", "initial",
@@ -393,7 +394,8 @@ def by_unit(field: str, unit: str | None) -> str:
 
 def bare(name: str) -> bool:
     """``name`` is a total word or a training-split word alone (:func:`lookup`), a loss only when printed with a
-    separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading), or llm.c's step ``s`` (``s:4860``)."""
+    separator (``All: 3.02``, ``train=0.179``; ``Train 1`` is a heading), llm.c's step ``s`` (``s:4860``) or a loop's
+    index ``i`` (``i: 0``)."""
     return "_".join(_words(name)) in _BARE_WORDS
 
 

@@ -147,6 +147,7 @@ class ReplayResult(EventList):
     stats: Stats = field(default_factory=Stats)
     tracks: dict = field(default_factory=dict)  # rank -> Track (plot series), with ReplayOptions.plot_ranks
     actions: list = field(default_factory=list)  # what the live monitor did (rollbacks, stops), as its lines say
+    positional: int = 0  # step records numbered by their place in the log: it names no step (Trainer dicts alone)
 
     def _in_order(self, kind: str) -> list[dict]:
         """Each rank's ``kind`` list (its policy's ``rollbacks`` or ``missed``), ``rank`` added, in the order they
@@ -184,7 +185,8 @@ class ReplayResult(EventList):
                 "evaluations": self.evaluations,
                 "skipped_lines": self.skipped_lines, "anomalies": [e.to_dict() for e in self.events],
                 "last_step": self.last.step if self.last else None, "reports": self.reports,
-                "merged_lines": self.merged_lines, "lines": self.lines, "skipped": dict(self.skipped.most_common()),
+                "merged_lines": self.merged_lines, "positional_steps": self.positional, "lines": self.lines,
+                "skipped": dict(self.skipped.most_common()),
                 "ranks": sorted(self.ranks), "anomalies_not_kept": self.events_dropped, "files": self.files,
                 "would_be_rollbacks": self.would_be_rollbacks(), "would_stop": self.would_stop(),
                 "rollbacks_without_checkpoint": self.rollbacks_without_checkpoint(), "live_actions": self.actions,
@@ -398,6 +400,7 @@ class _Run:
         slot = self.slot(self.rank)
         slot.parser.last = first = batch.record(0)  # as the parser keeps each record it gives
         self._took(first, slot, self.rank)
+        slot.positional = False  # (a batch's records name their steps: the text parser did not read their lines)
         if n == 1:
             return
         # the pending record is the batch's first (or one equal to it) unless a held report had it judged
@@ -406,7 +409,6 @@ class _Run:
         self._place(slot, batch.record(start).step)
         self._observe_batch(batch, start, n - 1)
         slot.pending = slot.parser.last = batch.record(n - 1)
-        slot.positional = False
         r.steps += n - 1
 
     def _rank(self, rank: int) -> _Rank:
@@ -465,6 +467,7 @@ class _Run:
         st = self.ranks.get(rec.rank) or self._rank(rec.rank)
         if positional:  # its step is its position in a log that numbers none: not known to be at start-up
             st.engine.judge.by_position()
+            self.result.positional += 1
         t = rec.trainer_step  # (the monitor's record log: after a rollback, in a resumed process)
         st.engine.offset = 0 if t is None else t - rec.step
         self._judged(st, rec, st.engine.observe(rec))

@@ -99,6 +99,8 @@ def as_text(results) -> str:
             parts.append(count(r.evaluations, "evaluation"))
         if r.merged_lines:
             parts.append(count(r.merged_lines, "line") + " merged into their step")
+        if r.positional:
+            parts.append(f"{r.positional} numbered by their place in the log, which names no step")
         more = f" (and {r.events_dropped} more not kept)" if r.events_dropped else ""
         out.append(f"{r.path}: {r.format}{who}, {count(r.records, 'record')} ({', '.join(parts)}), "
                    f"{count(r.reports, 'trainer report')}, {count(r.skipped_lines, 'line')} skipped"

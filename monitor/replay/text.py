@@ -1407,10 +1407,11 @@ class Parser(base.Parser):
         return item
 
     def _timed_epoch(self, epoch, values: dict) -> bool:
-        """``values`` are an epoch's and its time alone, in a log that has shown no loss: a log of epoch times
-        (so-vits-svc's ``====> Epoch: 6020, cost 14.01 s``), each line its epoch's record. In a log of losses such
-        a line is an evaluation's or a summary's time (``Epoch 191: testing psnr = 34.41, .., time: 0.02``)."""
-        return epoch is not None and "step_time_s" in values and not self.losses
+        """``values`` are an epoch's and its time or its evaluation, in a log that has shown no loss: a log of
+        epoch times (so-vits-svc's ``====> Epoch: 6020, cost 14.01 s``) or of per-epoch evaluations
+        (``Epoch 4: Validation Loss: 0.45``), each line its epoch's record. In a log of losses such a line is an
+        evaluation's or a summary's (``Epoch 191: testing psnr = 34.41, .., time: 0.02``)."""
+        return epoch is not None and ("step_time_s" in values or EVAL in values) and not self.losses
 
     def _step(self, values: dict, text: str, bar) -> int | None:
         """The global step of a line, or None when it numbers none. A progress bar at 0 with no postfix values

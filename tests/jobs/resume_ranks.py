@@ -4,6 +4,7 @@
                                  steps into OUT/ckpt/rank_<r>/ (after the monitor in the callback list)
     resume_ranks.py OUT resume   each rank loads its OUT/ckpt/rank_<r>/tiny-1_30.ckpt and trains 10 steps with
                                  resume_from=OUT/ckpt/rank_{rank}/tiny-1_30.ckpt; writes OUT/resumed_rank<r>.json
+                                 (the checkpoints resumed from and carried, the last step, the healthy ones)
     resume_ranks.py OUT mismatch as ``resume``, but rank 1 loads (and names in resume_from) its step-20 file
 """
 import json
@@ -50,7 +51,8 @@ def main():
         with open(os.path.join(out, f"resumed_rank{rank}.json"), "w") as f:
             json.dump({"resumed": monitor.resumed and monitor.resumed.entry.step,
                        "carried": [e.step for e in monitor.resumed.carried] if monitor.resumed else [],
-                       "last_step": monitor.last_record.step}, f)
+                       "last_step": monitor.last_record.step,
+                       "healthy": [e.step for e in monitor.ledger.entries if e.status == "healthy"]}, f)
 
 
 if __name__ == "__main__":
