@@ -37,7 +37,7 @@ from click.testing import CliRunner
 from training_monitor.cli import main as monitor_cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reallogs"
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 108)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 110)))  # the batches, in the order gathered
 # corpus category -> substrings of the rule ids that report it (rule ids are the engine's, e.g. nan_inf,
 # overflow_storm, loss_scale_collapse, loss_degenerate, loss_plateau, throughput_drop, stall); anomalies of
 # other rules (low_mfu: a level, not an event in the log) are listed per file but not scored

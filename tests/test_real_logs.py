@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "reallogs"
 LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))
-SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 108)))  # the batches, in the order gathered
+SPLITS = ("tune", "heldout", *(f"heldout{n}" for n in range(2, 110)))  # the batches, in the order gathered
 
 # the team's shared samples (both tables of shared/samples/README.md), kept in tune/
 SHARED_SAMPLES = frozenset({
@@ -47,7 +47,7 @@ GATHERED = {"heldout2": 15, "heldout3": 25, "heldout4": 30, "heldout5": 30, "hel
             "heldout98": 6, "heldout99": 2,
             "heldout100": 9, "heldout101": 9,
             "heldout102": 8, "heldout103": 8,
-            "heldout104": 7, "heldout105": 8, "heldout106": 7, "heldout107": 5}
+            "heldout104": 7, "heldout105": 8, "heldout106": 7, "heldout107": 5, "heldout108": 7, "heldout109": 6}
 
 # files the full assertion fails on with the replay of this commit (not read, an event missed, or a false alarm)
 KNOWN_FAILING = frozenset({
@@ -57,6 +57,13 @@ KNOWN_FAILING = frozenset({
     "pytorch_word_language_model_rnn_tanh_epochs_1_10_valid_loss_17p68_to_31p80_spike_end_of_epoch3_ohalon.log",
     "styletts_tsukasa_speech_epoch1_steps_10_50_mel_loss_1p22_to_0p74_step_gap_8s_to_117s_stall_at_step50_respaired6.log",
     "pytorch_custom_val_accuracy_epochs_2_72_acc_7p27_to_95p27_frozen_12p73_epochs_4_16_shimooo3.log",
+    "pytorch_csta_adapter_finetune_epochs_0_53_loss_4p12_frozen_4p0874_epochs_30_40_acc_0p0474_frozen_kabir5296.log",
+    "pytorch_unet_gan_epochs_1_50_loss_g_0p147_to_0p049_epoch_gap_12min_to_143min_stall_at_epoch38_latinaxia.log",
+    "yolov5_kart_plates_epochs_360_398_box_loss_0p040_map50_0p96_early_stop_healthy_jgbaschool.log",
+    "keras_alexnet_epochs_76_84_loss_0p23_to_0p50_at_epoch80_val_loss_4p69_spike_the-deep-learners15.log",
+    "keras_fit_epochs_1_13_loss_0p67_to_6p05_at_epoch10_spike_piaic-official15.log",
+    "mxnet_plate_ocr_epoch0_batches_50_400_accuracy_frozen_0p000000_szad670401_15.log",
+    "tensorflow_bilstm_crf_ner_iterations_1_4_steps_100_4100_ner_loss_31p9_to_1p7_healthy_oye93.log",
     # promoted from heldout9/heldout10 after scoring (to be fixed)
     "mindspore_icnet_8p_epochs_1_5_per_step_719_to_1044ms.log",  # 719 -> 1044 ms/step, no data time: 40 s lost
     "mmyolo_yolox_iters_1_3_data_time_31_9s_of_33_7s_789.log",  # data_time 12-32 s, iterations 1-3: the warm-up
