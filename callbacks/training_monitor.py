@@ -942,11 +942,10 @@ class TrainingMonitor(Callback):
     def _not_yet(self, onset: int) -> str | None:
         """Why the newest checkpoint before step ``onset`` is no target when it was saved in the ``healthy_after``
         steps before the excursion (so not yet healthy, now quarantined by it), None otherwise."""
-        before = [e for e in self.ledger.entries if e.step < onset]
-        e = max(before, key=lambda e: e.step, default=None)
-        if e is None or e.status == HEALTHY or e.step + self.ledger.healthy_after <= onset:
-            return None
         after = self.ledger.healthy_after
+        e = max((e for e in self.ledger.entries if e.step < onset), key=lambda e: e.step, default=None)
+        if e is None or e.status == HEALTHY or e.step + after <= onset:
+            return None
         return (f"the checkpoint of step {e.step} was not healthy yet: it turns healthy after {after} clean steps, "
                 f"at step {e.step + after}")
 

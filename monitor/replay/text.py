@@ -1406,7 +1406,7 @@ class Parser(base.Parser):
             self.heads = _heads(heads, text, joiner)
         return item
 
-    def _timed_epoch(self, epoch, values: dict) -> bool:
+    def _epoch_record(self, epoch, values: dict) -> bool:
         """``values`` are an epoch's and its time or its evaluation, in a log that has shown no loss: a log of
         epoch times (so-vits-svc's ``====> Epoch: 6020, cost 14.01 s``) or of per-epoch evaluations
         (``Epoch 4: Validation Loss: 0.45``), each line its epoch's record. In a log of losses such a line is an
@@ -1429,7 +1429,7 @@ class Parser(base.Parser):
             v, tot = float(m[2] or m[1]), None
             epoch = (float(m[1]), None, None) if m[2] else epoch
             self.leading = True
-        elif not self.numbered and "loss" not in values and not self._timed_epoch(epoch, values):
+        elif not self.numbered and "loss" not in values and not self._epoch_record(epoch, values):
             return None
         elif bar is not None and (bar.group(2) != "0" or _postfix(bar).strip(" ,")):
             v, tot = float(bar.group(2)), bar.group(3)
@@ -1441,7 +1441,7 @@ class Parser(base.Parser):
             v, tot = float(count[0]), count[1]
             epoch = (float(count[2]), None, None) if count[2] is not None else epoch
         elif epoch is not None and (self.by_epoch or not self.numbered) and (
-                "loss" in values or self._timed_epoch(epoch, values)):
+                "loss" in values or self._epoch_record(epoch, values)):
             self.by_epoch = True  # nothing finer is counted: the epochs are the steps
             return int(epoch[0]) if epoch[0] < 1e15 else None
         else:
